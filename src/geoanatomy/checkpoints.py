@@ -1,0 +1,112 @@
+"""Checkpoint files: safetensors weights with their config, optimizer state for resume.
+
+Layout of ``<run_dir>/checkpoints/``::
+
+    step_000100.safetensors   model weights at step 100 (metadata: run, step, model config)
+    optim.safetensors         AdamW moments of the newest checkpoint (metadata: step)
+
+Every file is written to a temporary name and renamed, so a killed job leaves
+either the old file or the new one, never a half-written one. Loading uses
+safetensors only (no pickle), so a checkpoint cannot execute code.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from .runtime import atomic_write_bytes
+
+_STEP_RE = re.compile(r"^step_(\d{6,})\.safetensors$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint file is unreadable; the message names the file and the fix."""
+
+
+def ckpt_path(ckpt_dir: Path, step: int) -> Path:
+    return Path(ckpt_dir) / f"step_{step:06d}.safetensors"
+
+
+def list_checkpoints(ckpt_dir: Path) -> list[int]:
+    """Steps of the weight files present in ``ckpt_dir``, sorted."""
+    d = Path(ckpt_dir)
+    if not d.is_dir():
+        return []
+    return sorted(int(m.group(1)) for p in d.iterdir() if (m := _STEP_RE.match(p.name)))
+
+
+def save_weights(ckpt_dir: Path, step: int, model: torch.nn.Module, meta: dict) -> Path:
+    """Save model weights (tied tensors stored once) with ``meta`` as safetensors metadata."""
+    sd = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()
+          if k != "lm_head.weight"}  # tied to wte.weight
+    md = {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in meta.items()}
+    md["step"] = str(step)
+    p = ckpt_path(ckpt_dir, step)
+    atomic_write_bytes(p, st_save(sd, metadata=md))
+    return p
+
+
+def _read(path: Path) -> tuple[dict, dict]:
+    from safetensors import safe_open
+    try:
+        data = Path(path).read_bytes()
+        tensors = st_load(data)
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        raise CheckpointError(
+            f"checkpoint {path} is unreadable ({e}). Delete it and rerun the training job to "
+            f"resume from the previous checkpoint, or recompute the run with "
+            f"`geoanatomy clean-run <run_dir>` (see README, 'Recovering a run').") from e
+    return tensors, meta
+
+
+def load_weights(path: Path, model: torch.nn.Module) -> dict:
+    """Load weights into ``model`` (strict); returns the file's metadata."""
+    tensors, meta = _read(path)
+    tensors["lm_head.weight"] = tensors["wte.weight"]
+    try:
+        model.load_state_dict({k: v.to(next(model.parameters()).device) for k, v in tensors.items()}, strict=True)
+    except RuntimeError as e:
+        raise CheckpointError(f"checkpoint {path} does not fit the model: {e}") from e
+    return meta
+
+
+def read_meta(path: Path) -> dict:
+    return _read(path)[1]
+
+
+def save_optimizer(ckpt_dir: Path, step: int, opt: torch.optim.Optimizer) -> None:
+    """AdamW state as flat tensors ``{i}.exp_avg``, ``{i}.exp_avg_sq``, ``{i}.step``."""
+    sd = opt.state_dict()
+    flat = {}
+    for i, st in sd["state"].items():
+        for k, v in st.items():
+            flat[f"{i}.{k}"] = (v if torch.is_tensor(v) else torch.tensor(v)).detach().to("cpu").contiguous()
+    meta = {"step": str(step), "param_groups": json.dumps(sd["param_groups"])}
+    atomic_write_bytes(Path(ckpt_dir) / "optim.safetensors", st_save(flat, metadata=meta))
+
+
+def load_optimizer(ckpt_dir: Path, opt: torch.optim.Optimizer) -> int:
+    """Restore AdamW state; returns the step it belongs to."""
+    tensors, meta = _read(Path(ckpt_dir) / "optim.safetensors")
+    state: dict[int, dict] = {}
+    for key, v in tensors.items():
+        i, k = key.split(".", 1)
+        state.setdefault(int(i), {})[k] = v
+    sd = opt.state_dict()
+    dev = opt.param_groups[0]["params"][0].device
+    for i, st in state.items():
+        for k in st:
+            if k != "step":
+                st[k] = st[k].to(dev)
+    sd["state"] = state
+    sd["param_groups"] = json.loads(meta["param_groups"])
+    opt.load_state_dict(sd)
+    return int(meta["step"])

@@ -1,0 +1,40 @@
+"""Checkpoint and learning-rate schedules."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def checkpoint_steps(steps: int, n_log: int, log_end: float, n_uniform: int) -> list[int]:
+    """Dense-early checkpoint steps: 0, ``n_log`` log-spaced steps in [1, log_end*steps],
+    then ``n_uniform`` evenly spaced steps in (log_end*steps, steps]; rounded, de-duplicated,
+    always ending at ``steps``.
+
+    Example: steps=1000, n_log=10, log_end=0.1, n_uniform=9 ->
+    [0, 1, 2, 3, 5, 8, 13, 22, 36, 60, 100, 200, 300, ..., 1000] (log part is rounded so
+    adjacent small steps merge; the count can be below n_log + n_uniform + 1).
+    """
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    log_stop = max(1, int(round(log_end * steps)))
+    pts = {0, steps}
+    if n_log > 0:
+        pts.update(int(round(v)) for v in np.geomspace(1, log_stop, n_log))
+    if n_uniform > 0:
+        pts.update(int(round(v)) for v in np.linspace(log_stop, steps, n_uniform + 1)[1:])
+    return sorted(p for p in pts if 0 <= p <= steps)
+
+
+def lr_at(step: int, lr: float, warmup: int, steps: int, min_lr_frac: float) -> float:
+    """Linear warmup from 0 to ``lr`` over ``warmup`` steps, then cosine decay to
+    ``min_lr_frac * lr`` at ``steps``: lr_t = lr_min + (lr - lr_min) * (1 + cos(pi * u)) / 2,
+    u = (t - warmup) / (steps - warmup). ``step`` is the 0-based index of the update.
+    """
+    if warmup > 0 and step < warmup:
+        return lr * (step + 1) / warmup
+    if steps <= warmup:
+        return lr
+    u = min(1.0, (step - warmup) / (steps - warmup))
+    lo = min_lr_frac * lr
+    return lo + (lr - lo) * 0.5 * (1.0 + math.cos(math.pi * u))

@@ -1,0 +1,216 @@
+"""Training with dense checkpoints and exact resume.
+
+Loss: mean cross-entropy over the answer tokens only (the prompt is given).
+Optimizer: AdamW (decoupled weight decay on matrices only), linear warmup then
+cosine decay (``schedule.lr_at``), optional global grad-norm clipping.
+
+Resume: at each checkpoint step the weights (``step_NNNNNN.safetensors``), the
+AdamW state (``optim.safetensors``) and the training log (``train_log.csv``)
+are written atomically. The batch of step t depends only on (seed, t), so a
+job killed at any point and restarted continues from its newest complete
+checkpoint and ends with the same weights as an uninterrupted run (tested).
+Checkpoints written under different settings (their ``settings_hash``
+metadata differs) are discarded, never mixed in.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import __version__
+from .checkpoints import (CheckpointError, list_checkpoints, load_optimizer, load_weights,
+                          read_meta, save_optimizer, save_weights)
+from .config import RunSpec
+from .measures.rankme import rankme
+from .model import GPT, ModelConfig
+from .runtime import atomic_write_json, atomic_write_text, pick_device
+from .schedule import checkpoint_steps, lr_at
+from .tasks import TaskData, _seed, make_task
+
+LOG_FIELDS = ["step", "train_loss", "lr", "grad_norm"]
+
+
+def build(spec: RunSpec, device: str = "cpu") -> tuple[GPT, TaskData]:
+    """Seeded model and data for a run spec (same seed -> same initial weights)."""
+    task = make_task(spec.task, spec.level, spec.level_params)
+    data = TaskData(task, spec.seed, spec.data["n_heldout"], spec.data["heldout_frac"])
+    torch.manual_seed(_seed(spec.seed, spec.name, "init") % (2**63))
+    model = GPT(ModelConfig.from_size(spec.size, block_size=spec.block_size)).to(device)
+    return model, data
+
+
+def make_optimizer(model: GPT, tr: dict) -> torch.optim.AdamW:
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": tr["weight_decay"]},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=tr["lr"], betas=(tr["beta1"], tr["beta2"]))
+
+
+def answer_loss(model: GPT, seq: torch.Tensor, n_answer: int) -> torch.Tensor:
+    """Mean CE over answer tokens. seq (B, S); the answer is seq[:, S-n_answer:]."""
+    x, y = seq[:, :-1], seq[:, 1:]                                       # (B, S-1)
+    logits = model(x)[:, -n_answer:, :]                                   # (B, n_answer, V)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[:, -n_answer:].reshape(-1))
+
+
+@torch.no_grad()
+def quick_eval(model: GPT, data: TaskData, n: int, device: str) -> tuple[float, float]:
+    """(exact-match accuracy, final-layer RankMe at the first-answer position) for the progress line."""
+    was = model.training
+    model.eval()
+    seq = torch.as_tensor(data.eval_set(n), device=device)
+    na = data.spec.n_answer
+    logits, hidden = model(seq[:, :-1], return_hidden=True)
+    acc = (logits[:, -na:].argmax(-1) == seq[:, -na:]).all(1).float().mean().item()
+    rm = rankme(hidden[-1][:, data.spec.first_answer_pred_pos])
+    model.train(was)
+    return acc, rm
+
+
+def _log_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=LOG_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (f"{r[k]:.9g}" if isinstance(r[k], float) else r[k]) for k in LOG_FIELDS})
+    return buf.getvalue()
+
+
+def _read_log(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path) as f:
+        return [{"step": int(r["step"]), "train_loss": float(r["train_loss"]), "lr": float(r["lr"]),
+                 "grad_norm": float(r["grad_norm"])} for r in csv.DictReader(f)]
+
+
+def train_run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | None = None,
+              stop_after: int | None = None, log=print) -> dict:
+    """Train one run into ``run_dir``; resume from its newest checkpoint if present.
+
+    Writes ``run_dir/checkpoints/`` and, at the end, ``run_dir/train.json`` (summary).
+    ``stop_after`` (tests only) returns after that checkpoint step as if killed.
+    Returns the summary dict.
+    """
+    run_dir = Path(run_dir)
+    ckdir = run_dir / "checkpoints"
+    device = pick_device(device)
+    tr = spec.train
+    steps = tr["steps"]
+    ck = tr["checkpoints"]
+    ck_steps = checkpoint_steps(steps, ck["n_log"], ck["log_end"], ck["n_uniform"])
+    ck_set = set(ck_steps)
+    h = spec.train_hash()
+    eval_n = eval_n or spec.eval.get("n_samples", 256)
+
+    model, data = build(spec, device)
+    opt = make_optimizer(model, tr)
+    na = data.spec.n_answer
+
+    # ---- resume: newest checkpoint that has both weights and matching optimizer state
+    start, log_rows = 0, []
+    have = list_checkpoints(ckdir)
+    if have:
+        try:
+            meta = read_meta(ckdir / "optim.safetensors") if (ckdir / "optim.safetensors").exists() else {}
+            wmeta = read_meta(ckdir / f"step_{have[-1]:06d}.safetensors")
+        except CheckpointError as e:
+            log(f"[train] {e}")
+            raise
+        if wmeta.get("settings_hash") != h:
+            log(f"[train] {spec.name}: checkpoints in {ckdir} were made with other settings "
+                f"(hash {wmeta.get('settings_hash')} != {h}); starting afresh")
+            shutil.rmtree(ckdir)
+        elif meta and int(meta["step"]) in have:
+            s = int(meta["step"])
+            load_weights(ckdir / f"step_{s:06d}.safetensors", model)
+            load_optimizer(ckdir, opt)
+            log_rows = [r for r in _read_log(ckdir / "train_log.csv") if r["step"] <= s]
+            for extra in (c for c in have if c > s):  # weights written after the last optimizer save
+                (ckdir / f"step_{extra:06d}.safetensors").unlink()
+            start = s
+            log(f"[train] {spec.name}: resuming from checkpoint step {s}")
+    meta_common = {"run": spec.name, "settings_hash": h, "model_config": model.cfg.to_dict(),
+                   "run_spec": spec.train_dict(), "geoanatomy_version": __version__}
+
+    model.train()
+    t0 = time.time()
+    t_last, s_last = t0, start
+    loss_acc, n_acc, gn = 0.0, 0, 0.0
+
+    def checkpoint(step: int, loss_mean: float, lr: float, gnorm: float) -> None:
+        nonlocal t_last, s_last
+        save_weights(ckdir, step, model, meta_common)
+        save_optimizer(ckdir, step, opt)
+        log_rows.append({"step": step, "train_loss": loss_mean, "lr": lr, "grad_norm": gnorm})
+        atomic_write_text(ckdir / "train_log.csv", _log_csv(log_rows))
+        acc, rm = quick_eval(model, data, min(eval_n, data.n_heldout), device)
+        now = time.time()
+        sps = (step - s_last) / max(now - t_last, 1e-9)
+        t_last, s_last = now, step
+        log(f"[train] {spec.name} step {step:>7d}/{steps} loss {loss_mean:.4f} acc {acc:.3f} "
+            f"rankme(ln_final,first) {rm:.2f} lr {lr:.2e} {sps:.1f} steps/s", flush=True)
+
+    if start == 0 and 0 in ck_set:
+        with torch.no_grad():
+            seq0 = torch.as_tensor(data.train_batch(0, tr["batch_size"]), device=device)
+            l0 = answer_loss(model, seq0, na).item()
+        checkpoint(0, l0, 0.0, 0.0)
+
+    diverged = False
+    for step in range(start, steps):
+        lr = lr_at(step, tr["lr"], tr["warmup"], steps, tr["min_lr_frac"])
+        for g in opt.param_groups:
+            g["lr"] = lr
+        seq = torch.as_tensor(data.train_batch(step, tr["batch_size"]), device=device)  # (B, S)
+        loss = answer_loss(model, seq, na)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if tr["grad_clip"] > 0:
+            gn = float(torch.nn.utils.clip_grad_norm_(model.parameters(), tr["grad_clip"]))
+        opt.step()
+        lv = loss.item()
+        if not np.isfinite(lv):
+            diverged = True
+        loss_acc += lv
+        n_acc += 1
+        done = step + 1
+        if done in ck_set:
+            checkpoint(done, loss_acc / n_acc, lr, gn)
+            loss_acc, n_acc = 0.0, 0
+            if stop_after is not None and done >= stop_after:
+                return {"stopped_at": done}
+        if diverged:
+            log(f"[train] {spec.name}: loss is {lv} at step {done}: run diverged; stopping", flush=True)
+            if done not in ck_set:
+                checkpoint(done, loss_acc / max(n_acc, 1), lr, gn)
+            break
+
+    summary = {
+        "run": spec.name, "task": spec.task, "level": spec.level, "size": spec.size,
+        "n_params": model.n_params(), "steps": steps, "checkpoint_steps": list_checkpoints(ckdir),
+        "diverged": diverged, "device": device, "threads": torch.get_num_threads(),
+        "settings_hash": h, "settings": spec.train_dict(), "geoanatomy_version": __version__,
+        "torch_version": torch.__version__, "python": sys.version.split()[0],
+        "wall_seconds_this_job": round(time.time() - t0, 2), "resumed_from": start,
+    }
+    atomic_write_json(run_dir / "train.json", summary)
+    return summary
+
+
+def read_train_log(run_dir: str | Path) -> list[dict]:
+    return _read_log(Path(run_dir) / "checkpoints" / "train_log.csv")
+
+
+def dump(obj) -> str:
+    return json.dumps(obj, indent=2)

@@ -1,0 +1,20 @@
+# Stage 3: event detection (acquisition, collapse, floor, recovery, precursor, difficulty)
+# -> precursor.json, and the run's trajectory figure.
+rule events:
+    input:
+        train=f"{RESULTS}/{{run}}/train.json",
+        metrics=f"{RESULTS}/{{run}}/metrics.csv",
+    output:
+        precursor=f"{RESULTS}/{{run}}/precursor.json",
+        figure=f"{RESULTS}/{{run}}/trajectory.png",
+    params:
+        spec=lambda w: spec_param(w.run, with_events=True),
+    threads: CFG["threads"]["events"]
+    log:
+        f"{RESULTS}/{{run}}/logs/events.log",
+    benchmark:
+        f"{RESULTS}/{{run}}/benchmarks/events.tsv"
+    conda:
+        "../../environment.yml"
+    shell:
+        THREAD_ENV + " geoanatomy events --spec {params.spec} --threads {threads} > {log} 2>&1"

@@ -1,0 +1,18 @@
+# Stage 2: one forward pass per checkpoint over the fixed held-out evaluation set ->
+# the run's long-format table (accuracy, log-probabilities, RankMe per layer/position).
+rule metrics:
+    input:
+        f"{RESULTS}/{{run}}/train.json",
+    output:
+        f"{RESULTS}/{{run}}/metrics.csv",
+    params:
+        spec=lambda w: spec_param(w.run),
+    threads: CFG["threads"]["metrics"]
+    log:
+        f"{RESULTS}/{{run}}/logs/metrics.log",
+    benchmark:
+        f"{RESULTS}/{{run}}/benchmarks/metrics.tsv"
+    conda:
+        "../../environment.yml"
+    shell:
+        THREAD_ENV + " geoanatomy metrics --spec {params.spec} --threads {threads} > {log} 2>&1"

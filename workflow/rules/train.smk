@@ -1,0 +1,17 @@
+# Stage 1: train one run with dense checkpoints (results/{run}/checkpoints/).
+# The checkpoints folder is deliberately not a declared output: Snakemake would delete
+# it before a rerun, and the trainer resumes from it after an interruption.
+rule train:
+    output:
+        f"{RESULTS}/{{run}}/train.json",
+    params:
+        spec=lambda w: spec_param(w.run),
+    threads: CFG["threads"]["train"]
+    log:
+        f"{RESULTS}/{{run}}/logs/train.log",
+    benchmark:
+        f"{RESULTS}/{{run}}/benchmarks/train.tsv"
+    conda:
+        "../../environment.yml"
+    shell:
+        THREAD_ENV + " geoanatomy train --spec {params.spec} --threads {threads} > {log} 2>&1"
