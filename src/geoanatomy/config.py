@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+from .pythia.settings import BENCHMARKS as PYTHIA_BENCHMARKS  # noqa: E402 (no torch import)
 
 DEFAULTS: dict = {
     "seed": 0,
@@ -35,7 +36,7 @@ DEFAULTS: dict = {
     },
     "size_overrides": {},
     "data": {"n_heldout": 1024, "heldout_frac": 0.25},
-    "eval": {"n_samples": 256, "rankme_eps": 1e-7, "batch_size": 512},
+    "eval": {"n_samples": 200, "rankme_eps": 1e-7},
     "events": {
         "layer": "ln_final", "position": "first", "variant": "uncentred",
         "acquisition_threshold": 0.5, "persist": 3,
@@ -44,6 +45,13 @@ DEFAULTS: dict = {
         "logprob_margin": 0.1, "easy_max_frac": 0.1,
     },
     "threads": {"train": 1, "metrics": 1, "events": 1},
+    # Pythia validation branch (geoanatomy.pythia.settings documents every key).
+    "pythia": {
+        "enabled": False, "models": [], "revisions": "all", "benchmarks": list(PYTHIA_BENCHMARKS),
+        "n_items": {}, "deduction_seed": 0, "scoring": "sum", "layer": "final_ln_post",
+        "delete_cache": False, "cache_dir": None, "dtype": "float32", "batch_size": 16,
+        "device": "auto", "threads": 1,
+    },
 }
 
 
@@ -249,6 +257,9 @@ def check_semantics(cfg: dict) -> None:
         if layer not in names + ["final"]:
             raise ConfigError(f"config field 'events.layer': {layer!r} does not exist in size {size!r}; "
                               f"allowed: {names + ['final']}")
+
+    from .pythia.settings import check_pythia
+    check_pythia(cfg)
 
 
 def layer_names(n_layer: int) -> list[str]:

@@ -37,6 +37,7 @@ import csv
 import io
 import json
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -123,11 +124,17 @@ def extract_run(spec: RunSpec, run_dir: str | Path, out_csv: str | Path, device:
     na = data.spec.n_answer
     chance = chance_accuracy(data.eval_set(n)[:, -na:])
     train_log = {r["step"]: r for r in read_train_log(run_dir)}
+    if n < model.cfg.d_model:
+        log(f"[metrics] {spec.name}: warning: n_samples={n} < d_model={model.cfg.d_model}, "
+            f"so RankMe is capped at {n}")
     t0 = time.time()
     rows: list[dict] = []
     for step in steps:
         load_weights(ckdir / f"step_{step:06d}.safetensors", model)
-        for r in measure_checkpoint(model, seq, na, eps):
+        with warnings.catch_warnings():  # the N < d cap is reported once above
+            warnings.simplefilter("ignore")
+            ck_rows = measure_checkpoint(model, seq, na, eps)
+        for r in ck_rows:
             r.update(run=spec.name, step=step)
             rows.append(r)
             if r["measure"] == "accuracy":

@@ -20,6 +20,7 @@ import json
 import shutil
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -72,9 +73,15 @@ def quick_eval(model: GPT, data: TaskData, n: int, device: str) -> tuple[float, 
     na = data.spec.n_answer
     logits, hidden = model(seq[:, :-1], return_hidden=True)
     acc = (logits[:, -na:].argmax(-1) == seq[:, -na:]).all(1).float().mean().item()
-    rm = rankme(hidden[-1][:, data.spec.first_answer_pred_pos])
+    with warnings.catch_warnings():  # N < d only caps this progress-line value
+        warnings.simplefilter("ignore")
+        rm = rankme(hidden[-1][:, data.spec.first_answer_pred_pos])
     model.train(was)
     return acc, rm
+
+
+def _print(msg: str) -> None:
+    print(msg, flush=True)
 
 
 def _log_csv(rows: list[dict]) -> str:
@@ -95,13 +102,14 @@ def _read_log(path: Path) -> list[dict]:
 
 
 def train_run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | None = None,
-              stop_after: int | None = None, log=print) -> dict:
+              stop_after: int | None = None, log=None) -> dict:
     """Train one run into ``run_dir``; resume from its newest checkpoint if present.
 
     Writes ``run_dir/checkpoints/`` and, at the end, ``run_dir/train.json`` (summary).
     ``stop_after`` (tests only) returns after that checkpoint step as if killed.
     Returns the summary dict.
     """
+    log = log or _print
     run_dir = Path(run_dir)
     ckdir = run_dir / "checkpoints"
     device = pick_device(device)
@@ -159,7 +167,7 @@ def train_run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: 
         sps = (step - s_last) / max(now - t_last, 1e-9)
         t_last, s_last = now, step
         log(f"[train] {spec.name} step {step:>7d}/{steps} loss {loss_mean:.4f} acc {acc:.3f} "
-            f"rankme(ln_final,first) {rm:.2f} lr {lr:.2e} {sps:.1f} steps/s", flush=True)
+            f"rankme(ln_final,first) {rm:.2f} lr {lr:.2e} {sps:.1f} steps/s")
 
     if start == 0 and 0 in ck_set:
         with torch.no_grad():
@@ -191,7 +199,7 @@ def train_run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: 
             if stop_after is not None and done >= stop_after:
                 return {"stopped_at": done}
         if diverged:
-            log(f"[train] {spec.name}: loss is {lv} at step {done}: run diverged; stopping", flush=True)
+            log(f"[train] {spec.name}: loss is {lv} at step {done}: run diverged; stopping")
             if done not in ck_set:
                 checkpoint(done, loss_acc / max(n_acc, 1), lr, gn)
             break

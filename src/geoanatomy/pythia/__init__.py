@@ -1,0 +1,18 @@
+"""Pythia validation branch: real EleutherAI Pythia checkpoints, revision by revision.
+
+Modules (no torch import at package import time: the Snakefile imports ``settings``):
+
+revisions    the 154 published revisions ("step0", "step1", ..., "step143000") and selection
+settings     the ``pythia:`` config block: checks (errors name the field) and per-model job specs
+benchmarks   seven diagnostic multiple-choice sets (data/*.jsonl) + logical-deduction puzzles
+deduction    seeded BIG-Bench-Hard-style logical-deduction generator with a brute-force solver
+loading      transformers loading from a hub id + revision or a local directory per step;
+             Hugging Face cache clean-up
+fingerprint  sha256 of a checkpoint's weights; duplicate revisions
+scoring      option log-likelihoods and hidden states at the last prompt token
+extract      one model: every revision -> metrics.csv, duplicates.json, extract.json
+events       per-benchmark precursor.json + trajectory figure (same event detection as the
+             algorithmic runs)
+scale        cross-size Spearman correlations with exact permutation p-values
+cli          ``geoanatomy pythia extract|events|scale|revisions``
+"""

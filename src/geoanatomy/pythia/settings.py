@@ -1,0 +1,191 @@
+"""The ``pythia:`` config block: defaults, checks that a schema cannot express, job specs.
+
+No torch import here: the Snakefile imports this module at parse time.
+
+Block (defaults in ``geoanatomy.config.DEFAULTS["pythia"]``)::
+
+    pythia:
+      enabled: false          # no network here: off unless a config turns it on
+      models: [EleutherAI/pythia-160m, /data/pythia-410m, {source: ..., name: 2.8b}]
+      revisions: all          # all | {stride: 10, keep_early: true} | [step0, step1000, 143000]
+      benchmarks: [syntax, semantics, arithmetic, icl, factual, reasoning, general,
+                   deduction3, deduction5, deduction7]
+      n_items: {}             # per-benchmark cap (fixed sets) / count (deduction, default 50)
+      deduction_seed: 0
+      scoring: sum            # accuracy definition: sum | mean of option-token log-probs
+      layer: final_ln_post    # headline layer for the events
+      delete_cache: false     # delete each hub revision from the HF cache after extraction
+      cache_dir: null         # HF cache (null: HF_HUB_CACHE / ~/.cache/huggingface/hub)
+      dtype: float32          # float32 | bfloat16 | float16
+      batch_size: 16          # sequences per forward pass
+      device: auto
+      threads: 1
+
+A model is a hub id ``org/name`` (loaded at ``revision="stepN"``) or a local directory
+holding one sub-folder per step (``dir/step1000/config.json`` + weights). Its run name
+is ``pythia_<name>``, ``<name>`` = the last path component, lower-cased, without a
+leading ``pythia-`` (``EleutherAI/pythia-160m`` -> ``pythia_160m``), unless given.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .revisions import parse_revision, revision_name, select_steps
+
+# Fixed diagnostic sets (data/<name>.jsonl) and generated logical-deduction sets.
+FIXED_BENCHMARKS = ["syntax", "semantics", "arithmetic", "icl", "factual", "reasoning", "general"]
+DEDUCTION_BENCHMARKS = {"deduction3": 3, "deduction5": 5, "deduction7": 7}
+BENCHMARKS = FIXED_BENCHMARKS + list(DEDUCTION_BENCHMARKS)
+DEDUCTION_DEFAULT_ITEMS = 50
+# Bump when the extraction code changes what it measures: it is part of the job's params,
+# so Snakemake reruns the extraction (edits under src/ alone do not: pitfalls.md).
+EXTRACT_VERSION = 1
+EVENTS_VERSION = 1
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+STEP_DIR = re.compile(r"^step(0|[1-9][0-9]*)$")
+
+
+def _err(field: str, msg: str):
+    from ..config import ConfigError
+    return ConfigError(f"config field '{field}': {msg}")
+
+
+def derive_name(source: str) -> str:
+    """'EleutherAI/pythia-160m' -> '160m'; '/data/Pythia-2.8B/' -> '2.8b'."""
+    base = str(source).rstrip("/").split("/")[-1].lower()
+    base = re.sub(r"^pythia-", "", base)
+    return re.sub(r"[^a-z0-9.-]+", "-", base).strip("-.")
+
+
+def source_kind(source: str) -> str:
+    """'local' for an existing directory or a path-looking string, 'hub' for org/name."""
+    p = Path(source).expanduser()
+    if p.is_dir() or source.startswith(("/", ".", "~")):
+        return "local"
+    if HUB_ID.match(source):
+        return "hub"
+    return "invalid"
+
+
+def local_steps(root: str | Path) -> list[int]:
+    """Steps N with a ``root/stepN/config.json``, sorted."""
+    root = Path(root).expanduser()
+    out = []
+    for d in root.iterdir():
+        if d.is_dir() and STEP_DIR.match(d.name) and (d / "config.json").is_file():
+            out.append(int(d.name[4:]))
+    return sorted(out)
+
+
+def models(cfg: dict) -> list[dict]:
+    """[{name, run, source, kind, field}] for every configured model (checked)."""
+    out, seen = [], {}
+    for i, m in enumerate(cfg["pythia"]["models"]):
+        field = f"pythia.models[{i}]"
+        if isinstance(m, dict):
+            source, name = str(m["source"]), m.get("name") or derive_name(m["source"])
+        else:
+            source, name = str(m), derive_name(m)
+        if not NAME.match(name):
+            raise _err(field, f"model name {name!r} (from {source!r}) must match {NAME.pattern}; "
+                              f"give {{source: {source!r}, name: ...}}")
+        if name in seen:
+            raise _err(field, f"model name {name!r} repeats {seen[name]}; give distinct names "
+                              f"with {{source: ..., name: ...}}")
+        seen[name] = field
+        kind = source_kind(source)
+        if kind == "invalid":
+            raise _err(field, f"{source!r} is neither an existing directory nor a hub id 'org/name'")
+        out.append({"name": name, "run": f"pythia_{name}", "source": source, "kind": kind, "field": field})
+    return out
+
+
+def model_steps(cfg: dict, m: dict) -> list[int]:
+    """The selected steps of one model (checked: missing directories/revisions name the field)."""
+    sel = cfg["pythia"]["revisions"]
+    available = None
+    if m["kind"] == "local":
+        root = Path(m["source"]).expanduser()
+        if not root.is_dir():
+            raise _err(m["field"], f"directory {m['source']!r} does not exist")
+        available = local_steps(root)
+        if not available:
+            raise _err(m["field"], f"directory {m['source']!r} has no stepN/ sub-folder with a config.json "
+                                   f"(expected e.g. {m['source']}/step1000/config.json)")
+    try:
+        steps = select_steps(sel, available)
+    except ValueError as e:
+        where = f" for {m['field']} ({m['source']})"
+        raise _err("pythia.revisions", f"{e}{where}") from None
+    return steps
+
+
+def n_items(cfg: dict, bench: str) -> int | None:
+    """Item cap of a fixed set (None = all) / number of generated deduction puzzles."""
+    n = (cfg["pythia"].get("n_items") or {}).get(bench)
+    if bench in DEDUCTION_BENCHMARKS and n is None:
+        return DEDUCTION_DEFAULT_ITEMS
+    return None if n is None else int(n)
+
+
+def check_pythia(cfg: dict) -> None:
+    """Semantic checks of the ``pythia`` block (only when enabled)."""
+    p = cfg["pythia"]
+    if not p["enabled"]:
+        return
+    if not p["models"]:
+        raise _err("pythia.models", "empty while pythia.enabled is true; give hub ids or local directories")
+    if not p["benchmarks"]:
+        raise _err("pythia.benchmarks", "empty while pythia.enabled is true")
+    if isinstance(p["revisions"], list):
+        for j, r in enumerate(p["revisions"]):
+            try:
+                parse_revision(r)
+            except ValueError as e:
+                raise _err(f"pythia.revisions[{j}]", str(e)) from None
+    persist = cfg["events"]["persist"]
+    for m in models(cfg):
+        n = len(model_steps(cfg, m))
+        if n < persist + 2:
+            raise _err("pythia.revisions", f"only {n} revisions selected for {m['field']} ({m['source']}); "
+                                           f"event detection needs at least events.persist + 2 = {persist + 2}")
+    layer = p["layer"]
+    if not re.match(r"^(embed|layer[1-9][0-9]*|final_ln_post)$", layer):
+        raise _err("pythia.layer", f"{layer!r} is not embed, layerK (K >= 1) or final_ln_post")
+
+
+def enabled_models(cfg: dict) -> list[dict]:
+    return models(cfg) if cfg["pythia"]["enabled"] else []
+
+
+def extract_spec(cfg: dict, name: str) -> dict:
+    """Everything that determines one model's extraction (the rule's params)."""
+    p = cfg["pythia"]
+    by_name = {m["name"]: m for m in models(cfg)}
+    if name not in by_name:
+        from ..config import ConfigError
+        raise ConfigError(f"pythia model {name!r} is not configured; models: {sorted(by_name)}")
+    m = by_name[name]
+    return {
+        "version": EXTRACT_VERSION,
+        "name": name, "run": m["run"], "source": m["source"], "kind": m["kind"],
+        "revisions": [revision_name(s) for s in model_steps(cfg, m)],
+        "benchmarks": list(p["benchmarks"]),
+        "n_items": {b: n_items(cfg, b) for b in p["benchmarks"]},
+        "deduction_seed": int(p["deduction_seed"]),
+        "scoring": p["scoring"], "rankme_eps": float(cfg["eval"]["rankme_eps"]),
+        "dtype": p["dtype"], "batch_size": int(p["batch_size"]), "device": p["device"],
+        "delete_cache": bool(p["delete_cache"]), "cache_dir": p["cache_dir"],
+        "results_dir": cfg["results_dir"],
+    }
+
+
+def events_settings(cfg: dict) -> dict:
+    """The global ``events`` thresholds with the Pythia headline layer and position."""
+    e = dict(cfg["events"])
+    e.update(layer=cfg["pythia"]["layer"], position="last_prompt", version=EVENTS_VERSION,
+             scoring=cfg["pythia"]["scoring"])
+    return e

@@ -1,0 +1,98 @@
+"""Training: exact resume after interruption, CPU determinism, stale checkpoints discarded."""
+import hashlib
+from pathlib import Path
+
+import pytest
+import torch
+
+from geoanatomy.checkpoints import list_checkpoints, load_weights
+from geoanatomy.config import resolve, run_spec
+from geoanatomy.extract import extract_run
+from geoanatomy.train import build, train_run
+
+
+def tiny_cfg(**train):
+    t = {"steps": 40, "warmup": 5, "checkpoints": {"n_log": 5, "log_end": 0.2, "n_uniform": 4}}
+    t.update(train)
+    return resolve({"grid": [{"tasks": ["add"], "levels": ["L1"], "sizes": ["nano"]}],
+                    "train": t, "eval": {"n_samples": 32}})
+
+
+def weights(run_dir: Path, step: int, spec):
+    model, _ = build(spec)
+    load_weights(run_dir / "checkpoints" / f"step_{step:06d}.safetensors", model)
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def quiet(*a, **k):
+    pass
+
+
+def test_resume_gives_identical_final_weights(tmp_path):
+    cfg = tiny_cfg()
+    spec = run_spec(cfg, "add_L1_nano")
+    full = tmp_path / "full"
+    train_run(spec, full, device="cpu", log=quiet)
+    part = tmp_path / "part"
+    out = train_run(spec, part, device="cpu", stop_after=16, log=quiet)   # "killed" after step 16
+    assert out == {"stopped_at": 16}
+    assert not (part / "train.json").exists()
+    s = train_run(spec, part, device="cpu", log=quiet)
+    assert s["resumed_from"] == 16
+    assert list_checkpoints(full / "checkpoints") == list_checkpoints(part / "checkpoints")
+    a, b = weights(full, 40, spec), weights(part, 40, spec)
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert (full / "checkpoints" / "train_log.csv").read_bytes() == (part / "checkpoints" / "train_log.csv").read_bytes()
+
+
+def test_resume_drops_weights_newer_than_optimizer_state(tmp_path):
+    spec = run_spec(tiny_cfg(), "add_L1_nano")
+    d = tmp_path / "r"
+    train_run(spec, d, device="cpu", stop_after=16, log=quiet)
+    # simulate a kill between the weight write and the optimizer-state write of step 24
+    (d / "checkpoints" / "step_000024.safetensors").write_bytes(
+        (d / "checkpoints" / "step_000016.safetensors").read_bytes())
+    s = train_run(spec, d, device="cpu", log=quiet)
+    assert s["resumed_from"] == 16
+    ref = tmp_path / "ref"
+    train_run(spec, ref, device="cpu", log=quiet)
+    a, b = weights(ref, 24, spec), weights(d, 24, spec)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_changed_settings_discard_old_checkpoints(tmp_path):
+    d = tmp_path / "r"
+    train_run(run_spec(tiny_cfg(), "add_L1_nano"), d, device="cpu", stop_after=16, log=quiet)
+    msgs = []
+    s = train_run(run_spec(tiny_cfg(lr=3e-3), "add_L1_nano"), d, device="cpu", log=msgs.append)
+    assert s["resumed_from"] == 0
+    assert any("other settings" in m for m in msgs)
+
+
+def test_same_seed_same_bytes(tmp_path):
+    spec = run_spec(tiny_cfg(), "add_L1_nano")
+    digests = []
+    for name in ("a", "b"):
+        d = tmp_path / name
+        train_run(spec, d, device="cpu", log=quiet)
+        extract_run(spec, d, d / "metrics.csv", device="cpu", log=quiet)
+        digests.append(hashlib.sha256((d / "metrics.csv").read_bytes()).hexdigest())
+    assert digests[0] == digests[1]
+    other = run_spec(resolve({**tiny_cfg(), "seed": 1}), "add_L1_nano")
+    d = tmp_path / "c"
+    train_run(other, d, device="cpu", log=quiet)
+    extract_run(other, d, d / "metrics.csv", device="cpu", log=quiet)
+    assert hashlib.sha256((d / "metrics.csv").read_bytes()).hexdigest() != digests[0]
+
+
+def test_loss_decreases_on_copy(tmp_path):
+    cfg = resolve({"grid": [{"tasks": ["copy"], "levels": ["L1"], "sizes": ["nano"]}],
+                   "train": {"steps": 120, "warmup": 10, "lr": 3e-3,
+                             "checkpoints": {"n_log": 3, "log_end": 0.1, "n_uniform": 4}},
+                   "eval": {"n_samples": 64}})
+    spec = run_spec(cfg, "copy_L1_nano")
+    train_run(spec, tmp_path, device="cpu", log=quiet)
+    import csv
+    rows = list(csv.DictReader(open(tmp_path / "checkpoints" / "train_log.csv")))
+    assert float(rows[-1]["train_loss"]) < 0.5 * float(rows[0]["train_loss"])
