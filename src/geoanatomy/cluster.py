@@ -34,12 +34,13 @@ VOCAB = 32
 # Sizes whose train and metrics jobs get a GPU in slurm/config.yaml (set-resources gpu).
 GPU_SIZES = ("medium", "large", "xlarge")
 
-# Effective FLOP/s of one CPU thread, measured here with benchmarks/bench_step_time.py
-# (batch 64, cmp L3 = 19 positions, torch 2.13 CPU, 2-core VM shared with other jobs; see
-# the README's cost table). Small models are overhead-bound, so the rate grows with size;
-# sizes not measured use the largest measured one (an extrapolation by FLOPs).
-CPU_GFLOPS = {"nano": 2.6, "micro": 4.6, "small": 8.0}
-CPU_EVAL_GFLOPS = {"nano": 1.0, "micro": 1.7, "small": 3.0}  # metrics: forward + float64 SVDs
+# Effective FLOP/s of one CPU thread (CPU seconds, not wall: the machine was shared),
+# measured with benchmarks/bench_step_time.py: batch 64, cmp L3 (19 positions), eval N=200,
+# torch 2.13 CPU, x86-64 VM. Small models are overhead-bound, so the rate grows with
+# size; sizes not measured (medium, large, xlarge) use the largest measured rate, i.e.
+# their times are extrapolated from small's by FLOPs.
+CPU_GFLOPS = {"nano": 29.6, "micro": 40.4, "small": 41.1}        # training step
+CPU_EVAL_GFLOPS = {"nano": 18.8, "micro": 26.8, "small": 32.9}   # metrics checkpoint
 
 # GPU assumptions (not measured here: this machine has none). FP32 matmuls (the trainer
 # does not enable TF32 or mixed precision): an A100's 19.5 TFLOP/s FP32 peak at 30%
@@ -174,3 +175,68 @@ def checkpoint_disk_mb(cfg: dict, run: str) -> int:
     s = run_shape(cfg, run)
     n = n_params(s["size"])
     return math.ceil((s["checkpoints"] * 4 * n + 8 * n) / 1e6)
+
+
+def cost_table(cfg: dict) -> list[dict]:
+    """Per size in the grid: runs, steps, checkpoints, CPU and GPU hours, checkpoint disk.
+
+    CPU hours: 1 thread, train + metrics, for every size (even those the profile sends to
+    a GPU); GPU hours: train + metrics under the GPU assumptions above, for GPU_SIZES only.
+    """
+    from .config import run_names
+    rows = []
+    by_size: dict[str, list[str]] = {}
+    for run in run_names(cfg):
+        by_size.setdefault(run.rsplit("_", 1)[-1], []).append(run)
+    for size in SIZES:
+        runs = by_size.get(size)
+        if not runs:
+            continue
+        cpu_s = gpu_s = disk = 0.0
+        shapes = [run_shape(cfg, r) for r in runs]
+        for s in shapes:
+            for dev in ("cpu", "gpu"):
+                t = s["steps"] * step_seconds(size, s["batch"], s["positions"], dev) \
+                    + s["checkpoints"] * eval_seconds(size, s["eval_n"], s["positions"], dev) * 1.25
+                if dev == "cpu":
+                    cpu_s += t
+                else:
+                    gpu_s += t
+            disk += 4 * n_params(size) * s["checkpoints"] + 8 * n_params(size)
+        s0 = shapes[0]
+        rows.append({
+            "size": size, "n_params": n_params(size), "runs": len(runs),
+            "steps": sorted({s["steps"] for s in shapes}), "checkpoints": sorted({s["checkpoints"] for s in shapes}),
+            "cpu_s_per_step_ref": step_seconds(size, 64, 19, "cpu"),
+            "measured": size in CPU_GFLOPS,
+            "gpu_s_per_step_ref": step_seconds(size, 64, 19, "gpu"),
+            "cpu_hours_per_run": cpu_s / len(runs) / 3600, "gpu_hours_per_run": gpu_s / len(runs) / 3600,
+            "cpu_hours": cpu_s / 3600, "gpu_hours": gpu_s / 3600,
+            "device": "gpu" if size in GPU_SIZES else "cpu",
+            "disk_gb_per_run": disk / len(runs) / 1e9, "disk_gb": disk / 1e9,
+            "mean_positions": sum(s["positions"] for s in shapes) / len(shapes), "batch": s0["batch"],
+        })
+    return rows
+
+
+def cost_table_markdown(cfg: dict) -> str:
+    rows = cost_table(cfg)
+    out = ["| size | params | runs | steps | checkpoints | CPU s/step (1 thread) | CPU h/run | "
+           "GPU s/step (assumed) | GPU h/run | checkpoints GB/run | runs on | grid total |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    tot_cpu = tot_gpu = tot_disk = 0.0
+    for r in rows:
+        on_gpu = r["device"] == "gpu"
+        total = f"{r['gpu_hours']:.1f} GPU-h" if on_gpu else f"{r['cpu_hours']:.1f} CPU-h"
+        tot_gpu += r["gpu_hours"] if on_gpu else 0
+        tot_cpu += 0 if on_gpu else r["cpu_hours"]
+        tot_disk += r["disk_gb"]
+        out.append(
+            f"| {r['size']} | {r['n_params'] / 1e6:.2f}M | {r['runs']} | {'/'.join(map(str, r['steps']))} | "
+            f"{'/'.join(map(str, r['checkpoints']))} | {r['cpu_s_per_step_ref']:.3f} "
+            f"({'measured' if r['measured'] else 'extrapolated'}) | {r['cpu_hours_per_run']:.1f} | "
+            f"{r['gpu_s_per_step_ref']:.3f} | {r['gpu_hours_per_run']:.2f} | {r['disk_gb_per_run']:.1f} | "
+            f"{r['device'].upper()} | {total} |")
+    out.append(f"| **all** | | {sum(r['runs'] for r in rows)} | | | | | | | {tot_disk:.0f} GB in all | | "
+               f"{tot_cpu:.0f} CPU-h + {tot_gpu:.0f} GPU-h |")
+    return "\n".join(out)

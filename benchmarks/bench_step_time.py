@@ -1,0 +1,130 @@
+"""Measure CPU seconds per training step and per metrics checkpoint, for the cost table.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_step_time.py                 # nano micro small
+    OMP_NUM_THREADS=1 python benchmarks/bench_step_time.py --sizes nano --steps 30 --json out.json
+
+What one "step" is here: exactly the trainer's update (geoanatomy.train): a batch of
+``--batch`` task sequences, forward, answer-token cross-entropy, backward, global
+grad-norm clip, AdamW step. Task ``cmp L3`` (sequence 20 tokens, 19 input positions)
+stands for the grid's typical length (the default levels span 8..34 tokens).
+"One metrics checkpoint" is ``geoanatomy.extract.measure_checkpoint`` on ``--eval-n``
+held-out sequences: forward with all hidden states, float64 behaviour measures and
+RankMe (uncentred + centred) at two positions of every layer.
+
+Timings are CPU seconds of this process (``time.process_time``: on a shared machine
+wall time also counts other jobs' turns; both are stored), medians over ``--repeats``
+blocks of ``--steps`` steps after ``--warmup`` steps, on ``--threads`` torch/BLAS threads. The FLOP counts are analytic (below); the
+effective FLOP/s they imply is what ``geoanatomy.cluster`` uses to extrapolate to the
+sizes too slow to time here (medium, large, xlarge).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", nargs="+", default=["nano", "micro", "small"])
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--task", default="cmp")
+    ap.add_argument("--level", default="L3")
+    ap.add_argument("--steps", type=int, default=20, help="steps per timed block")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--eval-n", type=int, default=200, help="evaluation samples per metrics checkpoint")
+    ap.add_argument("--eval-repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args(argv)
+
+    from geoanatomy.runtime import limit_threads
+    limit_threads(args.threads)
+    import torch
+
+    from geoanatomy.cluster import train_step_flops, eval_checkpoint_flops, n_params
+    from geoanatomy.config import DEFAULTS, RunSpec
+    from geoanatomy.extract import measure_checkpoint
+    from geoanatomy.tasks import DEFAULT_LEVELS
+    from geoanatomy.train import answer_loss, build, make_optimizer
+
+    rows = []
+    for size in args.sizes:
+        tr = dict(DEFAULTS["train"], batch_size=args.batch)
+        spec = RunSpec(task=args.task, level=args.level, size=size,
+                       level_params=dict(DEFAULT_LEVELS[args.task][args.level]), train=tr,
+                       data=dict(DEFAULTS["data"]), seed=0, block_size=64, eval=dict(DEFAULTS["eval"]))
+        model, data = build(spec, "cpu")
+        opt = make_optimizer(model, tr)
+        na, S = data.spec.n_answer, data.spec.seq_len
+        T = S - 1                                                   # model input positions
+        batches = [torch.as_tensor(data.train_batch(i, args.batch)) for i in range(8)]  # (B, S)
+
+        def step(i: int) -> None:
+            loss = answer_loss(model, batches[i % len(batches)], na)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tr["grad_clip"])
+            opt.step()
+            loss.item()                                             # the trainer reads it every step
+
+        model.train()
+        for i in range(args.warmup):
+            step(i)
+        blocks, walls = [], []
+        for _ in range(args.repeats):
+            c0, t0 = time.process_time(), time.perf_counter()
+            for i in range(args.steps):
+                step(i)
+            blocks.append((time.process_time() - c0) / args.steps)
+            walls.append((time.perf_counter() - t0) / args.steps)
+        s_step = statistics.median(blocks)
+
+        seq = torch.as_tensor(data.eval_set(min(args.eval_n, data.n_heldout)))   # (N, S)
+        measure_checkpoint(model, seq, na)                          # warm-up
+        ev = []
+        for _ in range(args.eval_repeats):
+            c0 = time.process_time()
+            measure_checkpoint(model, seq, na)
+            ev.append(time.process_time() - c0)
+        s_eval = statistics.median(ev)
+
+        f_step = train_step_flops(size, args.batch, T)
+        f_eval = eval_checkpoint_flops(size, seq.shape[0], T)
+        rows.append({
+            "size": size, "n_params": n_params(size), "batch": args.batch, "seq_len": S, "positions": T,
+            "threads": torch.get_num_threads(), "sec_per_step": round(s_step, 5),
+            "steps_per_sec": round(1 / s_step, 2), "train_gflop_per_step": round(f_step / 1e9, 3),
+            "effective_gflops": round(f_step / s_step / 1e9, 2),
+            "eval_n": int(seq.shape[0]), "sec_per_metrics_checkpoint": round(s_eval, 4),
+            "eval_gflop_per_checkpoint": round(f_eval / 1e9, 3),
+            "cpu_s_per_step_blocks": [round(b, 5) for b in blocks],
+            "wall_s_per_step_blocks": [round(b, 5) for b in walls],
+        })
+        r = rows[-1]
+        print(f"{size:>6}: {r['n_params'] / 1e6:6.2f}M params  {r['sec_per_step'] * 1e3:8.1f} CPU ms/step "
+              f"({r['steps_per_sec']:.1f} steps/s, {r['effective_gflops']:.1f} GFLOP/s effective)  "
+              f"metrics {r['sec_per_metrics_checkpoint'] * 1e3:7.1f} CPU ms/checkpoint (N={r['eval_n']})",
+              flush=True)
+        del model, opt
+
+    out = {"what": "CPU seconds per training step (batch, task below) and per metrics checkpoint",
+           "task": f"{args.task} {args.level}", "torch": torch.__version__,
+           "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+           "note": "CPU seconds of this process (process_time), median of blocks; "
+                   "wall_s_per_step_blocks also counts other processes' turns on a shared machine",
+           "rows": rows}
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
