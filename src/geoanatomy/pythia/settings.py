@@ -189,3 +189,16 @@ def events_settings(cfg: dict) -> dict:
     e.update(layer=cfg["pythia"]["layer"], position="last_prompt", version=EVENTS_VERSION,
              scoring=cfg["pythia"]["scoring"])
     return e
+
+
+def events_spec(cfg: dict, name: str) -> dict:
+    """Params of one model's events job (benchmarks + event thresholds)."""
+    ex = extract_spec(cfg, name)
+    return {"name": name, "run": ex["run"], "results_dir": cfg["results_dir"],
+            "benchmarks": ex["benchmarks"], "events": events_settings(cfg)}
+
+
+def scale_spec(cfg: dict) -> dict:
+    """Params of the cross-size summary job."""
+    return {"results_dir": cfg["results_dir"], "names": [m["name"] for m in enabled_models(cfg)],
+            "benchmarks": list(cfg["pythia"]["benchmarks"])}

@@ -1,0 +1,118 @@
+"""Events of a Pythia run (one model x one benchmark): the algorithmic runs' detection.
+
+Reads ``results/pythia_<name>/metrics.csv`` (duplicates already excluded), writes
+``results/pythia_<name>/<benchmark>/precursor.json`` and ``trajectory.png``.
+
+Same functions and thresholds (config ``events``) as the algorithmic runs:
+acquisition = ``events.acquisition_step`` on ``accuracy_norm`` (chance-normalised
+multiple-choice accuracy >= threshold for ``persist`` consecutive measured revisions);
+collapse / floor / recovery = ``events.curve_events`` of RankMe at the last prompt token
+(layer ``pythia.layer``, variant ``events.variant``); precursor and gaps =
+``events.precursor`` (gaps in training steps). Where a key of the algorithmic
+precursor.json has no Pythia counterpart it is null and ``not_applicable`` says why:
+
+* ``logprob_emergence_step``: first revision where ``logprob_choice`` (log P(correct |
+  options)) exceeds chance, mean log(1/n_options), by ``events.logprob_margin`` for
+  ``persist`` revisions (the counterpart of exceeding the input-blind predictor);
+* ``loss_plateau_exit_step``: null (no training loss at the revisions);
+* ``difficulty``: easy if acquired by ``easy_max_frac`` x the last selected step
+  (143000 for the full hub list), hard if later, unlearned if never.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .. import events as ev
+
+
+def _curve(df, measure: str, **match):
+    m = df["measure"] == measure
+    for k, v in match.items():
+        m &= df[k] == v
+    sub = df[m].sort_values("step")
+    return sub["step"].to_numpy(np.int64), sub["value"].to_numpy(np.float64), sub
+
+
+def build_precursor(df, run: str, bench: str, extract: dict, dups: dict, e: dict) -> dict:
+    """precursor.json dict for one model x benchmark; ``df`` = that run's rows only."""
+    from ..config import ConfigError
+
+    p = e["persist"]
+    steps, acc_norm, sub = _curve(df, "accuracy_norm")
+    if len(steps) == 0:
+        raise ValueError(f"{run}: no accuracy rows for benchmark {bench!r} in metrics.csv")
+    chance = float(json.loads(sub["settings"].iloc[0])["chance"])
+    _, acc, _ = _curve(df, "accuracy")
+    t_acq = ev.acquisition_step(steps, acc_norm, e["acquisition_threshold"], p)
+    s_lc, lc, sub_lc = _curve(df, "logprob_choice")
+    chance_lc = float(json.loads(sub_lc["settings"].iloc[0])["chance"])
+    t_lp = ev.emergence_step(s_lc, lc, chance_lc, e["logprob_margin"], p)
+
+    rm = df[(df["measure"] == "rankme") & (df["position"] == "last_prompt") & (df["variant"] == e["variant"])]
+    layers = list(dict.fromkeys(rm.sort_values("layer_index")["layer"]))
+    if e["layer"] not in layers:
+        raise ConfigError(f"config field 'pythia.layer': {e['layer']!r} is not a layer of {run}; "
+                          f"layers: {layers}")
+    per_layer = {}
+    for name in layers:
+        s, v, sub_l = _curve(rm, "rankme", layer=name)
+        cev = ev.curve_events(s, v, e["collapse_drop"], e["collapse_half"], e["recovery_rise"], p)
+        st = json.loads(sub_l["settings"].iloc[0])
+        cev["constant_by_construction"] = bool(st.get("constant_by_construction", False))
+        cev["max_rank"] = st.get("max_rank")
+        per_layer[name] = cev
+    head = dict(per_layer[e["layer"]])
+    head.update(ev.precursor(head, t_acq, e["transition"], e["precursor_min_gap_frac"]))
+    n_items = int(sub["n_samples"].iloc[0])
+    total = int(extract["max_step"])
+    out = {
+        "schema_version": 1, "kind": "pythia",
+        "run": f"{run}_{bench}", "task": bench, "level": None, "size": extract["name"],
+        "model_source": extract["source"], "benchmark": bench,
+        "n_params": extract["model"]["n_params"], "steps": total,
+        "n_checkpoints": int(len(steps)), "n_duplicates_excluded": int(dups["n_duplicates"]),
+        "duplicates_excluded": [d["revision"] for d in dups["duplicates"]],
+        "diverged": False, "acquired": t_acq is not None, "acquisition_step": t_acq,
+        "logprob_emergence_step": t_lp, "loss_plateau_exit_step": None,
+        "difficulty": ev.difficulty(t_acq, total, e["easy_max_frac"]),
+        "final_accuracy": float(acc[-1]), "max_accuracy": float(np.nanmax(acc)),
+        "chance_accuracy": chance, "chance_logprob_choice": chance_lc,
+        "scoring": e["scoring"],
+        "eval": {"n_samples": n_items, "split": f"benchmark items ({bench})", "positions": {
+            "last_prompt": "last prompt token (predicts the first option token)"}},
+        "not_applicable": {"loss_plateau_exit_step": "no training loss is measured at Pythia revisions",
+                           "marginal_logprob_per_token": "replaced by chance_logprob_choice"},
+        "events_settings": dict(e),
+        "measures": {"rankme": {"layer": e["layer"], "position": "last_prompt", "variant": e["variant"],
+                                "n_samples": n_items, "eps": float(extract["rankme_eps"]), **head,
+                                "per_layer": per_layer}},
+    }
+    return ev.json_safe(out)
+
+
+def run_events(run_dir: str | Path, benchmarks: list[str], e: dict, log=print) -> dict[str, dict]:
+    """precursor.json + trajectory.png for every benchmark of one model."""
+    from ..extract import read_table
+    from ..runtime import atomic_write_json
+    from .plot import plot_pythia_run
+
+    run_dir = Path(run_dir)
+    extract = json.loads((run_dir / "extract.json").read_text())
+    dups = json.loads((run_dir / "duplicates.json").read_text())
+    df = read_table(run_dir / "metrics.csv")
+    run = extract["run"]
+    out = {}
+    for bench in benchmarks:
+        sub = df[df["run"] == f"{run}_{bench}"]
+        pre = build_precursor(sub, run, bench, extract, dups, e)
+        atomic_write_json(run_dir / bench / "precursor.json", pre)
+        plot_pythia_run(sub, pre, run_dir / bench / "trajectory.png", [d["step"] for d in dups["duplicates"]])
+        rm = pre["measures"]["rankme"]
+        log(f"[pythia events] {pre['run']}: acquisition {pre['acquisition_step']}, final accuracy "
+            f"{pre['final_accuracy']:.3f} (chance {pre['chance_accuracy']:.3f}), RankMe {rm['layer']} floor "
+            f"{rm['floor']} @ {rm['floor_step']}, precursor {rm['precursor']}, gap {rm['gap_steps']}")
+        out[bench] = pre
+    return out

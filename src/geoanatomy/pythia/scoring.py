@@ -1,0 +1,116 @@
+"""Multiple-choice scoring by log-likelihood and hidden states at the last prompt token.
+
+Tokenisation: prompt and option are encoded separately without special tokens (no BOS:
+Pythia's tokenizer adds none, and a prepended BOS changes RankMe: pitfalls.md) and
+concatenated, ids = enc(prompt) + enc(option). Every (item, option) pair is one
+sequence; sequences are right-padded into batches (rotary positions start at 0 in every
+row, padding is masked and never read).
+
+Option scores, computed in float64 from the logits::
+
+    lp_k      = log softmax(logits[t-1])[option token k]    (t = position of token k)
+    sum       = sum_k lp_k                (log p(option | prompt), nats)
+    mean      = sum / n_option_tokens     (per-token mean, length-normalised)
+
+The prediction of an item under a scoring is argmax over its options (first index on
+ties). Both scorings are reported; ``pythia.scoring`` picks the one called "accuracy".
+
+Hidden states: GPT-NeoX with ``output_hidden_states=True`` returns L + 1 tensors (checked
+in tests/test_pythia.py against forward hooks):
+
+=================  ==============================================================
+embed              index 0: token embeddings (GPT-NeoX has no position embedding)
+layer1..layer{L-1}  index k: output of transformer block k (1-based), before any LN
+layer{L}           output of the last block *before* the final LayerNorm (not among
+                   the returned tensors; taken with a forward hook on that block)
+final_ln_post      index L: the last block's output *after* the final LayerNorm
+=================  ==============================================================
+
+All are read at the last prompt token (the position that predicts the first option
+token); the prompt alone decides it, so it is taken from the item's first option row.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def layer_names(n_layer: int) -> list[str]:
+    """embed, layer1 .. layer{L}, final_ln_post (L = n_layer); see module doc."""
+    return ["embed"] + [f"layer{k}" for k in range(1, n_layer + 1)] + ["final_ln_post"]
+
+
+def encode(tokenizer, items) -> list[tuple[list[int], list[list[int]]]]:
+    """[(prompt ids, [option ids, ...])] for every item (no special tokens)."""
+    out = []
+    for it in items:
+        p = tokenizer(it.prompt, add_special_tokens=False)["input_ids"]
+        opts = [tokenizer(o, add_special_tokens=False)["input_ids"] for o in it.options]
+        if not p or any(len(o) == 0 for o in opts):
+            raise ValueError(f"item {it.id}: prompt or an option encodes to no tokens")
+        out.append((list(p), [list(o) for o in opts]))
+    return out
+
+
+@torch.no_grad()
+def score(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict:
+    """Scores and last-prompt-token hidden states for encoded items.
+
+    Returns {"sum": [np.float64 (n_opt,)], "mean": [...], "n_tokens": [np.int64 (n_opt,)],
+    "hidden": {layer name: torch.float32 (N, d)}, "last_token": np.int64 (N,)}.
+    """
+    n_layer = model.config.num_hidden_layers
+    names = layer_names(n_layer)
+    rows = [(i, j, p + o, len(p), len(o)) for i, (p, opts) in enumerate(encoded) for j, o in enumerate(opts)]
+    order = sorted(range(len(rows)), key=lambda r: (-len(rows[r][2]), r))   # long first, deterministic
+    sums = [np.zeros(len(opts)) for _, opts in encoded]
+    ntok = [np.array([len(o) for o in opts], dtype=np.int64) for _, opts in encoded]
+    d = model.config.hidden_size
+    hidden = {n: torch.zeros(len(encoded), d, dtype=torch.float32) for n in names}
+    captured = {}
+    unembed = model.get_output_embeddings()                    # d -> V (embed_out)
+    hook = model.gpt_neox.layers[-1].register_forward_hook(
+        lambda mod, inp, out: captured.__setitem__("h", out[0] if isinstance(out, tuple) else out))
+    try:
+        for b0 in range(0, len(order), batch_size):
+            batch = [rows[r] for r in order[b0:b0 + batch_size]]
+            T = max(len(r[2]) for r in batch)
+            ids = torch.zeros(len(batch), T, dtype=torch.long)
+            mask = torch.zeros(len(batch), T, dtype=torch.long)
+            for b, (_, _, seq, _, _) in enumerate(batch):
+                ids[b, :len(seq)] = torch.tensor(seq)
+                mask[b, :len(seq)] = 1
+            # The base model, not the LM head over all positions: logits are needed only at
+            # the option positions (the full (B, T, V) tensor would be ~1 GB for long prompts).
+            out = model.gpt_neox(input_ids=ids.to(device), attention_mask=mask.to(device),
+                                 output_hidden_states=True)
+            hs = list(out.hidden_states)                       # L+1 x (B, T, d)
+            if len(hs) != n_layer + 1:
+                raise RuntimeError(f"expected {n_layer + 1} hidden states, got {len(hs)}")
+            states = hs[:-1] + [captured["h"], hs[-1]]         # embed, layer1..L, final_ln_post
+            for b, (i, j, seq, lp, lo) in enumerate(batch):
+                logits = unembed(hs[-1][b, lp - 1:lp - 1 + lo]).to(torch.float64)    # (lo, V)
+                tgt = torch.tensor(seq[lp:lp + lo], device=logits.device)             # (lo,)
+                lps = torch.log_softmax(logits, -1).gather(-1, tgt[:, None])[:, 0]    # (lo,)
+                sums[i][j] = float(lps.sum())
+                if j == 0:
+                    for name, h in zip(names, states):
+                        hidden[name][i] = h[b, lp - 1].float().cpu()                 # (d,)
+    finally:
+        hook.remove()
+    means = [s / n for s, n in zip(sums, ntok)]
+    last = np.array([p[-1] for p, _ in encoded], dtype=np.int64)
+    return {"sum": sums, "mean": means, "n_tokens": ntok, "hidden": hidden, "last_token": last}
+
+
+def choice_stats(scores: list[np.ndarray], answers: list[int]) -> dict:
+    """Accuracy and log P(correct | options) under one scoring.
+
+    accuracy       mean over items of [argmax_k score_k == answer]
+    logprob_choice mean over items of score_answer - logsumexp_k score_k (float64, nats):
+                   the log-probability of the correct option renormalised over the
+                   options; chance (an input-blind uniform guess) = mean log(1/n_options)
+    """
+    acc = np.mean([int(np.argmax(s) == a) for s, a in zip(scores, answers)])
+    lc = np.mean([s[a] - np.logaddexp.reduce(s) for s, a in zip(scores, answers)])
+    return {"accuracy": float(acc), "logprob_choice": float(lc)}
