@@ -52,6 +52,10 @@ def _run_dir(cfg, spec) -> Path:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["pythia"]:  # Pythia validation branch: geoanatomy pythia extract|events|scale|revisions
+        from .pythia.cli import main as pythia_main
+        return pythia_main(argv[1:])
     ap = argparse.ArgumentParser(prog="geoanatomy", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
