@@ -1,0 +1,85 @@
+"""End to end through Snakemake on a tiny config in a temporary folder:
+single target, full run, no-op rerun, dry run, bad config rejected before any job."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+TINY = """
+results_dir: results
+grid:
+  - {tasks: [copy, mod], levels: [L1], sizes: [nano]}
+train:
+  steps: 30
+  warmup: 5
+  checkpoints: {n_log: 5, log_end: 0.2, n_uniform: 4}
+eval: {n_samples: 32}
+"""
+
+
+def smk(workdir: Path, *args, check=True):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+               OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
+           "--directory", str(workdir), *args]
+    p = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=900)
+    if check and p.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("wf")
+    (d / "tiny.yaml").write_text(TINY)
+    return d
+
+
+def test_dry_run_lists_jobs(workdir):
+    p = smk(workdir, "-n", "--configfile", "tiny.yaml")
+    out = p.stdout + p.stderr
+    for rule, n in (("train", 2), ("metrics", 2), ("events", 2)):
+        assert any(line.split()[:2] == [rule, str(n)] for line in out.splitlines()), out
+
+
+def test_single_target_builds_only_that_run(workdir):
+    smk(workdir, "results/mod_L1_nano/precursor.json", "--cores", "2", "--configfile", "tiny.yaml")
+    assert (workdir / "results/mod_L1_nano/precursor.json").exists()
+    assert not (workdir / "results/copy_L1_nano").exists()
+
+
+def test_full_run_then_noop(workdir):
+    smk(workdir, "--cores", "2", "--configfile", "tiny.yaml")
+    for run in ("copy_L1_nano", "mod_L1_nano"):
+        d = workdir / "results" / run
+        pre = json.loads((d / "precursor.json").read_text())
+        for key in ("run", "task", "level", "size", "n_params", "steps", "acquired", "acquisition_step",
+                    "logprob_emergence_step", "difficulty"):
+            assert key in pre, key
+        rm = pre["measures"]["rankme"]
+        for key in ("layer", "init", "floor", "floor_step", "collapse_step", "recovery_step", "precursor",
+                    "gap_steps"):
+            assert key in rm, key
+        assert pre["run"] == run and pre["n_params"] == 409_088
+        assert (d / "trajectory.png").stat().st_size > 10_000
+        assert "[train]" in (d / "logs/train.log").read_text()
+        header = (d / "metrics.csv").read_text().splitlines()[0].split(",")
+        assert header[:5] == ["run", "step", "measure", "layer", "layer_index"]
+    p = smk(workdir, "--cores", "2", "--configfile", "tiny.yaml")
+    assert "Nothing to be done" in p.stdout + p.stderr
+
+
+def test_bad_config_rejected_naming_the_field(workdir):
+    (workdir / "bad.yaml").write_text(TINY.replace("[copy, mod]", "[copy, divide]"))
+    p = smk(workdir, "-n", "--configfile", "bad.yaml", check=False)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0
+    assert "grid.0.tasks.1" in out and "'divide'" in out and "copy" in out
+    (workdir / "bad2.yaml").write_text(TINY.replace("warmup: 5", "warmpu: 5"))
+    p = smk(workdir, "-n", "--configfile", "bad2.yaml", check=False)
+    assert p.returncode != 0 and "warmpu" in p.stdout + p.stderr
