@@ -37,9 +37,11 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/metrics.smk"
 include: "workflow/rules/events.smk"
+include: "workflow/rules/pythia.smk"
 
 
 rule all:
     input:
         expand(f"{RESULTS}/{{run}}/precursor.json", run=RUNS),
         expand(f"{RESULTS}/{{run}}/trajectory.png", run=RUNS),
+        PYTHIA_TARGETS,  # empty unless pythia.enabled (workflow/rules/pythia.smk)

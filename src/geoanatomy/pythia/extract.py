@@ -111,7 +111,12 @@ def _load_partial(path: Path, key: str) -> dict | None:
         d = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    return d if d.get("numbers_key") == key else None
+    if d.get("numbers_key") != key:
+        return None
+    for r in d["rows"]:                       # strict JSON stored NaN (e.g. a constant layer, centred) as null
+        if r["value"] is None:
+            r["value"] = float("nan")
+    return d
 
 
 def extract_model(spec: dict, out_dir: str | Path, log=print) -> dict:
