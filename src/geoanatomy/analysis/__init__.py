@@ -1,0 +1,54 @@
+"""Cross-run analysis: the study's tables, scale invariance, prediction limits, figures.
+
+Reads the per-run ``precursor.json`` files (and, for figures, ``metrics.csv``)
+and writes ``results/summary/``. Pure pandas/numpy/scipy/matplotlib: no torch,
+so the summary rules start fast and run anywhere.
+
+Modules (one purpose each):
+
+* ``load``        read and check precursor.json files; size/task ordering; run facts
+* ``stats``       exact permutation Spearman, pairwise concordance, quantiles
+* ``rates``       per-measure long table (+ reference measures), precursor_rates.csv
+* ``floors``      collapse_floors.csv, floor_spread.csv, floor_summary.json
+* ``topdown``     top_down.csv (+ its k/n summary)
+* ``scale``       scale_invariance.json (toy sizes and Pythia)
+* ``prediction``  prediction.json (concordance within classes, order reversals)
+* ``behaviour``   emergence.csv, probes.csv
+* ``tables``      writing CSVs with '#' provenance headers; tables.html for the report
+* ``figures``     the summary figures
+* ``summarize``   the entry points the CLI and the Snakemake rules call
+
+Settings (``summary:`` block of the config; defaults in ``DEFAULT_SETTINGS``):
+
+coincide_log10_tol
+    A transition "coincides with the loss-plateau exit" when
+    |log10(t_tr + 1) - log10(t_exit + 1)| <= tol (decades; 0.1 = within a
+    factor 1.26 of the exit step).
+exact_max_n
+    Spearman p-values enumerate all n! permutations up to this n (9! = 362880);
+    above it ``scipy.stats.permutation_test`` with ``n_resamples`` draws, ``seed``.
+alpha
+    Level for the "rising with capacity" verdicts on floors.
+topdown_require_collapse
+    Top-down layer order uses only layers whose curve collapsed (a flat curve's
+    argmin is noise).
+"""
+
+DEFAULT_SETTINGS: dict = {
+    "coincide_log10_tol": 0.1,
+    "exact_max_n": 9,
+    "n_resamples": 20000,
+    "seed": 0,
+    "alpha": 0.05,
+    "topdown_require_collapse": True,
+}
+
+
+def settings(user: dict | None = None) -> dict:
+    """DEFAULT_SETTINGS updated by ``user``; unknown keys are an error naming them."""
+    out = dict(DEFAULT_SETTINGS)
+    extra = sorted(set(user or {}) - set(out))
+    if extra:
+        raise ValueError(f"summary settings: unknown keys {extra}; allowed: {sorted(out)}")
+    out.update(user or {})
+    return out

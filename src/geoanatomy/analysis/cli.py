@@ -1,0 +1,77 @@
+"""``geoanatomy summarize PART`` (delegated from geoanatomy.cli; no torch import).
+
+    geoanatomy summarize tables     --precursors results/*/precursor.json --out results/summary
+    geoanatomy summarize scale      --precursors ... [--pythia results/summary/pythia_scale.json] --out ...
+    geoanatomy summarize prediction --precursors ... --out ...
+    geoanatomy summarize figures    --precursors ... --metrics results/*/metrics.csv
+                                    [--scale-json results/summary/scale_invariance.json] --out ...
+    geoanatomy summarize html       --out results/summary
+    geoanatomy summarize all        --results results          (every part, files found by glob)
+
+``--settings JSON`` overrides the ``summary:`` config block (the rules pass the
+resolved block, so a settings change reruns the summary jobs).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+PARTS = ["tables", "scale", "prediction", "figures", "html", "all"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="geoanatomy summarize", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("part", choices=PARTS)
+    ap.add_argument("--precursors", nargs="*", default=None, help="per-run precursor.json files")
+    ap.add_argument("--metrics", nargs="*", default=None, help="per-run metrics.csv files (figures)")
+    ap.add_argument("--results", default=None, help="instead of file lists: glob RESULTS/*/precursor.json etc.")
+    ap.add_argument("--pythia", default=None, help="pythia_scale.json of the Pythia branch (optional)")
+    ap.add_argument("--scale-json", default=None, help="scale_invariance.json for the rho-matrix figure")
+    ap.add_argument("--out", default=None, help="output folder (default RESULTS/summary)")
+    ap.add_argument("--settings", default=None, help="JSON object: the summary: config block")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+
+    for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
+        os.environ[v] = str(max(1, args.threads))
+    from . import settings as make_settings
+    from .load import SummaryInputError
+    from .summarize import run
+
+    try:
+        st = make_settings(json.loads(args.settings) if args.settings else None)
+    except (ValueError, json.JSONDecodeError) as e:
+        print(f"geoanatomy summarize: --settings: {e}", file=sys.stderr)
+        return 2
+    pre, met = args.precursors, args.metrics
+    if args.results:
+        root = Path(args.results)
+        pre = pre if pre is not None else sorted(str(p) for p in root.glob("*/precursor.json"))
+        met = met if met is not None else sorted(str(p) for p in root.glob("*/metrics.csv"))
+        args.out = args.out or str(root / "summary")
+        if args.pythia is None and (root / "summary" / "pythia_scale.json").exists():
+            args.pythia = str(root / "summary" / "pythia_scale.json")
+    if not args.out:
+        print("geoanatomy summarize: give --out DIR (or --results DIR)", file=sys.stderr)
+        return 2
+    if args.part != "html" and not pre:
+        print("geoanatomy summarize: no precursor.json files (give --precursors or --results)", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    try:
+        parts = ["tables", "scale", "prediction", "figures", "html"] if args.part == "all" else [args.part]
+        for part in parts:
+            scale_json = args.scale_json or (str(out / "scale_invariance.json") if args.part == "all" else None)
+            run(part, pre, out, st, metrics=met or [], pythia=args.pythia, scale_json=scale_json)
+    except (SummaryInputError, ValueError) as e:
+        print(f"geoanatomy summarize: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

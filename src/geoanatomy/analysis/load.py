@@ -1,0 +1,143 @@
+"""Read per-run ``precursor.json`` files and order runs, sizes and tasks.
+
+A precursor.json (written by ``geoanatomy.precursor``) must have the run facts
+checked in ``REQUIRED``; every entry of ``measures`` that carries curve events
+(``floor_step`` or ``transition_step``) is a geometric measure, whatever its
+name (rankme, grad_erank, grad_cov_erank, hessian_top, llc, ...). A ``probes``
+entry (top level or under ``measures``) is read by ``behaviour.probes``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+from ..sizes import SIZES
+from ..tasks import LEVELS, TASKS
+
+REQUIRED = ("run", "task", "level", "size", "acquired", "acquisition_step", "difficulty", "measures")
+DIFFICULTIES = ["easy", "hard", "unlearned", "diverged"]
+REFERENCES = {  # reference "measures": behavioural/loss events every comparison is judged against
+    "loss_plateau_exit": "loss_plateau_exit_step",
+    "logprob_emergence": "logprob_emergence_step",
+}
+
+
+class SummaryInputError(ValueError):
+    """A per-run result file is missing, unreadable or lacks a field; the message names it."""
+
+
+def load_precursor(path: str | Path) -> dict:
+    """One precursor.json as a dict, checked for the fields the analysis needs."""
+    p = Path(path)
+    try:
+        d = json.loads(p.read_text())
+    except OSError as e:
+        raise SummaryInputError(f"{p}: cannot be read ({e.strerror or e})") from e
+    except json.JSONDecodeError as e:
+        raise SummaryInputError(f"{p}: not valid JSON ({e}); rerun its events job") from e
+    if not isinstance(d, dict):
+        raise SummaryInputError(f"{p}: top level must be an object, got {type(d).__name__}")
+    missing = [k for k in REQUIRED if k not in d]
+    if missing:
+        raise SummaryInputError(f"{p}: lacks field(s) {missing}; rerun its events job")
+    if not isinstance(d["measures"], dict):
+        raise SummaryInputError(f"{p}: field 'measures' must be an object")
+    if d["difficulty"] not in DIFFICULTIES:
+        raise SummaryInputError(f"{p}: field 'difficulty' is {d['difficulty']!r}; allowed: {DIFFICULTIES}")
+    if d["acquired"] and not _is_step(d["acquisition_step"]):
+        raise SummaryInputError(f"{p}: acquired but 'acquisition_step' is {d['acquisition_step']!r}")
+    if d["level"] is None:          # Pythia per-benchmark results have no level
+        d["level"] = "-"
+    d["_path"] = str(p)
+    return d
+
+
+def load_precursors(paths) -> list[dict]:
+    """Load every file; duplicate run names are an error naming both files."""
+    out, seen = [], {}
+    for path in paths:
+        d = load_precursor(path)
+        if d["run"] in seen:
+            raise SummaryInputError(f"run {d['run']!r} appears twice: {seen[d['run']]} and {path}")
+        seen[d["run"]] = str(path)
+        out.append(d)
+    return sort_runs(out)
+
+
+def _is_step(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def step_or_none(x):
+    """An event step as int, or None (missing, null, NaN)."""
+    return int(x) if _is_step(x) else None
+
+
+def family(size: str) -> str:
+    """'toy' for this project's GPT sizes, 'pythia' for anything else (e.g. pythia-160m)."""
+    return "toy" if size in SIZES else "pythia"
+
+
+def _size_value(size: str, n_params=None) -> float:
+    if size in SIZES:
+        return float(list(SIZES).index(size))
+    if n_params:
+        return float(n_params)
+    m = re.search(r"(\d+(?:\.\d+)?)\s*([mbk])", str(size).lower())
+    if m:
+        return float(m.group(1)) * {"k": 1e3, "m": 1e6, "b": 1e9}[m.group(2)]
+    return math.inf
+
+
+def size_order(sizes, n_params: dict | None = None) -> list[str]:
+    """Sizes smallest first: toy sizes in SIZES order, others by parameter count or name."""
+    n_params = n_params or {}
+    return sorted(dict.fromkeys(sizes), key=lambda s: (family(s) != "toy", _size_value(s, n_params.get(s)), s))
+
+
+def task_order(tasks) -> list[str]:
+    return sorted(dict.fromkeys(tasks), key=lambda t: (TASKS.index(t) if t in TASKS else len(TASKS), t))
+
+
+def level_order(levels) -> list[str]:
+    return sorted(dict.fromkeys(levels), key=lambda lv: (LEVELS.index(lv) if lv in LEVELS else len(LEVELS), lv))
+
+
+def sort_runs(pres: list[dict]) -> list[dict]:
+    sizes = size_order([p["size"] for p in pres], {p["size"]: p.get("n_params") for p in pres})
+    tasks, levels = task_order([p["task"] for p in pres]), level_order([p["level"] for p in pres])
+    return sorted(pres, key=lambda p: (levels.index(p["level"]), tasks.index(p["task"]), sizes.index(p["size"])))
+
+
+def is_curve_measure(entry) -> bool:
+    return isinstance(entry, dict) and ("floor_step" in entry or "transition_step" in entry)
+
+
+def geometric_measures(pre: dict) -> dict:
+    """name -> entry for every curve-event measure in pre['measures'] (probes excluded)."""
+    return {k: v for k, v in pre["measures"].items() if k != "probes" and is_curve_measure(v)}
+
+
+def measure_names(pres: list[dict]) -> list[str]:
+    """Geometric measure names present in any run, rankme first, then in first-seen order."""
+    names = dict.fromkeys(n for p in pres for n in geometric_measures(p))
+    return sorted(names, key=lambda n: (n != "rankme", list(names).index(n)))
+
+
+def run_facts(pre: dict) -> dict:
+    """The per-run columns every table starts with."""
+    return {"run": pre["run"], "task": pre["task"], "level": pre["level"], "size": pre["size"],
+            "family": family(pre["size"]), "n_params": pre.get("n_params"),
+            "steps": pre.get("steps"), "difficulty": pre["difficulty"],
+            "acquired": bool(pre["acquired"]), "diverged": bool(pre.get("diverged", False)),
+            "acquisition_step": step_or_none(pre["acquisition_step"])}
+
+
+def class_counts(pres: list[dict]) -> dict:
+    """Runs per difficulty class (every class listed, zeros included)."""
+    c = {k: 0 for k in DIFFICULTIES}
+    for p in pres:
+        c[p["difficulty"]] += 1
+    return c

@@ -1,0 +1,154 @@
+"""Entry points for ``geoanatomy summarize PART`` (one Snakemake rule per part).
+
+PART       reads                                   writes (under OUT = results/summary)
+tables     precursor.json files                    precursor_rates.csv, collapse_floors.csv, floor_spread.csv,
+                                                   floor_summary.json, top_down.csv, top_down_summary.json,
+                                                   emergence.csv, probes.csv
+scale      precursor.json files (+ pythia_scale)   scale_invariance.json
+prediction precursor.json files                    prediction.json
+figures    precursor.json, metrics.csv,            figures/trajectories_<level>.png, figures/rankme_heatmap_<level>.png,
+           scale_invariance.json                   figures/floors_by_task.png|svg, figures/lead_lag.png|svg,
+                                                   figures/probes.png, figures/rho_matrix.png|svg
+html       the files above                         tables.html (every table and JSON on one page, for the report)
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from ..runtime import atomic_write_json, atomic_write_text
+from . import behaviour, figures_runs, figures_summary, floors, prediction, rates, scale, topdown
+from .load import class_counts, load_precursors
+from .tables import header_lines, read_table, tables_html, write_csv
+
+TABLE_FILES = ["precursor_rates.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv", "emergence.csv",
+               "probes.csv"]
+JSON_FILES = ["floor_summary.json", "top_down_summary.json", "scale_invariance.json", "prediction.json"]
+
+
+def _n_line(pres) -> str:
+    c = class_counts(pres)
+    return (f"n = {len(pres)} runs ({', '.join(f'{k} {v}' for k, v in c.items())}); "
+            f"sizes {sorted({p['size'] for p in pres})}; acquired {sum(bool(p['acquired']) for p in pres)}, "
+            f"never acquired {sum(not p['acquired'] for p in pres)}")
+
+
+def _provenance(pres, st) -> dict:
+    return {"n_runs": len(pres), "runs_by_difficulty": class_counts(pres), "settings": st,
+            "inputs": "precursor.json of every run in the config grid"}
+
+
+def write_tables(pres, out: Path, st: dict) -> list[str]:
+    out = Path(out)
+    nl = _n_line(pres)
+    rows = rates.measure_rows(pres, st["coincide_log10_tol"])
+    pr = rates.precursor_rates(rows)
+    write_csv(pr, out / "precursor_rates.csv", "geoanatomy summary: precursor_rates.csv",
+              [n.format(tol=st["coincide_log10_tol"]) for n in rates.RATES_NOTES] + [nl])
+    fl = floors.collapse_floors(pres)
+    write_csv(fl, out / "collapse_floors.csv", "geoanatomy summary: collapse_floors.csv",
+              ["one row per run and geometric measure at its headline layer/position/variant;"
+               " floor = minimum over checkpoints, floor_step = first step reaching it, floor_over_init = floor / value at step 0,"
+               " floor_step_frac = floor_step / training steps; collapsed: floor <= (1 - collapse_drop) * init (events.py).", nl])
+    sp = floors.floor_spread(fl, st)
+    write_csv(sp, out / "floor_spread.csv", "geoanatomy summary: floor_spread.csv",
+              ["per measure x level x task: floors across sizes (smallest first), SD of log10(floor) across sizes,",
+               f" Spearman rho of floor vs log10(n_params) over sizes with exact permutation p (n = sizes); trend at alpha {st['alpha']}."
+               " Diverged runs left out.", nl])
+    atomic_write_json(out / "floor_summary.json", {**floors.floor_summary(fl, sp), **_provenance(pres, st)})
+    td = topdown.top_down(pres, st["topdown_require_collapse"])
+    tds = topdown.top_down_summary(td)
+    kn = "; ".join(f"{m}: top-down {v['all']['top_down']} runs (strict {v['all']['top_down_strict']}),"
+                   f" {v['all']['undetermined']} undetermined" for m, v in tds.items())
+    write_csv(td, out / "top_down.csv", "geoanatomy summary: top_down.csv",
+              [ln.strip() for ln in topdown.__doc__.strip().splitlines() if ln.strip()] + [f"k/n: {kn or 'no per-layer data'}", nl])
+    atomic_write_json(out / "top_down_summary.json", {"method": topdown.__doc__.strip(), "measures": tds,
+                                                      **_provenance(pres, st)})
+    em = behaviour.emergence(pres)
+    k = int(em["logprob_before_acquisition"].fillna(False).astype(bool).sum())
+    n = int(em["lead_logprob_steps"].notna().sum())
+    write_csv(em, out / "emergence.csv", "geoanatomy summary: emergence.csv",
+              ["one row per run: lead_logprob_steps = acquisition_step - logprob_emergence_step,"
+               " lead_plateau_exit_steps = acquisition_step - loss_plateau_exit_step (positive = before acquisition).",
+               "acquisition: accuracy_norm >= threshold for persist checkpoints; log-prob emergence: per-token answer"
+               " log-prob above the input-blind predictor by logprob_margin nats for persist checkpoints (events.py).",
+               f"log-prob emergence before acquisition in {k}/{n} runs with both events.", nl])
+    pb = behaviour.probes(pres)
+    n_with = int(pb["run"].nunique()) if len(pb) else 0
+    write_csv(pb, out / "probes.csv", "geoanatomy summary: probes.csv",
+              ["one row per run and layer: probe_acquisition_step from the run's 'probes' entry,"
+               " lead_steps = acquisition_step - probe_acquisition_step (positive: the probe reads the answer first).",
+               f"runs with probe results: {n_with} of {len(pres)}"
+               + ("" if n_with else " (no probes entry in any precursor.json: empty table, enable the probes stage)"), nl])
+    return [str(out / f) for f in TABLE_FILES + JSON_FILES[:2]]
+
+
+def write_scale(pres, out: Path, st: dict, pythia=None) -> str:
+    res = scale.scale_invariance(pres, st, pythia)
+    res.update(_provenance(pres, st))
+    atomic_write_json(Path(out) / "scale_invariance.json", res)
+    return str(Path(out) / "scale_invariance.json")
+
+
+def write_prediction(pres, out: Path, st: dict) -> str:
+    rows = rates.measure_rows(pres, st["coincide_log10_tol"])
+    res = prediction.prediction(rows)
+    res.update(_provenance(pres, st))
+    atomic_write_json(Path(out) / "prediction.json", res)
+    return str(Path(out) / "prediction.json")
+
+
+def figure_files(levels) -> list[str]:
+    """Figure paths relative to OUT (PNG; SVGs are written beside some)."""
+    return ([f"figures/trajectories_{lv}.png" for lv in levels] + [f"figures/rankme_heatmap_{lv}.png" for lv in levels]
+            + ["figures/floors_by_task.png", "figures/lead_lag.png", "figures/probes.png", "figures/rho_matrix.png"])
+
+
+def write_figures(pres, metrics_paths, scale_json, out: Path, st: dict) -> list[str]:
+    out = Path(out)
+    fig = out / "figures"
+    metrics = figures_runs.load_metrics(pres, metrics_paths)
+    written = []
+    for lv in figures_runs.levels(pres):
+        written += figures_runs.trajectories(pres, metrics, lv, fig / f"trajectories_{lv}.png")
+        written += figures_runs.heatmaps(pres, metrics, lv, fig / f"rankme_heatmap_{lv}.png")
+    written += figures_summary.floors_by_task(floors.collapse_floors(pres), fig / "floors_by_task.png")
+    written += figures_summary.lead_lag(rates.measure_rows(pres, st["coincide_log10_tol"]), fig / "lead_lag.png")
+    written += figures_runs.probe_curves(pres, metrics, fig / "probes.png", behaviour.probes(pres))
+    sc = json.loads(Path(scale_json).read_text()) if scale_json else scale.scale_invariance(pres, st)
+    written += figures_summary.rho_matrix(sc, fig / "rho_matrix.png")
+    return written
+
+
+def write_html(out: Path) -> str:
+    out = Path(out)
+    sections = []
+    for f in TABLE_FILES:
+        p = out / f
+        if p.exists():
+            sections.append((f, header_lines(p)[1:], read_table(p)))
+    for f in JSON_FILES:
+        p = out / f
+        if p.exists():
+            d = json.loads(p.read_text())
+            sections.append((f, [d.get("method", "")[:2000].replace("\n", " ")], d))
+    atomic_write_text(out / "tables.html", tables_html(sections, "geoanatomy summary tables"))
+    return str(out / "tables.html")
+
+
+def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_json=None, log=print) -> list[str]:
+    t0 = time.time()
+    if part == "html":
+        files = [write_html(out)]
+    else:
+        pres = load_precursors(precursors)
+        if not pres:
+            raise ValueError("summarize: no precursor.json files given")
+        files = {"tables": lambda: write_tables(pres, out, st),
+                 "scale": lambda: [write_scale(pres, out, st, pythia)],
+                 "prediction": lambda: [write_prediction(pres, out, st)],
+                 "figures": lambda: write_figures(pres, metrics, scale_json, out, st)}[part]()
+        log(f"[summarize {part}] {_n_line(pres)}")
+    log(f"[summarize {part}] wrote {len(files)} files in {time.time() - t0:.2f} s")
+    return files
