@@ -1,0 +1,257 @@
+"""The expensive measures of a run on a subset of its checkpoints -> ``results/{run}/measures.csv``.
+
+Measures (all on the task's answer loss, ``train.answer_loss``, over *all* parameters;
+``layer`` = "all_params", ``layer_index`` = -1, ``position`` = "answer"):
+
+=================  ======================  =============================================
+measure            variant                 what (module)
+=================  ======================  =============================================
+grad_erank         roy_vetterli|rankme|eig  effective rank of per-sample gradients G
+                                           (empirical Fisher)      (measures.grad_rank)
+grad_cov_erank     roy_vetterli|rankme|eig  the same on G - mean   (measures.grad_rank)
+hessian_top        power_iteration         top Hessian eigenvalue  (measures.hessian)
+llc                sgld                    local learning coefficient (measures.llc)
+=================  ======================  =============================================
+
+``n_samples`` is the number of examples the value rests on (gradient samples N, Hessian
+batch, LLC data pool); ``settings`` holds every hyperparameter and diagnostic (iterations
+and convergence of the power iteration; eps, gamma, n_beta, chains, draws, per-chain
+values and flags of the LLC) plus ``selected_because`` (why this checkpoint was measured).
+When the Hessian is measured too, each LLC row also gets ``eps_nbeta_lambda`` = eps *
+n_beta * hessian_top and the flag ``unstable_step`` when it is >= 4: SGLD on a quadratic of
+curvature n_beta * lambda diverges along that direction beyond it (only the loss's
+saturation bounds the chain, so the estimate measures the step size, not the landscape).
+
+Data: each measure uses its own fixed, seeded sample of the *training* distribution
+(held-out inputs excluded, as in training), the same at every checkpoint of a run: these
+measures describe the training-loss landscape. Random streams (power-iteration start
+vector, SGLD noise and minibatch order) are seeded per run, so the same config and seed
+give the same numbers on CPU.
+
+Checkpoint subset (``measures:`` config block): every ``every_k``-th checkpoint (by index,
+starting at the first) plus the last, and around each event detected from the cheap
+metrics.csv (``events``: acquisition, rankme_collapse, rankme_floor, rankme_recovery; the
+rankme events on the events block's headline layer/position/variant) the event's
+checkpoint and ``around_events`` checkpoints on each side.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+EVENT_NAMES = ("acquisition", "rankme_collapse", "rankme_floor", "rankme_recovery")
+MEASURE_KINDS = ("grad_rank", "hessian", "llc")
+
+
+def measure_defaults() -> dict:
+    from .config import DEFAULTS
+    return json.loads(json.dumps(DEFAULTS["measures"]))
+
+
+def _merged(cfg_measures: dict | None) -> dict:
+    from .config import _deep_merge
+    return _deep_merge(measure_defaults(), cfg_measures or {})
+
+
+# ----------------------------------------------------------- checkpoint subset
+def detect_events(metrics_df, cfg_events: dict) -> dict[str, int | None]:
+    """Steps of acquisition and the headline RankMe collapse/floor/recovery from metrics.csv rows."""
+    from . import events as ev
+
+    def curve(measure, **match):
+        m = metrics_df["measure"] == measure
+        for k, v in match.items():
+            m &= metrics_df[k] == v
+        sub = metrics_df[m].sort_values("step")
+        return sub["step"].to_numpy(np.int64), sub["value"].to_numpy(np.float64)
+
+    e = cfg_events
+    s, a = curve("accuracy_norm")
+    out: dict[str, int | None] = {"acquisition": ev.acquisition_step(s, a, e["acquisition_threshold"], e["persist"])}
+    layer = "ln_final" if e["layer"] == "final" else e["layer"]
+    s, v = curve("rankme", layer=layer, position=e["position"], variant=e["variant"])
+    cev = ev.curve_events(s, v, e["collapse_drop"], e["collapse_half"], e["recovery_rise"], e["persist"])
+    for k in ("collapse", "floor", "recovery"):
+        out[f"rankme_{k}"] = cev[f"{k}_step"]
+    return out
+
+
+def select_checkpoints(steps: list[int], every_k: int, around: int = 0,
+                       event_steps: dict[str, int | None] | None = None) -> dict[int, list[str]]:
+    """{step: reasons} for the subset: every k-th checkpoint + last + event neighbourhoods."""
+    if every_k < 1:
+        raise ValueError(f"measures.every_k must be >= 1, got {every_k}")
+    if around < 0:
+        raise ValueError(f"measures.around_events must be >= 0, got {around}")
+    steps = sorted(int(s) for s in steps)
+    out: dict[int, list[str]] = {}
+    for i, s in enumerate(steps):
+        if i % every_k == 0:
+            out.setdefault(s, []).append(f"every_{every_k}")
+    if steps:
+        out.setdefault(steps[-1], []).append("last")
+    for name, t in (event_steps or {}).items():
+        if t is None or t not in steps:
+            continue
+        i = steps.index(t)
+        for j in range(max(0, i - around), min(len(steps), i + around + 1)):
+            out.setdefault(steps[j], []).append(name if j == i else f"{name}{j - i:+d}")
+    return dict(sorted(out.items()))
+
+
+# ------------------------------------------------------------------- data
+def train_sample(data, n: int, tag: str) -> np.ndarray:
+    """A fixed seeded sample (n, S) of training-distribution sequences (no held-out inputs)."""
+    from .tasks import _seed
+    spec = data.spec
+    rng = np.random.default_rng(_seed(data.seed, spec.task, spec.level, "measures", tag))
+    x = spec.draw(rng, n)
+    bad = data.is_heldout(x)
+    while bad.any():
+        x[bad] = spec.draw(rng, int(bad.sum()))
+        bad = data.is_heldout(x)
+    return spec.encode(x)
+
+
+# ------------------------------------------------------------ one checkpoint
+def _row(measure, variant, n, value, settings):
+    return {"measure": measure, "layer": "all_params", "layer_index": -1, "position": "answer",
+            "variant": variant, "n_samples": int(n), "value": float(value), "settings": settings}
+
+
+def measure_checkpoint(model, pools: dict, n_answer: int, cfg: dict, seeds: dict, kinds=MEASURE_KINDS,
+                       timings: dict | None = None) -> list[dict]:
+    """Rows (without run/step) of the expensive measures at the model's current weights.
+
+    pools: {"grad": (N, S), "hessian": (B, S), "llc": (n, S)} token tensors; cfg the merged
+    ``measures`` block; seeds {"hessian": int, "llc": int}. ``timings`` (optional dict) is
+    incremented with the CPU seconds of each measure.
+    """
+    from .measures.grad_rank import grad_ranks
+    from .measures.hessian import hessian_top
+    from .measures.llc import llc_at_checkpoint
+
+    rows, lam_top = [], None
+    common = {"loss": "answer cross-entropy, mean over answer tokens", "data": "fixed training-distribution sample"}
+    for kind in kinds:
+        t = time.process_time()
+        if kind == "grad_rank":
+            g = cfg["grad"]
+            r = grad_ranks(model, pools["grad"], n_answer, eps=float(g["rankme_eps"]), method=g["method"],
+                           max_bytes=int(g["max_mbytes"]) * 2**20)
+            st = dict(common, n_samples=r["n_samples"], eps=r["eps"], method=r["method"], n_params=r["n_params"],
+                      param_groups=r["param_groups"], gram="float64 via G G^T (N x N)",
+                      top_singular_value=r["top_singular_value"])
+            for v, val in r["grad"].items():
+                rows.append(_row("grad_erank", v, r["n_samples"], val, dict(st, centred=False)))
+            for v, val in r["grad_cov"].items():
+                rows.append(_row("grad_cov_erank", v, r["n_samples"], val, dict(st, centred=True)))
+        elif kind == "hessian":
+            h = cfg["hessian"]
+            r = hessian_top(model, pools["hessian"], n_answer, max_iter=int(h["max_iter"]), tol=float(h["tol"]),
+                            seed=seeds["hessian"])
+            st = dict(common, batch_size=r["batch_size"], max_iter=r["max_iter"], tol=r["tol"],
+                      iterations=r["iterations"], converged=r["converged"], seed=r["seed"], batch_loss=r["loss"],
+                      n_params=r["n_params"], mode="eval", attention="math", method="power iteration, double-backward HVP")
+            rows.append(_row("hessian_top", "power_iteration", r["batch_size"], r["value"], st))
+            lam_top = r["value"]
+        elif kind == "llc":
+            c = cfg["llc"]
+            r = llc_at_checkpoint(model, pools["llc"], n_answer, eps=float(c["eps"]), gamma=float(c["gamma"]),
+                                  n_beta=None if c["n_beta"] is None else float(c["n_beta"]),
+                                  chains=int(c["chains"]), draws=int(c["draws"]), burnin=int(c["burnin"]),
+                                  batch_size=int(c["batch_size"]), seed=seeds["llc"],
+                                  disagree_threshold=float(c["disagree_threshold"]))
+            st = dict(common, **{k: r[k] for k in ("eps", "gamma", "n_beta", "n_beta_rule", "chains", "draws", "burnin",
+                                                   "batch_size", "n_data", "seed", "std", "per_chain", "init_loss",
+                                                   "mean_sampled_loss", "flags", "clean", "disagree_threshold",
+                                                   "drift")})
+            if lam_top is not None and math.isfinite(lam_top):
+                # SGLD on a quadratic of curvature n_beta*lam is stable iff eps*n_beta*lam < 4
+                st["eps_nbeta_lambda"] = r["eps"] * r["n_beta"] * lam_top
+                if st["eps_nbeta_lambda"] >= 4 and "unstable_step" not in st["flags"]:
+                    st["flags"] = st["flags"] + ["unstable_step"]
+                    st["clean"] = False
+            rows.append(_row("llc", "sgld", r["n_data"], r["value"], st))
+        else:
+            raise ValueError(f"unknown expensive measure {kind!r}; allowed: {list(MEASURE_KINDS)}")
+        if timings is not None:
+            timings[kind] = timings.get(kind, 0.0) + time.process_time() - t
+    return rows
+
+
+# ------------------------------------------------------------------ one run
+def measures_run(spec, run_dir, out_csv, cfg_measures: dict | None, cfg_events: dict, device: str = "auto",
+                 log=print) -> dict:
+    """Compute the expensive measures of a trained run on its checkpoint subset; write measures.csv.
+
+    Reads ``run_dir/metrics.csv`` (if present) for the events that pick checkpoints.
+    Returns {"steps": {step: reasons}, "rows", "cpu_seconds", "cpu_seconds_by_measure"}.
+    """
+    import torch
+
+    from .checkpoints import CheckpointError, list_checkpoints, load_weights
+    from .extract import read_table, rows_to_csv
+    from .runtime import atomic_write_text, pick_device
+    from .tasks import _seed
+    from .train import build
+
+    cfg = _merged(cfg_measures)
+    kinds = list(cfg["which"])
+    bad = sorted(set(kinds) - set(MEASURE_KINDS))
+    if bad:
+        raise ValueError(f"measures.which: unknown {bad}; allowed: {list(MEASURE_KINDS)}")
+    bad = sorted(set(cfg["events"]) - set(EVENT_NAMES))
+    if bad:
+        raise ValueError(f"measures.events: unknown {bad}; allowed: {list(EVENT_NAMES)}")
+    run_dir = Path(run_dir)
+    ckdir = run_dir / "checkpoints"
+    steps = list_checkpoints(ckdir)
+    if not steps:
+        raise CheckpointError(f"no checkpoints in {ckdir}: run the training job first")
+    metrics = run_dir / "metrics.csv"
+    ev_steps = {}
+    if metrics.exists():
+        found = detect_events(read_table(metrics), cfg_events)
+        ev_steps = {k: found[k] for k in cfg["events"]}
+    else:
+        log(f"[measures] {spec.name}: no {metrics}; measuring every {cfg['every_k']}-th checkpoint only")
+    sel = select_checkpoints(steps, int(cfg["every_k"]), int(cfg["around_events"]), ev_steps)
+
+    device = pick_device(device)
+    model, data = build(spec, device)
+    need = {"grad": int(cfg["grad"]["n_samples"]), "hessian": int(cfg["hessian"]["batch_size"]),
+            "llc": int(cfg["llc"]["n_data"])}
+    pools = {k: torch.as_tensor(train_sample(data, n, k), device=device) for k, n in need.items()}
+    seeds = {k: _seed(spec.seed, spec.name, k) % (2**31) for k in ("hessian", "llc")}
+    na = data.spec.n_answer
+    t0, w0 = time.process_time(), time.time()
+    timings: dict[str, float] = {}
+    rows: list[dict] = []
+    for step, why in sel.items():
+        load_weights(ckdir / f"step_{step:06d}.safetensors", model)
+        for r in measure_checkpoint(model, pools, na, cfg, seeds, kinds, timings):
+            r["settings"]["selected_because"] = why
+            r.update(run=spec.name, step=step)
+            rows.append(r)
+    atomic_write_text(out_csv, rows_to_csv(rows))
+    cpu, wall = time.process_time() - t0, time.time() - w0
+    per = ", ".join(f"{k} {v / len(sel):.2f}" for k, v in timings.items())
+    log(f"[measures] {spec.name}: {len(sel)} of {len(steps)} checkpoints {list(sel)}; events {ev_steps}; "
+        f"{len(rows)} rows; {cpu:.1f} CPU-s ({wall:.1f} s wall); CPU-s per checkpoint: {per}")
+    return {"steps": sel, "events": ev_steps, "rows": len(rows), "cpu_seconds": cpu, "wall_seconds": wall,
+            "cpu_seconds_by_measure": timings}
+
+
+def flagged(settings_json: str) -> bool:
+    """True when a measures.csv row is not clean: LLC flags (negative, chains_disagree, nonfinite)
+    or a power iteration that did not converge within max_iter."""
+    try:
+        st = json.loads(settings_json) if isinstance(settings_json, str) else dict(settings_json)
+    except (TypeError, ValueError):
+        return False
+    return bool(st.get("flags")) or st.get("converged") is False
