@@ -1,0 +1,31 @@
+"""environment.yml (conda) stays in step with pyproject.toml (pip); no torch pin in the package."""
+import re
+import tomllib
+
+import yaml
+
+from conftest import REPO
+
+CONDA_NAME = {"torch": "pytorch"}  # pip name -> conda-forge name where they differ
+
+
+def _name(req: str) -> str:
+    return re.split(r"[<>=!~\[ ;]", req.strip(), maxsplit=1)[0].lower()
+
+
+def test_environment_matches_pyproject():
+    py = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    pip_names = {_name(r) for r in py["dependencies"]}
+    for extra in py.get("optional-dependencies", {}).values():
+        pip_names |= {_name(r) for r in extra}
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    conda_names = {_name(d) for d in env["dependencies"] if isinstance(d, str)} - {"python", "pip"}
+    want = {CONDA_NAME.get(n, n) for n in pip_names}
+    assert want == conda_names, (f"in pyproject only: {sorted(want - conda_names)}; "
+                                 f"in environment.yml only: {sorted(conda_names - want)}")
+
+
+def test_no_torch_version_pin_in_package():
+    py = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    torch_req = [r for r in py["dependencies"] if _name(r) == "torch"]
+    assert torch_req and "==" not in torch_req[0]
