@@ -9,6 +9,7 @@
 # runs' jobs and these cheap aggregates. No torch import here (parse time).
 import json as _sjson
 import shlex as _sshlex
+from pathlib import Path
 
 from geoanatomy.analysis.load import level_order as _level_order
 
@@ -30,10 +31,11 @@ SUMMARY_TARGETS = ([f"{SUMMARY}/{f}" for f in SUMMARY_TABLES + SUMMARY_FIGURES]
                                                   "scale_invariance.json", "prediction.json", "tables.html")])
 
 
-def _rep(name, caption, category, **labels):
-    """An output under results/summary/ flagged for `snakemake --report`."""
-    return report(f"{SUMMARY}/{name}", caption=f"../report/{caption}.rst", category=category,
-                  labels=labels or None)
+# An output under results/summary/ flagged for `snakemake --report`, with its caption file.
+_rep = lambda name, caption, category, **labels: report(  # noqa: E731
+    f"{SUMMARY}/{name}", caption=f"../report/{caption}.rst", category=category, labels=labels or None)
+_SUMMARIZE = f"{THREAD_ENV} geoanatomy summarize"
+_dirname = lambda path, up=1: str(Path(path).parents[up - 1])  # noqa: E731
 
 
 rule summary_tables:
@@ -50,7 +52,7 @@ rule summary_tables:
         top_down_summary=f"{SUMMARY}/top_down_summary.json",
     params:
         settings=SUMMARY_SETTINGS,
-        out=SUMMARY,
+        out=lambda w, output: _dirname(output.rates),
     threads: 1
     log:
         f"{SUMMARY}/logs/tables.log",
@@ -59,7 +61,7 @@ rule summary_tables:
     conda:
         "../../environment.yml"
     shell:
-        THREAD_ENV + " geoanatomy summarize tables --precursors {input.pre} --out {params.out}"
+        f"{_SUMMARIZE} tables --precursors {{input.pre}} --out {{params.out}}"
         " --settings {params.settings} --threads {threads} > {log} 2>&1"
 
 
@@ -71,7 +73,7 @@ rule summary_scale:
         _rep("scale_invariance.json", "scale_invariance", "3 Statistics", result="scale invariance"),
     params:
         settings=SUMMARY_SETTINGS,
-        out=SUMMARY,
+        out=lambda w, output: _dirname(output[0]),
         pythia=lambda w, input: f"--pythia {input.pythia[0]}" if input.pythia else "",
     threads: 1
     log:
@@ -81,7 +83,7 @@ rule summary_scale:
     conda:
         "../../environment.yml"
     shell:
-        THREAD_ENV + " geoanatomy summarize scale --precursors {input.pre} {params.pythia} --out {params.out}"
+        f"{_SUMMARIZE} scale --precursors {{input.pre}} {{params.pythia}} --out {{params.out}}"
         " --settings {params.settings} --threads {threads} > {log} 2>&1"
 
 
@@ -92,7 +94,7 @@ rule summary_prediction:
         _rep("prediction.json", "prediction", "3 Statistics", result="prediction limits"),
     params:
         settings=SUMMARY_SETTINGS,
-        out=SUMMARY,
+        out=lambda w, output: _dirname(output[0]),
     threads: 1
     log:
         f"{SUMMARY}/logs/prediction.log",
@@ -101,7 +103,7 @@ rule summary_prediction:
     conda:
         "../../environment.yml"
     shell:
-        THREAD_ENV + " geoanatomy summarize prediction --precursors {input.pre} --out {params.out}"
+        f"{_SUMMARIZE} prediction --precursors {{input.pre}} --out {{params.out}}"
         " --settings {params.settings} --threads {threads} > {log} 2>&1"
 
 
@@ -121,7 +123,7 @@ rule summary_figures:
         rho=_rep("figures/rho_matrix.png", "rho_matrix", "1 Figures", figure="rho matrix"),
     params:
         settings=SUMMARY_SETTINGS,
-        out=SUMMARY,
+        out=lambda w, output: _dirname(output.floors, 2),
     threads: 1
     log:
         f"{SUMMARY}/logs/figures.log",
@@ -130,7 +132,7 @@ rule summary_figures:
     conda:
         "../../environment.yml"
     shell:
-        THREAD_ENV + " geoanatomy summarize figures --precursors {input.pre} --metrics {input.metrics}"
+        f"{_SUMMARIZE} figures --precursors {{input.pre}} --metrics {{input.metrics}}"
         " --scale-json {input.scale} --out {params.out} --settings {params.settings} --threads {threads} > {log} 2>&1"
 
 
@@ -142,7 +144,7 @@ rule summary_html:
     output:
         _rep("tables.html", "tables_html", "2 Tables", table="all tables on one page"),
     params:
-        out=SUMMARY,
+        out=lambda w, output: _dirname(output[0]),
     threads: 1
     log:
         f"{SUMMARY}/logs/html.log",
@@ -151,4 +153,4 @@ rule summary_html:
     conda:
         "../../environment.yml"
     shell:
-        THREAD_ENV + " geoanatomy summarize html --out {params.out} --threads {threads} > {log} 2>&1"
+        f"{_SUMMARIZE} html --out {{params.out}} --threads {{threads}} > {{log}} 2>&1"

@@ -104,8 +104,7 @@ def _matrix(ax, entry: dict, title: str):
     rho = np.array([[np.nan if v is None else v for v in row] for row in m["rho"]], dtype=float)
     np.fill_diagonal(rho, np.nan)
     import matplotlib
-    cmap = matplotlib.colormaps["RdBu_r"].copy()
-    cmap.set_bad("0.93")
+    cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad="0.93")
     im = ax.imshow(np.ma.masked_invalid(rho), cmap=cmap, vmin=-1, vmax=1)
     for i in range(len(sizes)):
         for j in range(len(sizes)):

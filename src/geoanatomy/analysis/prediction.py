@@ -15,7 +15,8 @@ reversals: for each pair of sizes (a smaller than b, same family), units
 order is strict at both sizes and reversed when the order differs. share =
 reversed / comparable. For each measure, among reversed pairs: tracked = its
 transition order is strict and matches the acquisition order at *both* sizes
-(geometry reversed too); predicted_at_b = it matches the order at size b.
+(geometry reversed too); predicted_at_b = it matches the order at size b; n = reversed
+pairs where the measure has a transition in all four runs.
 """
 from __future__ import annotations
 
@@ -83,17 +84,16 @@ def reversals(rows: pd.DataFrame) -> dict:
         by_m = {}
         for m in measures:
             s = t_tr[m]
-            tracked = pred_b = 0
+            tracked = pred_b = n_def = 0
             for u, v, sa, sb in rev:
-                try:
-                    ga, gb = _sign(s[(a, u)] - s[(a, v)]), _sign(s[(b, u)] - s[(b, v)])
-                except KeyError:
-                    continue
-                if np.isnan(s[(a, u)] - s[(a, v)]) or np.isnan(s[(b, u)] - s[(b, v)]):
-                    continue
-                tracked += int(ga == sa and gb == sb)
-                pred_b += int(gb == sb)
-            by_m[m] = {"tracked_k_of_n": f"{tracked}/{len(rev)}", "predicted_at_b_k_of_n": f"{pred_b}/{len(rev)}"}
+                da, db = s.get((a, u), np.nan) - s.get((a, v), np.nan), s.get((b, u), np.nan) - s.get((b, v), np.nan)
+                if not (np.isfinite(da) and np.isfinite(db)):
+                    continue                                   # the measure has no transition in one of the runs
+                n_def += 1
+                tracked += int(_sign(da) == sa and _sign(db) == sb)
+                pred_b += int(_sign(db) == sb)
+            by_m[m] = {"tracked_k_of_n": f"{tracked}/{n_def}", "predicted_at_b_k_of_n": f"{pred_b}/{n_def}",
+                       "reversed_pairs_without_transition": len(rev) - n_def}
         pairs.append({"a": a, "b": b, "n_units_acquired_at_both": len(units), "comparable_pairs": cmp_,
                       "reversed_pairs": len(rev), "share_reversed": len(rev) / cmp_ if cmp_ else None,
                       "reversed": [f"{u}/{v}" for u, v, _, _ in rev], "by_measure": by_m})

@@ -1,0 +1,351 @@
+"""Cross-run analysis (geoanatomy.analysis) on synthetic per-run results with known answers."""
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from geoanatomy.analysis import DEFAULT_SETTINGS, behaviour, floors, prediction, rates, scale, settings, topdown
+from geoanatomy.analysis.load import SummaryInputError, class_counts, load_precursors
+from geoanatomy.analysis.stats import concordance, log_steps_close, quantiles, spearman_exact
+from geoanatomy.analysis.tables import read_table
+from geoanatomy.sizes import SIZES
+
+SIZE_NAMES = list(SIZES)
+N_PARAMS = {"nano": 409088, "micro": 1353408, "small": 4757504, "medium": 19400000, "large": 85100000,
+            "xlarge": 151300000}
+ST = settings()
+
+
+def layer_events(floor_steps: dict, collapsed=True, const=("embed",)) -> dict:
+    return {name: {"init": 10.0, "floor": 2.0 + i, "floor_step": s, "collapsed": collapsed, "collapse_step": s,
+                   "recovery_step": None, "final": 9.0, "constant_by_construction": name in const}
+            for i, (name, s) in enumerate(floor_steps.items())}
+
+
+def make_pre(task="copy", level="L1", size="nano", acq=None, floor=2.0, tr=10, plateau=None, logprob=None,
+             steps=1000, diverged=False, per_layer=None, extra_measures=None, probes=None, precursor=None) -> dict:
+    acquired = acq is not None and not diverged
+    diff = "diverged" if diverged else ("unlearned" if not acquired else ("easy" if acq <= 0.1 * steps else "hard"))
+    gap = acq - tr if acquired and tr is not None else None
+    pre_flag = precursor if precursor is not None else bool(acquired and tr is not None and tr < acq
+                                                            and acq - tr >= 0.25 * acq)
+    rm = {"layer": "ln_final", "position": "first", "variant": "uncentred", "n_samples": 200, "eps": 1e-7,
+          "init": 10.0, "floor": floor, "floor_step": tr, "collapsed": True, "collapse_step": tr,
+          "recovery_step": None, "final": 9.0, "transition": "floor", "transition_step": tr,
+          "precursor": pre_flag, "gap_steps": gap, "gaps": {"collapse": gap, "floor": gap, "recovery": None},
+          "per_layer": per_layer or layer_events({"embed": 0, "block0": tr, "ln_final": tr})}
+    d = {"schema_version": 1, "run": f"{task}_{level}_{size}", "task": task, "level": level, "size": size,
+         "n_params": N_PARAMS.get(size), "steps": steps, "n_checkpoints": 80, "diverged": diverged,
+         "acquired": acquired, "acquisition_step": acq if acquired else None, "logprob_emergence_step": logprob,
+         "loss_plateau_exit_step": plateau, "difficulty": diff, "final_accuracy": 1.0 if acquired else 0.0,
+         "chance_accuracy": 0.0, "events_settings": {"precursor_min_gap_frac": 0.25},
+         "measures": {"rankme": rm, **(extra_measures or {})}}
+    if probes is not None:
+        d["probes"] = probes
+    return d
+
+
+def write(tmp_path, pres) -> list[str]:
+    paths = []
+    for p in pres:
+        f = tmp_path / p["run"] / "precursor.json"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps(p))
+        paths.append(str(f))
+    return paths
+
+
+# ------------------------------------------------------------------ statistics
+def test_spearman_perfect_order_n6_exact_p():
+    r = spearman_exact([1, 2, 3, 4, 5, 6], [10, 20, 30, 40, 50, 60])
+    assert r["rho"] == pytest.approx(1.0)
+    assert r["p"] == pytest.approx(2 / 720, abs=1e-15)
+    assert r["n_permutations"] == 720
+    r = spearman_exact([1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1])
+    assert r["rho"] == pytest.approx(-1.0) and r["p"] == pytest.approx(2 / 720, abs=1e-15)
+
+
+def test_spearman_n4_hand_count():
+    # rho = 1 - 6 * 2 / (4 * 15) = 0.8; |rho| >= 0.8 for sum d^2 in {0, 2, 18, 20}: 1 + 3 + 3 + 1 of 24
+    r = spearman_exact([1, 2, 3, 4], [1, 3, 2, 4])
+    assert r["rho"] == pytest.approx(0.8)
+    assert r["p"] == pytest.approx(8 / 24)
+
+
+def test_spearman_matches_brute_force_with_ties():
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 4, 7).astype(float)      # ties on purpose
+    y = rng.normal(size=7)
+    obs = stats.spearmanr(x, y).statistic
+    null = [stats.spearmanr(x, y[list(p)]).statistic for p in itertools.permutations(range(7))]
+    want = np.mean(np.abs(null) >= abs(obs) - 1e-12)
+    r = spearman_exact(x, y)
+    assert r["rho"] == pytest.approx(obs)
+    assert r["p"] == pytest.approx(want)
+
+
+def test_spearman_monte_carlo_close_to_exact_above_exact_max_n():
+    x = np.arange(8.0)
+    y = np.array([0, 2, 1, 3, 5, 4, 7, 6.0])
+    exact = spearman_exact(x, y)
+    mc = spearman_exact(x, y, exact_max_n=5, n_resamples=20000, seed=1)
+    assert "permutation_test" in mc["method"] and exact["method"].startswith("exact")
+    assert mc["rho"] == pytest.approx(exact["rho"])
+    assert mc["p"] == pytest.approx(exact["p"], abs=0.005)
+
+
+def test_spearman_undefined_cases():
+    assert spearman_exact([1, 2], [1, 2])["rho"] is None
+    assert spearman_exact([1, 1, 1, 1], [1, 2, 3, 4])["reason"] == "constant ranks on one side"
+    assert spearman_exact([1, 2, np.nan, 4], [1, 2, 3, np.nan])["n"] == 2
+
+
+def test_concordance_and_quantiles():
+    c = concordance([1, 2, 3], [1, 3, 2])
+    assert (c["concordant"], c["discordant"], c["tied"]) == (2, 1, 0)
+    assert c["concordance"] == pytest.approx(2 / 3)
+    c = concordance([1, 1, 2], [1, 2, 3])
+    assert (c["concordant"], c["discordant"], c["tied"]) == (2, 0, 1)
+    q = quantiles([20, 60])
+    assert (q["median"], q["q25"], q["q75"], q["iqr"]) == (40, 30, 50, 20)
+    assert log_steps_close(40, 42, 0.1) is True and log_steps_close(40, 100, 0.1) is False
+    assert log_steps_close(None, 3, 0.1) is None
+
+
+def test_settings_match_config_defaults_and_reject_unknown():
+    from geoanatomy.config import DEFAULTS
+    assert DEFAULTS["summary"] == DEFAULT_SETTINGS
+    with pytest.raises(ValueError, match="alpa"):
+        settings({"alpa": 0.1})
+
+
+# ------------------------------------------------------------------ tables
+def test_planted_gap_recovered_and_unlearned_counted():
+    pres = [make_pre("copy", size="nano", acq=100, tr=40, plateau=90, logprob=80),
+            make_pre("rev", size="nano", acq=400, tr=380, plateau=385, logprob=300),   # gap 20 < 0.25*400: no precursor
+            make_pre("mod", size="nano", acq=None, tr=50, plateau=None, logprob=None),
+            make_pre("mul", size="nano", acq=None, diverged=True, tr=5)]
+    rows = rates.measure_rows(pres, ST["coincide_log10_tol"])
+    pr = rates.precursor_rates(rows)
+    rm = pr[(pr["measure"] == "rankme") & (pr["size"] == "nano")].set_index("difficulty")
+    assert rm.loc["easy", "gap_median_steps"] == 60 and rm.loc["easy", "rate_k_of_n"] == "1/1"
+    assert rm.loc["hard", "rate_k_of_n"] == "0/1" and rm.loc["hard", "gap_median_steps"] == 20
+    assert rm.loc["unlearned", "runs"] == 1 and rm.loc["unlearned", "precursors"] == 0
+    assert rm.loc["diverged", "runs"] == 1
+    allr = pr[(pr["measure"] == "rankme") & (pr["size"] == "all")].set_index("difficulty")
+    assert allr.loc["easy", "runs"] + allr.loc["hard", "runs"] == 2
+    assert class_counts(pres) == {"easy": 1, "hard": 1, "unlearned": 1, "diverged": 1}
+    # reference measures: plateau exit 90 vs acq 100 is 10 < 25: no precursor; log-prob 80: 20 < 25: none
+    ref = pr[(pr["measure"] == "loss_plateau_exit") & (pr["size"] == "all") & (pr["difficulty"] == "easy")].iloc[0]
+    assert ref["rate_k_of_n"] == "0/1" and ref["gap_median_steps"] == 10
+    # rev: transition 380 vs plateau exit 385 coincide (0.006 decades); copy: 40 vs 90 do not
+    co = rows[rows["measure"] == "rankme"].set_index("task")["coincides_plateau_exit"]
+    assert co["rev"] is True and co["copy"] is False and co["mod"] is None
+
+
+def test_reference_precursor_rule_and_iqr():
+    pres = [make_pre("copy", size="nano", acq=1000, tr=100, plateau=200, logprob=500, steps=5000),
+            make_pre("rev", size="nano", acq=1000, tr=800, plateau=900, logprob=100, steps=5000)]
+    pr = rates.precursor_rates(rates.measure_rows(pres, 0.1))
+    hard = pr[(pr["size"] == "nano") & (pr["difficulty"] == "hard")].set_index("measure")
+    assert hard.loc["rankme", "rate_k_of_n"] == "1/2"          # gaps 900 (>= 250) and 200 (< 0.25 * 1000)
+    assert hard.loc["rankme", "gap_q25_steps"] == 375 and hard.loc["rankme", "gap_q75_steps"] == 725
+    assert hard.loc["loss_plateau_exit", "rate_k_of_n"] == "1/2"   # 800 yes, 100 no
+    assert hard.loc["logprob_emergence", "rate_k_of_n"] == "2/2"
+
+
+def test_every_measure_present_is_iterated_and_probes_read():
+    extra = {"grad_erank": {"layer": "params", "position": "answer", "variant": "", "init": 50.0, "floor": 5.0,
+                            "floor_step": 30, "collapsed": True, "transition": "floor", "transition_step": 30,
+                            "precursor": True, "gap_steps": 70},
+             "probes": {"per_layer": {"block0": {"acquisition_step": 60, "accuracy": 0.9}, "ln_final": 80,
+                                      "embed": None}, "threshold": 0.5}}
+    pres = [make_pre("copy", size="nano", acq=100, tr=40, extra_measures=extra),
+            make_pre("rev", size="nano", acq=None)]
+    rows = rates.measure_rows(pres, 0.1)
+    assert set(rows["measure"]) == {"rankme", "grad_erank", "loss_plateau_exit", "logprob_emergence"}
+    g = rows[rows["measure"] == "grad_erank"].iloc[0]
+    assert g["gap_steps"] == 70 and bool(g["precursor"])
+    pb = behaviour.probes(pres)
+    assert list(pb["layer"]) == ["block0", "ln_final", "embed"]
+    assert list(pb["lead_steps"].iloc[:2]) == [40, 20]
+    assert pd.isna(pb["lead_steps"].iloc[2])
+    assert pb["probe_accuracy"].iloc[0] == 0.9 and json.loads(pb["probe_settings"].iloc[0]) == {"threshold": 0.5}
+    assert behaviour.probes([make_pre()]).empty
+
+
+def test_emergence_lead():
+    em = behaviour.emergence([make_pre("copy", acq=100, logprob=30, plateau=50), make_pre("rev", acq=None, logprob=70)])
+    assert list(em["lead_logprob_steps"].iloc[:1]) == [70] and em["lead_plateau_exit_steps"].iloc[0] == 50
+    assert pd.isna(em["lead_logprob_steps"].iloc[1]) and em["logprob_emergence_step"].iloc[1] == 70
+
+
+# ------------------------------------------------------------------ top-down
+def test_planted_top_down_order_counted():
+    down = layer_events({"embed": 0, "block0": 40, "block1": 20, "ln_final": 10})   # output side first
+    up = layer_events({"embed": 0, "block0": 10, "block1": 20, "ln_final": 40})
+    tied = layer_events({"embed": 0, "block0": 10, "block1": 10, "ln_final": 10})
+    pres = [make_pre("copy", size="nano", per_layer=down), make_pre("rev", size="nano", per_layer=up),
+            make_pre("mod", size="nano", per_layer=tied)]
+    td = topdown.top_down(pres).set_index("task")
+    assert td.loc["copy", "top_down"] is True and td.loc["copy", "top_down_strict"] is True
+    assert td.loc["copy", "order_by_floor_step"] == "ln_final < block1 < block0"
+    assert td.loc["copy", "excluded_constant"] == "embed"        # embed's step-0 floor would make it bottom-up
+    assert td.loc["copy", "kendall_tau_depth_vs_floor_step"] == pytest.approx(-1.0)
+    assert td.loc["rev", "top_down"] is False and td.loc["rev", "first_layer"] == "block0"
+    assert td.loc["mod", "status"].startswith("undetermined")
+    s = topdown.top_down_summary(topdown.top_down(pres))
+    assert s["rankme"]["all"]["top_down"] == "1/2" and s["rankme"]["all"]["undetermined"] == 1
+
+
+def test_top_down_skips_layers_that_never_collapsed():
+    pl = layer_events({"embed": 0, "block0": 5, "block1": 20, "ln_final": 10})
+    pl["block0"]["collapsed"] = False
+    r = topdown.run_order(pl, require_collapse=True)
+    assert r["excluded_not_collapsed"] == "block0" and r["top_down"] is True
+    assert topdown.run_order(pl, require_collapse=False)["top_down_strict"] is False
+
+
+# ------------------------------------------------------------------ floors and scale
+def _grid(n_tasks=6, sizes=SIZE_NAMES, floor=lambda t, s: 1.0 + t + 0.01 * s, acq=lambda t, s: 100 * (t + 1)):
+    tasks = ["copy", "rev", "cmp", "par", "add", "mod", "sort", "mul"][:n_tasks]
+    return [make_pre(task, size=size, acq=acq(ti, si), floor=floor(ti, si), tr=10)
+            for ti, task in enumerate(tasks) for si, size in enumerate(sizes)]
+
+
+def test_scale_invariance_planted_floors_rho1_exact_p():
+    pres = _grid()
+    res = scale.scale_invariance(pres, ST)
+    toy = res["families"]["toy"]
+    assert toy["sizes"] == SIZE_NAMES
+    pairs = toy["floors"]["rankme"]["pairs"]
+    assert len(pairs) == 15
+    for e in pairs:
+        assert e["rho"] == pytest.approx(1.0) and e["p"] == pytest.approx(2 / 720) and e["n"] == 6
+    acq = toy["acquisition_order"]["smallest_vs_largest"]
+    assert (acq["a"], acq["b"], acq["rho"], acq["p"]) == ("nano", "xlarge", pytest.approx(1.0), pytest.approx(2 / 720))
+
+
+def test_scale_invariance_reversed_order_and_unacquired_excluded():
+    pres = _grid(n_tasks=6, sizes=["nano", "micro"],
+                 floor=lambda t, s: (1.0 + t) if s == 0 else (10.0 - t),
+                 acq=lambda t, s: None if t == 5 and s == 1 else 100 * (t + 1))
+    toy = scale.scale_invariance(pres, ST)["families"]["toy"]
+    e = toy["floors"]["rankme"]["pairs"][0]
+    assert e["rho"] == pytest.approx(-1.0) and e["p"] == pytest.approx(2 / 720)
+    a = toy["acquisition_order"]["pairs"][0]
+    assert a["n"] == 5 and a["n_excluded_unacquired"] == 1 and a["p"] == pytest.approx(2 / 120)
+
+
+def test_floor_spread_rising_with_capacity_and_task_specific():
+    pres = _grid(n_tasks=3, floor=lambda t, s: 10.0 ** t * (1 + 0.1 * s))
+    fl = floors.collapse_floors(pres)
+    sp = floors.floor_spread(fl, ST)
+    assert (sp["trend_with_capacity"] == "rising").all()
+    assert sp["p_exact"].iloc[0] == pytest.approx(2 / 720)
+    summ = floors.floor_summary(fl, sp)["measures"]["rankme"]["L1"]
+    assert summ["task_specific"] is True and summ["task_share"] > 0.9
+    assert summ["rising_with_capacity_k_of_n"] == "3/3"
+
+
+def test_pythia_scale_file_is_read(tmp_path):
+    per_model = {m: {b: {"rankme_floor": f, "acquisition_step": a} for b, f, a in
+                     zip(["syntax", "semantics", "arithmetic", "icl", "factual", "general"], fl, acqs)}
+                 for m, fl, acqs in [("160m", [1, 2, 3, 4, 5, 6], [1000, 2000, 3000, 4000, 5000, 6000]),
+                                     ("2.8b", [2, 3, 4, 5, 6, 7], [6000, 5000, 4000, 3000, 2000, 1000])]}
+    f = tmp_path / "pythia_scale.json"
+    f.write_text(json.dumps({"kind": "pythia_scale", "per_model": per_model,
+                             "models": [{"name": "160m", "n_params": 1.6e8}, {"name": "2.8b", "n_params": 2.8e9}],
+                             "pairs": []}))
+    res = scale.scale_invariance(_grid(n_tasks=3, sizes=["nano", "micro"]), ST, f)
+    py = res["families"]["pythia"]
+    assert res["pythia_file"]["status"] == "used" and py["sizes"] == ["160m", "2.8b"]
+    assert py["floors"]["rankme"]["pairs"][0]["rho"] == pytest.approx(1.0)
+    assert py["acquisition_order"]["pairs"][0]["rho"] == pytest.approx(-1.0)
+    assert py["acquisition_order"]["pairs"][0]["p"] == pytest.approx(2 / 720)
+    assert scale.scale_invariance(_grid(n_tasks=3, sizes=["nano"]), ST, tmp_path / "absent.json")["pythia_file"]["status"] == "absent"
+
+
+# ------------------------------------------------------------------ prediction
+def test_prediction_concordance_and_reversals():
+    # nano: A then B then C acquired; micro: B before A. RankMe transitions follow the acquisition order.
+    acq = {("copy", "nano"): 100, ("rev", "nano"): 200, ("cmp", "nano"): 300,
+           ("copy", "micro"): 250, ("rev", "micro"): 150, ("cmp", "micro"): 350}
+    pres = [make_pre(t, size=s, acq=a, tr=a // 4, steps=100) for (t, s), a in acq.items()]
+    pres.append(make_pre("mod", size="nano", acq=None))
+    rows = rates.measure_rows(pres, 0.1)
+    res = prediction.prediction(rows)
+    assert res["within_class"]["rankme"]["hard"]["pooled"]["concordance"] == 1.0
+    assert res["within_class"]["rankme"]["hard"]["pooled"]["concordant"] == 6
+    rv = res["reversals"]["pairs"][0]
+    assert (rv["a"], rv["b"], rv["comparable_pairs"], rv["reversed_pairs"]) == ("nano", "micro", 3, 1)
+    assert rv["reversed"] == ["copy_L1/rev_L1"]
+    assert rv["by_measure"]["rankme"]["tracked_k_of_n"] == "1/1"
+    assert res["n_acquired"] == 6 and res["n_runs"] == 7
+
+
+# ------------------------------------------------------------------ files, CLI, errors
+def _metrics_csv(pre: dict) -> str:
+    lines = ["run,step,measure,layer,layer_index,position,variant,n_samples,value,settings"]
+    for step in [0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]:
+        acc = 1.0 if pre["acquired"] and step >= pre["acquisition_step"] else 0.0
+        lines.append(f"{pre['run']},{step},accuracy,output,-1,answer,,200,{acc},")
+        for li, layer in enumerate(["embed", "block0", "ln_final"]):
+            v = 1.0 if layer == "embed" else 10.0 / (1 + step) ** 0.3
+            lines.append(f"{pre['run']},{step},rankme,{layer},{li},first,uncentred,200,{v},")
+    return "\n".join(lines) + "\n"
+
+
+def test_cli_all_writes_every_file_with_provenance(tmp_path):
+    from geoanatomy.analysis.cli import main
+    pres = [make_pre("copy", size="nano", acq=100, tr=40, plateau=90, logprob=80),
+            make_pre("copy", size="micro", acq=None, tr=60)]
+    write(tmp_path, pres)
+    for p in pres:
+        (tmp_path / p["run"] / "metrics.csv").write_text(_metrics_csv(p))
+    assert main(["all", "--results", str(tmp_path)]) == 0
+    out = tmp_path / "summary"
+    for f in ["precursor_rates.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv", "emergence.csv",
+              "probes.csv"]:
+        text = (out / f).read_text()
+        assert text.startswith("# geoanatomy summary: " + f)
+        assert "n = 2 runs (easy 1, hard 0, unlearned 1, diverged 0)" in text
+        read_table(out / f)
+    assert read_table(out / "probes.csv").empty and "no probes entry" in (out / "probes.csv").read_text()
+    for f in ["scale_invariance.json", "prediction.json", "floor_summary.json", "top_down_summary.json"]:
+        d = json.loads((out / f).read_text())
+        assert d["n_runs"] == 2 and "method" in d
+    for f in ["trajectories_L1.png", "rankme_heatmap_L1.png", "floors_by_task.png", "lead_lag.png", "probes.png",
+              "rho_matrix.png"]:
+        assert (out / "figures" / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "precursor_rates.csv" in (out / "tables.html").read_text()
+
+
+def test_bad_input_names_file_and_field(tmp_path):
+    p = make_pre()
+    del p["acquisition_step"]
+    path = write(tmp_path, [p])[0]
+    with pytest.raises(SummaryInputError, match=r"precursor\.json: lacks field\(s\) \['acquisition_step'\]"):
+        load_precursors([path])
+    bad = make_pre(task="rev")
+    bad["difficulty"] = "medium"
+    with pytest.raises(SummaryInputError, match="difficulty"):
+        load_precursors(write(tmp_path, [bad]))
+    dup = write(tmp_path, [make_pre(task="mod")])[0]
+    with pytest.raises(SummaryInputError, match="appears twice"):
+        load_precursors([dup, dup])
+    from geoanatomy.analysis.cli import main
+    assert main(["tables", "--precursors", str(tmp_path / "nothing.json"), "--out", str(tmp_path)]) == 2
+
+
+def test_nan_free_json_outputs(tmp_path):
+    pres = [make_pre("copy", size="nano", acq=None), make_pre("copy", size="micro", acq=None, diverged=True)]
+    res = scale.scale_invariance(pres, ST)
+    json.dumps(res, allow_nan=False)          # raises on NaN/inf
+    a = res["families"]["toy"]["acquisition_order"]["pairs"][0]
+    assert a["rho"] is None and a["n"] == 0 and a["n_excluded_unacquired"] == 1
