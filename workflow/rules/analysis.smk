@@ -18,8 +18,10 @@ SUMMARY_PRE = expand(f"{RESULTS}/{{run}}/precursor.json", run=RUNS)
 SUMMARY_METRICS = expand(f"{RESULTS}/{{run}}/metrics.csv", run=RUNS)
 SUMMARY_LEVELS = _level_order(r.split("_")[1] for r in RUNS)
 SUMMARY_SETTINGS = _sshlex.quote(_sjson.dumps(CFG["summary"], sort_keys=True))
-# Pythia's cross-size table joins scale_invariance.json when the Pythia branch is enabled.
-SUMMARY_PYTHIA = [f"{SUMMARY}/pythia_scale.json"] if globals().get("PYTHIA_TARGETS") else []
+# Pythia's cross-size table joins scale_invariance.json when the Pythia branch is enabled
+# (workflow/rules/pythia.smk makes it) or the file is already there.
+SUMMARY_PYTHIA = ([f"{SUMMARY}/pythia_scale.json"]
+                  if globals().get("PYTHIA_TARGETS") or Path(f"{SUMMARY}/pythia_scale.json").exists() else [])
 SUMMARY_TABLES = ["precursor_rates.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv",
                   "emergence.csv", "probes.csv"]
 SUMMARY_FIGURES = ([f"figures/trajectories_{lv}.png" for lv in SUMMARY_LEVELS]
@@ -54,6 +56,8 @@ rule summary_tables:
         settings=SUMMARY_SETTINGS,
         out=lambda w, output: _dirname(output.rates),
     threads: 1
+    resources:
+        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (README: measured runtime)
     log:
         f"{SUMMARY}/logs/tables.log",
     benchmark:
@@ -76,6 +80,8 @@ rule summary_scale:
         out=lambda w, output: _dirname(output[0]),
         pythia=lambda w, input: f"--pythia {input.pythia[0]}" if input.pythia else "",
     threads: 1
+    resources:
+        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (README: measured runtime)
     log:
         f"{SUMMARY}/logs/scale.log",
     benchmark:
@@ -96,6 +102,8 @@ rule summary_prediction:
         settings=SUMMARY_SETTINGS,
         out=lambda w, output: _dirname(output[0]),
     threads: 1
+    resources:
+        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (README: measured runtime)
     log:
         f"{SUMMARY}/logs/prediction.log",
     benchmark:
@@ -125,6 +133,8 @@ rule summary_figures:
         settings=SUMMARY_SETTINGS,
         out=lambda w, output: _dirname(output.floors, 2),
     threads: 1
+    resources:
+        mem_mb=2048, runtime=30,  # SLURM; the aggregates are light (README: measured runtime)
     log:
         f"{SUMMARY}/logs/figures.log",
     benchmark:
@@ -146,6 +156,8 @@ rule summary_html:
     params:
         out=lambda w, output: _dirname(output[0]),
     threads: 1
+    resources:
+        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (README: measured runtime)
     log:
         f"{SUMMARY}/logs/html.log",
     benchmark:
