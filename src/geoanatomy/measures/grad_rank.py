@@ -35,6 +35,7 @@ the Gram matrix is a sum over parameters, so the result is the same, exactly.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 
@@ -47,13 +48,21 @@ VARIANTS = ("roy_vetterli", "rankme", "eig")
 
 
 # ------------------------------------------------------------------ spectra
-def gram_spectrum(K: torch.Tensor) -> torch.Tensor:
-    """Singular values (N,) of G, descending, from its Gram matrix K = G G^T (N, N)."""
+def gram_spectrum(K: torch.Tensor, scale: float = 0.0) -> torch.Tensor:
+    """Singular values (N,) of G, descending, from its Gram matrix K = G G^T (N, N).
+
+    Eigenvalues below the float64 rounding level, N * eps_64 * max(lam_max, scale), are set
+    to 0 (numpy.linalg.matrix_rank's rule): the square root would otherwise lift rounding
+    noise of ~1e-16 * lam_max to singular values of ~1e-8 * s_max. ``scale`` is the size of
+    the matrix K was computed from (for a centred Gram, the uncentred one's lam_max).
+    """
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
         raise ValueError(f"Gram matrix must be square (N, N), got shape {tuple(K.shape)}")
     K = K.to(torch.float64)
     K = 0.5 * (K + K.T)                                                  # exact symmetry for eigvalsh
-    lam = torch.linalg.eigvalsh(K).clamp_min(0.0).flip(0)                # (N,) descending
+    lam = torch.linalg.eigvalsh(K).flip(0)                               # (N,) descending
+    tol = K.shape[0] * torch.finfo(torch.float64).eps * max(float(lam[0]) if len(lam) else 0.0, scale)
+    lam = torch.where(lam > tol, lam, torch.zeros_like(lam))
     return lam.sqrt()
 
 
@@ -75,8 +84,9 @@ def spectrum_ranks(s: torch.Tensor, eps: float = 1e-7) -> dict[str, float]:
 
 def gram_effective_ranks(K: torch.Tensor, eps: float = 1e-7) -> dict[str, dict[str, float]]:
     """{"grad": ranks of G, "grad_cov": ranks of G - mean} from K = G G^T (N, N)."""
-    return {"grad": spectrum_ranks(gram_spectrum(K), eps),
-            "grad_cov": spectrum_ranks(gram_spectrum(centre_gram(K)), eps)}
+    s = gram_spectrum(K)
+    scale = float(s[0]) ** 2 if len(s) else 0.0
+    return {"grad": spectrum_ranks(s, eps), "grad_cov": spectrum_ranks(gram_spectrum(centre_gram(K), scale), eps)}
 
 
 # ------------------------------------------------------- per-sample gradients
@@ -155,6 +165,27 @@ def per_sample_gram(model: torch.nn.Module, seq: torch.Tensor, n_answer: int, me
     """
     if method not in ("vmap", "loop"):
         raise ValueError(f"method must be 'vmap' or 'loop', got {method!r}")
+    with _math_eval(model):
+        return _per_sample_gram(model, seq, n_answer, method, max_bytes, chunk)
+
+
+@contextlib.contextmanager
+def _math_eval(model):
+    """Eval mode and explicit attention (vmap/double-backward need it) for the block; restored after."""
+    was_training = model.training
+    impl = getattr(getattr(model, "cfg", None), "attn_impl", None)
+    model.eval()
+    if impl is not None:
+        model.set_attn_impl("math")
+    try:
+        yield model
+    finally:
+        if impl is not None:
+            model.set_attn_impl(impl)
+        model.train(was_training)
+
+
+def _per_sample_gram(model, seq, n_answer, method, max_bytes, chunk):
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     params = {n: p.detach() for n, p in named}
     buffers = {n: b for n, b in model.named_buffers()}
@@ -184,22 +215,12 @@ def grad_ranks(model: torch.nn.Module, seq: torch.Tensor, n_answer: int, eps: fl
     """Gradient and gradient-covariance effective ranks of a model on sequences seq (N, S).
 
     The model is put in eval mode with explicit ("math") attention for the call and
-    restored afterwards. Returns {"grad": {variant: value}, "grad_cov": {variant: value},
+    restored afterwards (``per_sample_gram`` does this). Returns {"grad": {variant: value}, "grad_cov": {variant: value},
     "n_samples", "n_params", "method", "param_groups", "top_singular_value", "eps"}.
     """
     if seq.shape[0] < 2:
         raise ValueError(f"gradient ranks need at least 2 samples, got {seq.shape[0]}")
-    was_training = model.training
-    impl = getattr(getattr(model, "cfg", None), "attn_impl", None)
-    model.eval()
-    if impl is not None:
-        model.set_attn_impl("math")
-    try:
-        K, info = per_sample_gram(model, seq, n_answer, method=method, max_bytes=max_bytes)
-    finally:
-        if impl is not None:
-            model.set_attn_impl(impl)
-        model.train(was_training)
+    K, info = per_sample_gram(model, seq, n_answer, method=method, max_bytes=max_bytes)
     ranks = gram_effective_ranks(K, eps)
     s = gram_spectrum(K)
     return {**ranks, "n_samples": int(seq.shape[0]), "eps": eps,
