@@ -1,0 +1,20 @@
+# Stage 2b: the expensive measures (gradient effective ranks, top Hessian eigenvalue, LLC)
+# on a checkpoint subset: every k-th checkpoint plus the checkpoints at the events found in
+# the cheap metrics.csv (acquisition, RankMe floor/recovery) -> measures.csv (same columns).
+rule measures:
+    input:
+        train=f"{RESULTS}/{{run}}/train.json",
+        metrics=f"{RESULTS}/{{run}}/metrics.csv",
+    output:
+        f"{RESULTS}/{{run}}/measures.csv",
+    params:
+        spec=lambda w: spec_param(w.run, with_events=True, blocks=("measures",)),
+    threads: CFG["threads"]["measures"]
+    log:
+        f"{RESULTS}/{{run}}/logs/measures.log",
+    benchmark:
+        f"{RESULTS}/{{run}}/benchmarks/measures.tsv"
+    conda:
+        "../../environment.yml"
+    shell:
+        THREAD_ENV + " geoanatomy measures --spec {params.spec} --threads {threads} > {log} 2>&1"

@@ -1,0 +1,19 @@
+# Stage 2c (after metric extraction): logistic-regression probes on frozen hidden states,
+# every layer at every (every_k-th) checkpoint, predicting the answer token -> probes.csv.
+rule probes:
+    input:
+        train=f"{RESULTS}/{{run}}/train.json",
+        metrics=f"{RESULTS}/{{run}}/metrics.csv",
+    output:
+        f"{RESULTS}/{{run}}/probes.csv",
+    params:
+        spec=lambda w: spec_param(w.run, blocks=("probes",)),
+    threads: CFG["threads"]["probes"]
+    log:
+        f"{RESULTS}/{{run}}/logs/probes.log",
+    benchmark:
+        f"{RESULTS}/{{run}}/benchmarks/probes.tsv"
+    conda:
+        "../../environment.yml"
+    shell:
+        THREAD_ENV + " geoanatomy probes --spec {params.spec} --threads {threads} > {log} 2>&1"
