@@ -79,10 +79,10 @@ def test_spearman_n4_hand_count():
 
 def test_spearman_matches_brute_force_with_ties():
     rng = np.random.default_rng(3)
-    x = rng.integers(0, 4, 7).astype(float)      # ties on purpose
-    y = rng.normal(size=7)
+    x = rng.integers(0, 3, 6).astype(float)      # ties on purpose
+    y = rng.normal(size=6)
     obs = stats.spearmanr(x, y).statistic
-    null = [stats.spearmanr(x, y[list(p)]).statistic for p in itertools.permutations(range(7))]
+    null = [stats.spearmanr(x, y[list(p)]).statistic for p in itertools.permutations(range(6))]
     want = np.mean(np.abs(null) >= abs(obs) - 1e-12)
     r = spearman_exact(x, y)
     assert r["rho"] == pytest.approx(obs)

@@ -15,7 +15,7 @@ def floors_by_task(floors: pd.DataFrame, out_png, measure: str = "rankme") -> li
     if f.empty:
         return placeholder(out_png, "Collapse floors", f"no {measure} floors in these runs")
     p = plt()
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
     lvls = level_order(f["level"])
     fig, axes = p.subplots(1, len(lvls), figsize=(max(5.5, 4.2 * len(lvls)), 4.0), squeeze=False, sharey=True,
                            constrained_layout=True)
@@ -37,6 +37,7 @@ def floors_by_task(floors: pd.DataFrame, out_png, measure: str = "rankme") -> li
             ax.scatter(x[~filled], gt["floor"][~filled], facecolor="white", edgecolor=cmap(ti % 10), s=18, zorder=3)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("parameters (log scale)")
@@ -44,7 +45,8 @@ def floors_by_task(floors: pd.DataFrame, out_png, measure: str = "rankme") -> li
         ax.set_title(f"level {lv}: {len(g) - n_div} runs" + (f" ({n_div} diverged, left out)" if n_div else ""))
         if k == 0:
             ax.set_ylabel(f"{measure} floor (minimum over checkpoints)")
-    axes[0][-1].legend(title="task (hollow = never acquired)", fontsize=6, title_fontsize=6)
+    axes[0][-1].legend(title="task\n(hollow marker:\nnever acquired)", fontsize=6, title_fontsize=6,
+                       loc="upper left", bbox_to_anchor=(1.02, 1.0))
     r0 = f.iloc[0]
     fig.suptitle(f"Collapse floors by task across sizes\n{measure} at {r0['layer']}, position {r0['position']}, "
                  f"{r0['variant']}, N={r0['n_samples']} evaluation examples", fontsize=9)
