@@ -62,3 +62,9 @@ def test_warns_when_fewer_samples_than_dims():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         rankme(torch.randn(10, 4))
+
+
+def test_non_finite_input_gives_nan():
+    Z = torch.randn(10, 4)
+    Z[2, 1] = float("nan")
+    assert math.isnan(rankme(Z)) and math.isnan(effective_rank(Z))

@@ -41,6 +41,60 @@ def pick_device(requested: str = "auto") -> str:
     return requested
 
 
+def describe_device(requested: str = "auto") -> str:
+    """One line for a job's log: the device the job will use (GPU name and memory), torch
+    version and threads, host, and the SLURM job id and allocated GPUs when run under SLURM."""
+    import socket
+
+    import torch
+    dev = pick_device(requested)
+    what = dev
+    if dev.startswith("cuda"):
+        idx = torch.device(dev).index
+        p = torch.cuda.get_device_properties(torch.cuda.current_device() if idx is None else idx)
+        what += f" ({p.name}, {p.total_memory / 2**30:.0f} GiB)"
+    line = (f"device {what} (requested {requested}), torch {torch.__version__}, "
+            f"{torch.get_num_threads()} threads, host {socket.gethostname()}")
+    if os.environ.get("SLURM_JOB_ID"):
+        gpus = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("SLURM_JOB_GPUS") or "none"
+        line += f", SLURM job {os.environ['SLURM_JOB_ID']} (GPUs allocated: {gpus})"
+    return line
+
+
+_FAULT_COUNTER = [0]
+
+
+def _maybe_inject_fault() -> None:
+    """Fault injection for tests: with GEOANATOMY_KILL_AFTER_TMP_WRITES=N the process
+    SIGKILLs itself after its N-th temporary file is written and before it is renamed
+    (a kill in the middle of a checkpoint write). Unset in normal use."""
+    n = os.environ.get("GEOANATOMY_KILL_AFTER_TMP_WRITES")
+    if n:
+        _FAULT_COUNTER[0] += 1
+        if _FAULT_COUNTER[0] >= int(n):
+            import signal
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def code_version() -> dict:
+    """Package version and, when run from a git checkout, the commit (with a dirty flag)."""
+    import subprocess
+
+    from . import __version__
+    out = {"geoanatomy": __version__, "git_commit": None, "git_dirty": None}
+    root = Path(__file__).resolve().parents[2]
+    if (root / ".git").exists():
+        try:
+            out["git_commit"] = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                                               text=True, timeout=5).stdout.strip() or None
+            st = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=5).stdout
+            out["git_dirty"] = bool(st.strip())
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return out
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to a temporary file beside ``path`` and rename it into place."""
     path = Path(path)
@@ -51,6 +105,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        _maybe_inject_fault()
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

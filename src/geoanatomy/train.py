@@ -33,7 +33,7 @@ from .checkpoints import (CheckpointError, list_checkpoints, load_optimizer, loa
 from .config import RunSpec
 from .measures.rankme import rankme
 from .model import GPT, ModelConfig
-from .runtime import atomic_write_json, atomic_write_text, pick_device
+from .runtime import atomic_write_json, atomic_write_text, code_version, pick_device
 from .schedule import checkpoint_steps, lr_at
 from .tasks import TaskData, _seed, make_task
 
@@ -127,6 +127,9 @@ def train_run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: 
 
     # ---- resume: newest checkpoint that has both weights and matching optimizer state
     start, log_rows = 0, []
+    if ckdir.is_dir():  # temporary files of writes killed before their rename
+        for tmp in ckdir.glob(".*.tmp"):
+            tmp.unlink()
     have = list_checkpoints(ckdir)
     if have:
         try:
@@ -209,6 +212,7 @@ def train_run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: 
         "n_params": model.n_params(), "steps": steps, "checkpoint_steps": list_checkpoints(ckdir),
         "diverged": diverged, "device": device, "threads": torch.get_num_threads(),
         "settings_hash": h, "settings": spec.train_dict(), "geoanatomy_version": __version__,
+        "code_version": code_version(),
         "torch_version": torch.__version__, "python": sys.version.split()[0],
         "wall_seconds_this_job": round(time.time() - t0, 2), "resumed_from": start,
     }

@@ -44,12 +44,17 @@ def _entropy_rank(s: torch.Tensor, eps: float) -> float:
 
 
 def rankme(Z: torch.Tensor, centred: bool = False, eps: float = 1e-7) -> float:
-    """RankMe of Z (N, d): exp of the entropy of the normalised singular values (+eps)."""
+    """RankMe of Z (N, d): exp of the entropy of the normalised singular values (+eps).
+    NaN when Z has non-finite entries (a diverged run) or is all zero."""
+    if not torch.isfinite(Z).all():
+        return float("nan")
     return _entropy_rank(_spectrum(Z, centred), eps)
 
 
 def effective_rank(Z: torch.Tensor, centred: bool = False) -> float:
-    """Roy & Vetterli effective rank of Z (N, d): RankMe without the epsilon."""
+    """Roy & Vetterli effective rank of Z (N, d): RankMe without the epsilon (NaN as rankme)."""
+    if not torch.isfinite(Z).all():
+        return float("nan")
     return _entropy_rank(_spectrum(Z, centred), 0.0)
 
 

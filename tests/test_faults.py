@@ -1,0 +1,164 @@
+"""Faults: kill -9 mid-training (also mid-checkpoint-write), corrupted files, divergence,
+malicious pickles. Each test fails if its protection is removed."""
+import json
+import os
+import pickle
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from geoanatomy.checkpoints import CheckpointError, list_checkpoints, load_weights
+from geoanatomy.cli import spec_json
+from geoanatomy.config import resolve, run_spec
+from geoanatomy.extract import extract_run, read_table
+from geoanatomy.precursor import load_and_build
+from geoanatomy.train import build, train_run
+
+
+def cfg_for(steps=120, lr=1e-3, n_uniform=30, **extra):
+    return resolve({"grid": [{"tasks": ["add"], "levels": ["L1"], "sizes": ["nano"]}],
+                    "train": {"steps": steps, "warmup": 5, "lr": lr,
+                              "checkpoints": {"n_log": 10, "log_end": 0.1, "n_uniform": n_uniform}},
+                    "eval": {"n_samples": 32}, **extra})
+
+
+def quiet(*a, **k):
+    pass
+
+
+def cli_train(spec_json_str: str, results: Path, env_extra=None):
+    """Start the training CLI as a child process (results_dir = results)."""
+    d = json.loads(spec_json_str)
+    d["results_dir"] = str(results)
+    env = dict(os.environ, OMP_NUM_THREADS="1", **(env_extra or {}))
+    return subprocess.Popen([sys.executable, "-m", "geoanatomy.cli", "train", "--spec", json.dumps(d),
+                             "--threads", "1", "--device", "cpu"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_kill9_at_random_points_then_identical_table(tmp_path):
+    cfg = cfg_for()
+    spec = run_spec(cfg, "add_L1_nano")
+    sj = spec_json(cfg, "add_L1_nano")
+    ref = tmp_path / "ref" / "add_L1_nano"
+    train_run(spec, ref, device="cpu", log=quiet)
+    extract_run(spec, ref, ref / "metrics.csv", device="cpu", log=quiet)
+
+    killed = tmp_path / "killed"
+    rng = random.Random(0)
+    kills = 0
+    # 1) a kill in the middle of a checkpoint write (after the temp file, before its rename)
+    p = cli_train(sj, killed, {"GEOANATOMY_KILL_AFTER_TMP_WRITES": "14"})
+    p.wait(timeout=300)
+    assert p.returncode == -signal.SIGKILL
+    kills += 1
+    ck = killed / "add_L1_nano" / "checkpoints"
+    assert list(ck.glob(".*.tmp")), "the fault hook should leave a half-done temp file"
+    # 2) kills at random times while training
+    for _ in range(3):
+        before = list_checkpoints(ck)
+        p = cli_train(sj, killed)
+        deadline = time.time() + 120
+        while time.time() < deadline and p.poll() is None and len(list_checkpoints(ck)) < len(before) + 3:
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 0.3))
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            p.wait(timeout=60)
+            kills += 1
+    assert kills >= 3
+    p = cli_train(sj, killed)
+    assert p.wait(timeout=600) == 0, p.stderr.read()
+    run = killed / "add_L1_nano"
+    assert json.loads((run / "train.json").read_text())["resumed_from"] > 0
+    assert not list(ck.glob(".*.tmp"))
+    extract_run(spec, run, run / "metrics.csv", device="cpu", log=quiet)
+    assert (run / "metrics.csv").read_bytes() == (ref / "metrics.csv").read_bytes()
+
+
+def test_corrupted_checkpoint_names_file_and_fix(tmp_path):
+    cfg = cfg_for(steps=20, n_uniform=4)
+    spec = run_spec(cfg, "add_L1_nano")
+    train_run(spec, tmp_path, device="cpu", log=quiet)
+    step = list_checkpoints(tmp_path / "checkpoints")[3]
+    bad = tmp_path / "checkpoints" / f"step_{step:06d}.safetensors"
+    bad.write_bytes(bad.read_bytes()[: len(bad.read_bytes()) // 2])          # truncated
+    with pytest.raises(CheckpointError) as e:
+        extract_run(spec, tmp_path, tmp_path / "metrics.csv", device="cpu", log=quiet)
+    assert str(bad) in str(e.value) and "clean-run" in str(e.value)
+    assert (tmp_path / "train.json").exists()                                 # nothing deleted
+    assert len(list_checkpoints(tmp_path / "checkpoints")) > 5
+
+
+def test_corrupted_table_names_file(tmp_path):
+    (tmp_path / "metrics.csv").write_text("run,step\nx,1\n")
+    with pytest.raises(CheckpointError, match="metrics.csv.*lacks columns.*clean-run"):
+        read_table(tmp_path / "metrics.csv")
+
+
+def test_clean_run_deletes_only_derived_files(tmp_path):
+    from geoanatomy.cli import main
+    run = tmp_path / "results" / "add_L1_nano"
+    (run / "checkpoints").mkdir(parents=True)
+    for f in ("metrics.csv", "precursor.json", "trajectory.png", "train.json", "checkpoints/step_000001.safetensors"):
+        (run / f).write_text("x")
+    other = tmp_path / "results" / "mod_L1_nano"
+    other.mkdir()
+    (other / "metrics.csv").write_text("keep")
+    assert main(["clean-run", str(run)]) == 0
+    assert not (run / "metrics.csv").exists() and not (run / "train.json").exists()
+    assert (run / "checkpoints" / "step_000001.safetensors").exists()
+    assert (other / "metrics.csv").read_text() == "keep"
+
+
+def test_malicious_pickle_checkpoint_is_refused(tmp_path):
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    path = tmp_path / "step_000001.safetensors"
+    with open(path, "wb") as f:
+        pickle.dump({"wte.weight": Evil()}, f)
+    model, _ = build(run_spec(cfg_for(), "add_L1_nano"))
+    with pytest.raises(CheckpointError, match=str(path)):
+        load_weights(path, model)
+    assert not marker.exists()
+    torch.save({"x": Evil()}, tmp_path / "evil.pt")
+    with pytest.raises(Exception):
+        torch.load(tmp_path / "evil.pt", weights_only=True)   # the only torch.load form we allow
+    assert not marker.exists()
+
+
+def test_no_unsafe_loading_in_source():
+    src = Path(__file__).resolve().parents[1] / "src"
+    for f in src.rglob("*.py"):
+        text = f.read_text()
+        for line in text.splitlines():
+            if "torch.load(" in line:
+                assert "weights_only=True" in line, f"{f}: {line.strip()}"
+            assert "trust_remote_code=True" not in line, f"{f}: {line.strip()}"
+            assert "pickle.load" not in line, f"{f}: {line.strip()}"
+
+
+def test_diverging_run_is_marked_and_nan_safe(tmp_path):
+    cfg = resolve({"grid": [{"tasks": ["add"], "levels": ["L1"], "sizes": ["nano"]}],
+                   "train": {"steps": 40, "warmup": 1, "lr": 1e6, "grad_clip": 0,
+                             "checkpoints": {"n_log": 5, "log_end": 0.1, "n_uniform": 8}},
+                   "eval": {"n_samples": 32}})
+    spec = run_spec(cfg, "add_L1_nano")
+    s = train_run(spec, tmp_path, device="cpu", log=quiet)
+    assert s["diverged"]
+    extract_run(spec, tmp_path, tmp_path / "metrics.csv", device="cpu", log=quiet)
+    pre = load_and_build(spec, tmp_path, tmp_path / "metrics.csv", cfg["events"])
+    json.dumps(pre, allow_nan=False)                               # strict JSON: NaN became null
+    assert pre["diverged"] and pre["difficulty"] == "diverged" and not pre["acquired"]
+    assert pre["measures"]["rankme"]["precursor"] is False
