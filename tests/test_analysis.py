@@ -164,7 +164,7 @@ def test_every_measure_present_is_iterated_and_probes_read():
                             "floor_step": 30, "collapsed": True, "transition": "floor", "transition_step": 30,
                             "precursor": True, "gap_steps": 70},
              "probes": {"per_layer": {"block0": {"acquisition_step": 60, "accuracy": 0.9}, "ln_final": 80,
-                                      "embed": None}, "threshold": 0.5}}
+                                      "embed": None}, "settings": {"threshold": 0.5}}}
     pres = [make_pre("copy", size="nano", acq=100, tr=40, extra_measures=extra),
             make_pre("rev", size="nano", acq=None)]
     rows = rates.measure_rows(pres, 0.1)
@@ -349,3 +349,29 @@ def test_nan_free_json_outputs(tmp_path):
     json.dumps(res, allow_nan=False)          # raises on NaN/inf
     a = res["families"]["toy"]["acquisition_order"]["pairs"][0]
     assert a["rho"] is None and a["n"] == 0 and a["n_excluded_unacquired"] == 1
+
+
+def test_probes_entry_in_the_probes_stage_format():
+    entry = {"measure": "probe_accuracy_norm", "position": "first", "layer": "ln_final",
+             "definition": "first probed checkpoint with ...", "acquisition_step": 10, "n_test": 100,
+             "settings": {"C": 0.1, "test_frac": 0.5},
+             "per_layer": {"embed": {"layer_index": 0, "acquisition_step": None, "before_behaviour": False,
+                                     "constant_by_construction": True, "final_accuracy": 0.1},
+                           "block0": {"layer_index": 1, "acquisition_step": 60, "before_behaviour": True,
+                                      "constant_by_construction": False, "final_accuracy": 1.0},
+                           "ln_final": {"layer_index": 2, "acquisition_step": 10, "before_behaviour": True,
+                                        "constant_by_construction": False, "final_accuracy": 1.0}}}
+    pb = behaviour.probes([make_pre("copy", acq=100, probes=entry)]).set_index("layer")
+    assert pb.loc["block0", "lead_steps"] == 40 and pb.loc["ln_final", "lead_steps"] == 90
+    assert bool(pb.loc["embed", "probe_constant_by_construction"]) and pd.isna(pb.loc["embed", "lead_steps"])
+    st = json.loads(pb.loc["block0", "probe_settings"])
+    assert st["position"] == "first" and st["C"] == 0.1 and "acquisition_step" not in st
+
+
+def test_figures_need_every_metrics_table(tmp_path):
+    from geoanatomy.analysis.figures_runs import load_metrics
+    pres = [make_pre("copy"), make_pre("rev")]
+    (tmp_path / "copy_L1_nano").mkdir()
+    (tmp_path / "copy_L1_nano" / "metrics.csv").write_text(_metrics_csv(pres[0]))
+    with pytest.raises(SummaryInputError, match="rev_L1_nano"):
+        load_metrics(pres, [tmp_path / "copy_L1_nano" / "metrics.csv"])

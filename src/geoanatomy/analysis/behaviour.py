@@ -12,7 +12,8 @@ acquisition; lead = t_acq - t_probe (positive: the hidden states held the
 answer before the model emitted it). Accepted shapes of the probes entry:
 {"per_layer": {layer: step | {"acquisition_step": step, ...}}, ...} or
 {layer: step | {...}}; extra scalar fields per layer are kept as columns
-(prefixed ``probe_``), settings at the entry's top level go to ``probe_settings``.
+(prefixed ``probe_``, e.g. probe_constant_by_construction, probe_final_accuracy); the
+entry's measure, position, definition and settings go to ``probe_settings`` (JSON).
 """
 from __future__ import annotations
 
@@ -65,11 +66,15 @@ def probes(pres: list[dict]) -> pd.DataFrame:
             continue
         f = run_facts(p)
         per = e.get("per_layer") if isinstance(e.get("per_layer"), dict) else e
-        settings = {k: v for k, v in e.items() if k != "per_layer" and not isinstance(v, dict)} if per is not e else {}
+        settings = {}
+        if per is not e:   # what the probes were and how acquisition was defined (geoanatomy.probes)
+            settings = {k: e[k] for k in ("measure", "position", "definition", "n_test", "n_checkpoints") if k in e}
+            settings.update(e.get("settings") if isinstance(e.get("settings"), dict) else {})
         for layer, v in per.items():
             if isinstance(v, dict):
                 t = next((step_or_none(v[k]) for k in _STEP_KEYS if k in v), None)
-                extra = {f"probe_{k}": x for k, x in v.items() if k not in _STEP_KEYS and isinstance(x, (int, float, str, bool))}
+                extra = {f"probe_{k}": x for k, x in v.items() if k not in _STEP_KEYS
+                         and f"probe_{k}" not in PROBE_COLUMNS and isinstance(x, (int, float, str, bool))}
             elif v is None or isinstance(v, (int, float)):
                 t, extra = step_or_none(v), {}
             else:

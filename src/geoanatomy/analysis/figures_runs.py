@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .figstyle import DIFF_COLOUR, EVENT_LINES, grid, lean_log_x, params_label, placeholder, plt, save, xstep
+from .behaviour import probes_entry
 from .load import SummaryInputError, level_order, size_order, task_order
 
 _METRIC_COLS = ["step", "measure", "layer", "layer_index", "position", "variant", "n_samples", "value"]
@@ -181,12 +182,16 @@ def probe_curves(pres: list[dict], metrics: dict, out_png, probe_table: pd.DataF
         for k, (pre, df, meas) in enumerate(with_curves):
             ax = axes[k // cols][k % cols]
             sub = df[df["measure"] == meas]
+            pos = (probes_entry(pre) or {}).get("position", sub["position"].iloc[0])
+            sub = sub[sub["position"] == pos] if (sub["position"] == pos).any() else sub[sub["position"] == sub["position"].iloc[0]]
             pos = sub["position"].iloc[0]
-            sub = sub[sub["position"] == pos]
             layers = sub.drop_duplicates("layer_index").sort_values("layer_index")["layer"].tolist()
+            const = {n for n, ev in ((probes_entry(pre) or {}).get("per_layer") or {}).items()
+                     if isinstance(ev, dict) and ev.get("constant_by_construction")}
             for li, name in enumerate(layers):
                 st, v = curve(sub, meas, layer=name)
-                ax.plot(xstep(st), v, color=cmap(li / max(1, len(layers) - 1)), lw=1, label=f"{meas} {name}")
+                ax.plot(xstep(st), v, color=cmap(li / max(1, len(layers) - 1)), lw=1, ls=":" if name in const else "-",
+                        label=f"probe at {name}" + (" (constant by construction)" if name in const else ""))
             st, acc = curve(df, "accuracy")
             ax.plot(xstep(st), acc, color="k", lw=1.8, label="behaviour: exact-match accuracy")
             if pre.get("acquisition_step") is not None:
@@ -196,13 +201,16 @@ def probe_curves(pres: list[dict], metrics: dict, out_png, probe_table: pd.DataF
             ax.set_title(f"{_panel_title(pre)}\nprobe position {pos}, N={int(sub['n_samples'].iloc[0])}", fontsize=7)
             ax.set_xlabel("training step + 1 (log)")
             ax.set_ylabel("accuracy")
-            if k == 0:
-                ax.legend(fontsize=5)
+            ax.legend(fontsize=4.5, loc="lower right")
         for k in range(n, rows * cols):
             axes[k // cols][k % cols].axis("off")
-        fig.suptitle(f"Linear-probe accuracy per layer vs behavioural accuracy ({n} runs)", fontsize=9)
+        fig.suptitle(f"Linear-probe accuracy ({meas}, held-out probe test split) per layer vs the model's exact-match "
+                     f"accuracy, {n} run{'s' if n != 1 else ''}\nprobe target: the answer token predicted at the probe "
+                     "position; green line: behavioural acquisition", fontsize=8)
         return save(fig, out_png, dpi=120)
     t = probe_table.dropna(subset=["probe_acquisition_step", "acquisition_step"]) if len(probe_table) else probe_table
+    if "probe_constant_by_construction" in t.columns:
+        t = t[~t["probe_constant_by_construction"].fillna(False).astype(bool)]
     if len(t):
         fig, ax = p.subplots(figsize=(5, 4.5), constrained_layout=True)
         layers = list(dict.fromkeys(t["layer"]))
@@ -227,14 +235,22 @@ def probe_curves(pres: list[dict], metrics: dict, out_png, probe_table: pd.DataF
 
 
 def load_metrics(pres: list[dict], paths) -> dict:
-    """run name -> metrics DataFrame; the run name is the metrics file's parent folder."""
-    want = {p["run"] for p in pres}
+    """run name -> metrics DataFrame; the run name is the metrics file's parent folder.
+
+    When a run's precursor.json has a ``probes`` entry, its probes.csv (beside
+    metrics.csv; an input of that precursor.json, so it exists and is older) is
+    appended: rows probe_accuracy / probe_accuracy_norm / probe_chance per layer."""
+    want = {p["run"]: p for p in pres}
     out = {}
     for path in paths:
         run = Path(path).parent.name
         if run in want:
-            out[run] = read_metrics(path)
-    missing = sorted(want - set(out))
+            df = read_metrics(path)
+            probes = Path(path).with_name("probes.csv")
+            if probes_entry(want[run]) is not None and probes.exists():
+                df = pd.concat([df, read_metrics(probes)], ignore_index=True)
+            out[run] = df
+    missing = sorted(set(want) - set(out))
     if missing:
         raise SummaryInputError(f"no metrics.csv given for runs {missing[:10]}{' ...' if len(missing) > 10 else ''}")
     return out
