@@ -1,0 +1,118 @@
+"""Run-level expensive measures and probes on a tiny trained run: checkpoint subset, table
+format, CLI with --spec, precursor.json entries."""
+import json
+
+import numpy as np
+import pytest
+
+from geoanatomy.cli import main as cli_main
+from geoanatomy.cli import spec_json
+from geoanatomy.config import resolve, run_spec
+from geoanatomy.expensive import select_checkpoints, train_sample
+from geoanatomy.extract import COLUMNS, extract_run, read_table
+from geoanatomy.measures.transitions import rise_events
+from geoanatomy.precursor import load_and_build
+from geoanatomy.train import build, train_run
+
+TINY = {
+    "grid": [{"tasks": ["copy"], "levels": ["L1"], "sizes": ["nano"]}],
+    "train": {"steps": 24, "warmup": 4, "checkpoints": {"n_log": 5, "log_end": 0.25, "n_uniform": 4}},
+    "eval": {"n_samples": 32},
+    "measures": {"every_k": 4, "around_events": 1,
+                 "grad": {"n_samples": 6}, "hessian": {"batch_size": 6, "max_iter": 8},
+                 "llc": {"chains": 2, "draws": 3, "burnin": 1, "batch_size": 4, "n_data": 16}},
+    "probes": {"n_samples": 40, "every_k": 2, "positions": "all"},
+}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("meas")
+    cfg = resolve({**TINY, "results_dir": str(d)})
+    spec = run_spec(cfg, "copy_L1_nano")
+    rd = d / spec.name
+    train_run(spec, rd, device="cpu", log=lambda *a, **k: None)
+    extract_run(spec, rd, rd / "metrics.csv", device="cpu", log=lambda *a, **k: None)
+    return cfg, spec, rd
+
+
+def test_select_checkpoints():
+    steps = [0, 1, 2, 4, 8, 16, 32, 64, 100]
+    sel = select_checkpoints(steps, 4, 1, {"acquisition": 32, "rankme_floor": None, "rankme_recovery": 999})
+    assert list(sel) == [0, 8, 16, 32, 64, 100]
+    assert sel[0] == ["every_4"] and sel[8] == ["every_4"] and sel[100] == ["every_4", "last"]
+    assert sel[16] == ["acquisition-1"] and sel[32] == ["acquisition"] and sel[64] == ["acquisition+1"]
+    with pytest.raises(ValueError, match="every_k"):
+        select_checkpoints(steps, 0)
+
+
+def test_train_sample_excludes_heldout_and_is_fixed(run):
+    _, spec, _ = run
+    _, data = build(spec)
+    a, b = train_sample(data, 50, "llc"), train_sample(data, 50, "llc")
+    assert np.array_equal(a, b) and not np.array_equal(a, train_sample(data, 50, "grad"))
+    inputs = a[:, 1:1 + data.spec.n_in]                                  # copy: [COPY] digits = digits
+    assert not data.is_heldout(inputs).any()
+
+
+def test_measures_and_probes_via_cli(run):
+    cfg, spec, rd = run
+    assert cli_main(["measures", "--spec", spec_json(cfg, spec.name, with_events=True, blocks=("measures",)),
+                     "--threads", "1", "--device", "cpu"]) == 0
+    assert cli_main(["probes", "--spec", spec_json(cfg, spec.name, blocks=("probes",)),
+                     "--threads", "1", "--device", "cpu"]) == 0
+    m = read_table(rd / "measures.csv")
+    assert list(m.columns) == COLUMNS
+    steps = sorted(set(m["step"]))
+    ck = json.loads((rd / "train.json").read_text())["checkpoint_steps"]
+    assert steps[0] == ck[0] and steps[-1] == ck[-1] and ck[4] in steps and len(steps) < len(ck)
+    assert set(m["measure"]) == {"grad_erank", "grad_cov_erank", "hessian_top", "llc"}
+    assert set(m.loc[m["measure"] == "grad_erank", "variant"]) == {"roy_vetterli", "rankme", "eig"}
+    g = m[(m["measure"] == "grad_erank") & (m["variant"] == "roy_vetterli")]
+    assert ((g["value"] >= 1) & (g["value"] <= 6 + 1e-9)).all() and (g["n_samples"] == 6).all()
+    llc = m[m["measure"] == "llc"]
+    st = json.loads(llc["settings"].iloc[0])
+    for k in ("eps", "gamma", "n_beta", "chains", "draws", "burnin", "batch_size", "flags", "clean", "per_chain",
+              "selected_because", "eps_nbeta_lambda"):
+        assert k in st, k
+    assert st["chains"] == 2 and st["draws"] == 3 and len(st["per_chain"]) == 2
+    h = json.loads(m.loc[m["measure"] == "hessian_top", "settings"].iloc[0])
+    assert h["max_iter"] == 8 and 1 <= h["iterations"] <= 8 and h["batch_size"] == 6
+    # probes: every other checkpoint plus the last, every layer, per answer position + mean
+    p = read_table(rd / "probes.csv")
+    assert list(p.columns) == COLUMNS
+    assert sorted(set(p["step"])) == sorted(set(ck[::2]) | {ck[-1]})
+    assert set(p["layer"]) == {"embed", "block0", "block1", "ln_final"}
+    assert {"first", "answer_1", "answer_3", "answer_mean"} <= set(p["position"])
+    assert (p.loc[p["measure"] == "probe_accuracy", "n_samples"] == 20).all()
+    # same config and seed -> the same numbers
+    before = (rd / "measures.csv").read_text()
+    cli_main(["measures", "--spec", spec_json(cfg, spec.name, with_events=True, blocks=("measures",)),
+              "--threads", "1", "--device", "cpu"])
+    assert (rd / "measures.csv").read_text() == before
+
+    # precursor.json gains the four measures and the probes entry
+    pre = load_and_build(spec, rd, rd / "metrics.csv", cfg["events"])
+    for name in ("grad_erank", "grad_cov_erank", "hessian_top", "llc"):
+        e = pre["measures"][name]
+        for k in ("layer", "init", "floor", "floor_step", "collapse_step", "recovery_step", "precursor",
+                  "gap_steps", "transition", "settings", "n_flagged"):
+            assert k in e, (name, k)
+        assert e["layer"] == "all_params"
+    assert pre["measures"]["llc"]["direction"] == "rise" and "peak_step" in pre["measures"]["llc"]
+    assert pre["measures"]["llc"]["transition"] in ("rise", "peak", "settle")
+    assert pre["measures"]["llc"]["settings"]["eps"] == cfg["measures"]["llc"]["eps"]
+    pr = pre["probes"]
+    assert set(pr["per_layer"]) == {"embed", "block0", "block1", "ln_final"}
+    assert pr["per_layer"]["embed"]["constant_by_construction"] is True
+    json.dumps(pre, allow_nan=False)
+
+
+def test_rise_events():
+    steps = [0, 10, 20, 30, 40, 50, 60]
+    ev = rise_events(steps, [1, 1, 2, 6, 10, 4, 3], persist=2)
+    assert ev["risen"] and ev["peak"] == 10 and ev["peak_step"] == 40
+    assert ev["rise_step"] == 30                                         # first value >= 1 + 0.5 * (10 - 1)
+    assert ev["settle_step"] == 50                                       # <= 10 / 1.25 = 8 for 2 points
+    flat = rise_events(steps, [5, 5, 5.5, 6, 6, 6, 6])
+    assert not flat["risen"] and flat["rise_step"] is None
