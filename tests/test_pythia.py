@@ -412,6 +412,26 @@ def test_hub_revision_loading_and_cache_deletion_offline(tmp_path, local_dir):
     assert delete_cached_revision(repo_id, "step2", str(cache)) == 0
 
 
+def test_hub_extraction_deletes_each_revision_after_use(tmp_path, local_dir):
+    """The whole extraction through the hub code path (fake cache, offline), with
+    delete_cache: duplicates flagged as on local dirs, the cache left without revisions."""
+    from geoanatomy.pythia.extract import extract_model
+    from geoanatomy.pythia.loading import cached_revision_bytes
+    cache = tmp_path / "hub"
+    repo_id = "EleutherAI/pythia-tiny"
+    steps = [0, 1, 2, 4, 8]
+    _fake_hub_cache(cache, repo_id, local_dir, steps)
+    cfg = _cfg(repo_id, tmp_path, revisions=[f"step{s}" for s in steps], benchmarks=["syntax"],
+               n_items={"syntax": 4}, delete_cache=True, cache_dir=str(cache))
+    spec = settings.extract_spec(cfg, "tiny")
+    assert spec["kind"] == "hub"
+    summary = extract_model(spec, tmp_path / "results" / "pythia_tiny", log=lambda *a: None)
+    dups = json.loads((tmp_path / "results" / "pythia_tiny" / "duplicates.json").read_text())
+    assert [d["revision"] for d in dups["duplicates"]] == ["step1"]
+    assert set(summary["disk_bytes"]) == {f"step{s}" for s in steps} and summary["freed_bytes"] > 0
+    assert all(cached_revision_bytes(repo_id, f"step{s}", str(cache)) is None for s in steps)
+
+
 # ------------------------------------------------------------------ cross-size statistics
 def test_spearman_exact_matches_scipy_permutation_test():
     from scipy import stats

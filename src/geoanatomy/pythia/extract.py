@@ -136,6 +136,7 @@ def extract_model(spec: dict, out_dir: str | Path, log=print) -> dict:
     all_rows: list[dict] = []
     fps: list[tuple[str, str]] = []
     info = {"timing": {}, "model": None, "disk_bytes": {}, "freed_bytes": 0}
+    pending_delete = None
     t_all = time.time()
     for rev in revisions:
         step = parse_revision(rev)
@@ -176,7 +177,12 @@ def extract_model(spec: dict, out_dir: str | Path, log=print) -> dict:
             if size is not None:
                 info["disk_bytes"][rev] = size
             if spec["delete_cache"]:
-                info["freed_bytes"] += delete_cached_revision(spec["source"], rev, spec["cache_dir"])
+                # Delete the *previous* revision: the current one stays cached until the next is
+                # loaded, so a byte-identical next revision reuses its blobs instead of downloading
+                # them again (huggingface_hub stores files by content hash). Peak: two revisions.
+                if pending_delete is not None:
+                    info["freed_bytes"] += delete_cached_revision(spec["source"], pending_delete, spec["cache_dir"])
+                pending_delete = rev
         fps.append((rev, sha))
         all_rows += rows
         info["timing"][rev] = timing
@@ -187,6 +193,8 @@ def extract_model(spec: dict, out_dir: str | Path, log=print) -> dict:
             log(f"[pythia] {spec['run']} {rev}: load {t_load:.1f} s, hash {t_hash:.1f} s, "
                 f"measure {timing['measure_s']:.1f} s on {device}")
 
+    if pending_delete is not None:
+        info["freed_bytes"] += delete_cached_revision(spec["source"], pending_delete, spec["cache_dir"])
     dups = duplicates(fps)
     sha_of = dict(fps)
     order = {b: i for i, b in enumerate(spec["benchmarks"])}
