@@ -375,3 +375,19 @@ def test_figures_need_every_metrics_table(tmp_path):
     (tmp_path / "copy_L1_nano" / "metrics.csv").write_text(_metrics_csv(pres[0]))
     with pytest.raises(SummaryInputError, match="rev_L1_nano"):
         load_metrics(pres, [tmp_path / "copy_L1_nano" / "metrics.csv"])
+
+
+def test_rising_measures_use_their_peak():
+    def hess(peak):
+        return {"hessian_top": {"layer": "all_params", "position": "answer", "variant": "power_iteration",
+                                "direction": "rise", "init": 1.0, "floor": 0.5, "floor_step": 3, "peak": peak,
+                                "peak_step": 20, "transition": "peak", "transition_step": 20, "precursor": True,
+                                "gap_steps": 80, "n_flagged": 1}}
+    pres = [make_pre(t, size=s, acq=100, extra_measures=hess(10.0 * (i + 1) + j))
+            for i, t in enumerate(["copy", "rev", "cmp"]) for j, s in enumerate(["nano", "micro"])]
+    fl = floors.collapse_floors(pres)
+    h = fl[fl["measure"] == "hessian_top"]
+    assert set(h["extreme"]) == {"peak"} and set(h["floor"]) == {0.5}
+    assert list(h["extreme_value"]) == [10.0, 11.0, 20.0, 21.0, 30.0, 31.0]
+    pair = scale.scale_invariance(pres, ST)["families"]["toy"]["floors"]["hessian_top"]["pairs"][0]
+    assert pair["rho"] == pytest.approx(1.0) and pair["n"] == 3

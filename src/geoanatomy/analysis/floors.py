@@ -14,40 +14,50 @@ SS_total = SS_task + SS_size + SS_residual (additive model), the task and size
 shares of SS_total; mean within-task SD across sizes vs mean within-size SD
 across tasks. Verdicts: task_specific = task share > size share;
 rising_with_capacity = k/n tasks with a significant positive rho.
-Diverged runs are excluded from floors (their curves stop early).
+Diverged runs are excluded from floors (their curves stop early). For rising
+measures (direction "rise": top Hessian eigenvalue, LLC) the same analyses use
+the peak instead of the floor (column ``extreme``).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from .load import geometric_measures, level_order, run_facts, size_order, task_order
+from .load import extreme, geometric_measures, level_order, run_facts, size_order, task_order
 from .stats import spearman_exact
 
 FLOOR_COLUMNS = ["run", "task", "level", "size", "family", "n_params", "steps", "difficulty", "acquired",
                  "diverged", "acquisition_step", "measure", "layer", "position", "variant", "n_samples",
-                 "init", "floor", "floor_step", "floor_over_init", "floor_step_frac", "collapsed"]
+                 "direction", "init", "floor", "floor_step", "floor_over_init", "floor_step_frac", "collapsed",
+                 "peak", "peak_step", "extreme", "extreme_value", "extreme_step", "n_flagged"]
 
 
 def collapse_floors(pres: list[dict]) -> pd.DataFrame:
+    """One row per run and measure. ``extreme`` names the level the cross-size analyses use:
+    the floor for collapsing measures, the peak for rising ones (load.extreme)."""
     rows = []
     for pre in pres:
         f = run_facts(pre)
         for name, m in geometric_measures(pre).items():
             init, floor, fs = m.get("init"), m.get("floor"), m.get("floor_step")
+            kind, xv, xs = extreme(m)
             rows.append({**f, "measure": name, "layer": m.get("layer"), "position": m.get("position"),
                          "variant": m.get("variant"), "n_samples": m.get("n_samples"),
+                         "direction": m.get("direction", "collapse"),
                          "init": init, "floor": floor, "floor_step": fs,
                          "floor_over_init": floor / init if floor is not None and init else None,
                          "floor_step_frac": fs / f["steps"] if fs is not None and f["steps"] else None,
-                         "collapsed": m.get("collapsed")})
+                         "collapsed": m.get("collapsed"), "peak": m.get("peak"), "peak_step": m.get("peak_step"),
+                         "extreme": kind, "extreme_value": xv, "extreme_step": xs, "n_flagged": m.get("n_flagged")})
     return pd.DataFrame(rows, columns=FLOOR_COLUMNS)
 
 
 def _usable(floors: pd.DataFrame) -> pd.DataFrame:
-    f = floors[~floors["diverged"].astype(bool) & floors["floor"].notna()].copy()
-    f = f[f["floor"].astype(float) > 0]
-    f["log10_floor"] = np.log10(f["floor"].astype(float))
+    """Non-diverged rows with a positive extreme value; ``log10_floor`` = log10(extreme_value)."""
+    f = floors[~floors["diverged"].astype(bool) & floors["extreme_value"].notna()].copy()
+    f = f[f["extreme_value"].astype(float) > 0]
+    f["floor"] = f["extreme_value"].astype(float)      # floor of collapsing, peak of rising measures
+    f["log10_floor"] = np.log10(f["floor"])
     return f
 
 
@@ -65,14 +75,15 @@ def floor_spread(floors: pd.DataFrame, st: dict) -> pd.DataFrame:
             trend = "no trend"
             if sp["p"] is not None and sp["p"] < st["alpha"]:
                 trend = "rising" if sp["rho"] > 0 else "falling"
-            out.append({"measure": measure, "level": level, "task": task, "n_sizes": len(t),
+            out.append({"measure": measure, "extreme": t["extreme"].iloc[0], "level": level, "task": task,
+                        "n_sizes": len(t),
                         "sizes": " ".join(sizes), "floors": " ".join(f"{v:.4g}" for v in t["floor"]),
                         "floor_min": float(t["floor"].min()), "floor_median": float(t["floor"].median()),
                         "floor_max": float(t["floor"].max()),
                         "sd_log10_floor_across_sizes": float(t["log10_floor"].std(ddof=1)) if len(t) > 1 else None,
                         "rho_floor_vs_log10_params": sp["rho"], "p_exact": sp["p"], "p_method": sp["method"],
                         "trend_with_capacity": trend})
-    cols = ["measure", "level", "task", "n_sizes", "sizes", "floors", "floor_min", "floor_median", "floor_max",
+    cols = ["measure", "extreme", "level", "task", "n_sizes", "sizes", "floors", "floor_min", "floor_median", "floor_max",
             "sd_log10_floor_across_sizes", "rho_floor_vs_log10_params", "p_exact", "p_method", "trend_with_capacity"]
     return pd.DataFrame(out, columns=cols)
 

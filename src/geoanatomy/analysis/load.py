@@ -120,6 +120,15 @@ def geometric_measures(pre: dict) -> dict:
     return {k: v for k, v in pre["measures"].items() if k != "probes" and is_curve_measure(v)}
 
 
+def extreme(entry: dict) -> tuple[str, float | None, int | None]:
+    """The level a measure's curve settles at during its transition: ("floor", value, step) for
+    collapsing measures (RankMe, gradient ranks); ("peak", value, step) for rising ones
+    (``direction: rise``: top Hessian eigenvalue, LLC; geoanatomy.measures.transitions)."""
+    if entry.get("direction") == "rise":
+        return "peak", entry.get("peak"), step_or_none(entry.get("peak_step"))
+    return "floor", entry.get("floor"), step_or_none(entry.get("floor_step"))
+
+
 def measure_names(pres: list[dict]) -> list[str]:
     """Geometric measure names present in any run, rankme first, then in first-seen order."""
     names = dict.fromkeys(n for p in pres for n in geometric_measures(p))

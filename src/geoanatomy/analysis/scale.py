@@ -4,7 +4,8 @@ Units are (task, level) pairs ("task_level") in the toy grid, benchmarks for
 Pythia. For sizes a and b:
 
 * floors[measure]          rho of the per-unit floors (headline layer) at a vs b;
-                           diverged runs and missing floors dropped
+                           diverged runs and missing floors dropped (rising
+                           measures, e.g. hessian_top and llc: their peaks)
 * floors_by_task[measure]  the same with one value per task (median floor over
                            its levels): n = tasks
 * acquisition_order        rho of the acquisition steps of the units acquired at
@@ -25,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .load import family, geometric_measures, size_order, step_or_none
+from .load import extreme, family, geometric_measures, size_order, step_or_none
 from .stats import spearman_exact
 
 
@@ -43,7 +44,7 @@ def unit_table(pres: list[dict]) -> pd.DataFrame:
         if p.get("diverged"):
             continue
         for name, m in geometric_measures(p).items():
-            fl = m.get("floor")
+            fl = extreme(m)[1]                                  # floor, or peak of a rising measure
             rows.append({**base, "measure": name, "value": float(fl) if fl is not None else np.nan, "acquired": p["acquired"]})
     return pd.DataFrame(rows, columns=["family", "size", "n_params", "unit", "task", "measure", "value", "acquired"])
 

@@ -50,7 +50,10 @@ def write_tables(pres, out: Path, st: dict) -> list[str]:
     write_csv(fl, out / "collapse_floors.csv", "geoanatomy summary: collapse_floors.csv",
               ["one row per run and geometric measure at its headline layer/position/variant;"
                " floor = minimum over checkpoints, floor_step = first step reaching it, floor_over_init = floor / value at step 0,"
-               " floor_step_frac = floor_step / training steps; collapsed: floor <= (1 - collapse_drop) * init (events.py).", nl])
+               " floor_step_frac = floor_step / training steps; collapsed: floor <= (1 - collapse_drop) * init (events.py).",
+               "extreme = the level floor_spread and scale_invariance use: the floor for collapsing measures,"
+               " the peak for rising ones (direction 'rise': hessian_top, llc); n_flagged = points left out"
+               " (LLC negative or chains disagree, power iteration not converged).", nl])
     sp = floors.floor_spread(fl, st)
     write_csv(sp, out / "floor_spread.csv", "geoanatomy summary: floor_spread.csv",
               ["per measure x level x task: floors across sizes (smallest first), SD of log10(floor) across sizes,",
