@@ -83,3 +83,31 @@ def test_bad_config_rejected_naming_the_field(workdir):
     (workdir / "bad2.yaml").write_text(TINY.replace("warmup: 5", "warmpu: 5"))
     p = smk(workdir, "-n", "--configfile", "bad2.yaml", check=False)
     assert p.returncode != 0 and "warmpu" in p.stdout + p.stderr
+
+
+def _job_counts(out: str) -> dict:
+    counts, on = {}, False
+    for line in out.splitlines():
+        parts = line.split()
+        if parts[:2] == ["job", "count"]:
+            on = True
+            continue
+        if on and len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+        elif on and parts and parts[0] == "total":
+            break
+    return counts
+
+
+def test_settings_changes_invalidate_exactly_the_affected_jobs(workdir):
+    # needs the finished run of test_full_run_then_noop
+    assert (workdir / "results/copy_L1_nano/precursor.json").exists()
+    (workdir / "events.yaml").write_text(TINY + "events: {recovery_rise: 0.5}\n")
+    c = _job_counts((lambda p: p.stdout + p.stderr)(smk(workdir, "-n", "--configfile", "events.yaml")))
+    assert c.get("events") == 2 and "train" not in c and "metrics" not in c, c
+    (workdir / "lr.yaml").write_text(TINY.replace("warmup: 5", "warmup: 5\n  lr: 0.002"))
+    c = _job_counts((lambda p: p.stdout + p.stderr)(smk(workdir, "-n", "--configfile", "lr.yaml")))
+    assert c.get("train") == 2 and c.get("metrics") == 2 and c.get("events") == 2, c
+    (workdir / "eval.yaml").write_text(TINY.replace("n_samples: 32", "n_samples: 48"))
+    c = _job_counts((lambda p: p.stdout + p.stderr)(smk(workdir, "-n", "--configfile", "eval.yaml")))
+    assert "train" not in c and c.get("metrics") == 2, c

@@ -5,7 +5,10 @@
     geoanatomy train    --config config.yaml --run mod_L3_nano [--threads 1] [--device auto]
     geoanatomy metrics  --config config.yaml --run mod_L3_nano
     geoanatomy events   --config config.yaml --run mod_L3_nano      (precursor.json + figure)
+    geoanatomy measures --config config.yaml --run mod_L3_nano      (grad ranks, Hessian, LLC -> measures.csv)
+    geoanatomy probes   --config config.yaml --run mod_L3_nano      (linear probes -> probes.csv)
     geoanatomy clean-run results/mod_L3_nano [--checkpoints]
+    geoanatomy summarize tables|scale|prediction|figures|html|all ...   (results/summary/; see analysis/cli.py)
 
 Instead of ``--config`` + ``--run`` a rule may pass ``--spec JSON`` (the resolved
 per-run settings, so Snakemake reruns a job exactly when they change).
@@ -27,23 +30,29 @@ def _spec_and_cfg(args):
         cfg_events = d.pop("events", DEFAULTS["events"])
         results = d.pop("results_dir", "results")
         device = d.pop("device", "auto")
-        return RunSpec(**d), {"events": cfg_events, "results_dir": results, "device": device}
+        blocks = {k: d.pop(k) for k in ("measures", "probes") if k in d}  # extra config blocks (spec_json)
+        return RunSpec(**d), {"events": cfg_events, "results_dir": results, "device": device, **blocks}
     if not (args.config and args.run):
         sys.exit("give --spec JSON, or --config FILE and --run NAME")
     cfg = load_config(args.config)
     return run_spec(cfg, args.run), cfg
 
 
-def spec_json(cfg: dict, name: str, with_events: bool = False) -> str:
-    """The JSON a rule passes with --spec (also its Snakemake params)."""
+def spec_json(cfg: dict, name: str, with_events: bool = False, blocks: tuple = (), for_train: bool = False) -> str:
+    """The JSON a rule passes with --spec (also its Snakemake params); ``blocks`` names extra
+    config blocks to carry (e.g. ("measures",)), so changing them reruns exactly those jobs."""
     from dataclasses import asdict
 
     from .config import run_spec
     d = asdict(run_spec(cfg, name))
     d["results_dir"] = cfg["results_dir"]
     d["device"] = cfg["device"]
+    if for_train:  # evaluation settings do not change the weights: keep them out of train's params
+        d["eval"] = {}
     if with_events:
         d["events"] = cfg["events"]
+    for b in blocks:
+        d[b] = cfg[b]
     return json.dumps(d, sort_keys=True)
 
 
@@ -56,13 +65,16 @@ def main(argv=None) -> int:
     if argv[:1] == ["pythia"]:  # Pythia validation branch: geoanatomy pythia extract|events|scale|revisions
         from .pythia.cli import main as pythia_main
         return pythia_main(argv[1:])
+    if argv[:1] == ["summarize"]:  # cross-run analysis: geoanatomy summarize tables|scale|prediction|figures|html|all
+        from .analysis.cli import main as summarize_main
+        return summarize_main(argv[1:])
     ap = argparse.ArgumentParser(prog="geoanatomy", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("validate", "runs"):
         p = sub.add_parser(name)
         p.add_argument("--config", required=True)
-    for name in ("train", "metrics", "events"):
+    for name in ("train", "metrics", "events", "measures", "probes"):
         p = sub.add_parser(name)
         p.add_argument("--config")
         p.add_argument("--run")
@@ -94,7 +106,7 @@ def _dispatch(args) -> int:
         return 0
     if args.cmd == "clean-run":
         d = Path(args.run_dir)
-        for f in ("metrics.csv", "precursor.json", "trajectory.png", "train.json"):
+        for f in ("metrics.csv", "measures.csv", "probes.csv", "precursor.json", "trajectory.png", "train.json"):
             (d / f).unlink(missing_ok=True)
         if args.checkpoints and (d / "checkpoints").exists():
             shutil.rmtree(d / "checkpoints")
@@ -106,6 +118,9 @@ def _dispatch(args) -> int:
     spec, cfg = _spec_and_cfg(args)
     device = args.device or cfg.get("device", "auto")
     run_dir = _run_dir(cfg, spec)
+    if args.cmd != "events":  # the job log states where it runs (CPU or which GPU)
+        from .runtime import describe_device
+        print(f"[{args.cmd}] {spec.name}: {describe_device(device)}", flush=True)
     if args.cmd == "train":
         from .train import train_run
         s = train_run(spec, run_dir, device=device)
@@ -114,6 +129,16 @@ def _dispatch(args) -> int:
     elif args.cmd == "metrics":
         from .extract import extract_run
         extract_run(spec, run_dir, run_dir / "metrics.csv", device=device)
+    elif args.cmd == "measures":
+        from .config import DEFAULTS
+        from .expensive import measures_run
+        measures_run(spec, run_dir, run_dir / "measures.csv", cfg.get("measures", DEFAULTS["measures"]),
+                     cfg.get("events", DEFAULTS["events"]), device=device)
+    elif args.cmd == "probes":
+        from .config import DEFAULTS
+        from .probes import probes_run
+        probes_run(spec, run_dir, run_dir / "probes.csv", cfg.get("probes", DEFAULTS["probes"]),
+                   threads=args.threads, device=device)
     elif args.cmd == "events":
         from .plots import plot_run
         from .precursor import load_and_build

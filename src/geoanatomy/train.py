@@ -119,7 +119,7 @@ def train_run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: 
     ck_steps = checkpoint_steps(steps, ck["n_log"], ck["log_end"], ck["n_uniform"])
     ck_set = set(ck_steps)
     h = spec.train_hash()
-    eval_n = eval_n or spec.eval.get("n_samples", 256)
+    eval_n = eval_n or spec.eval.get("n_samples", 200)  # progress line only
 
     model, data = build(spec, device)
     opt = make_optimizer(model, tr)

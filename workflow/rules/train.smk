@@ -5,8 +5,12 @@ rule train:
     output:
         f"{RESULTS}/{{run}}/train.json",
     params:
-        spec=lambda w: spec_param(w.run),
+        spec=lambda w: spec_param(w.run, for_train=True),
     threads: CFG["threads"]["train"]
+    resources:
+        runtime=cluster_resource("train", "runtime"),
+        mem_mb=cluster_resource("train", "mem_mb"),
+        disk_mb=cluster_resource("train", "disk_mb"),
     log:
         f"{RESULTS}/{{run}}/logs/train.log",
     benchmark:
