@@ -310,7 +310,7 @@ def test_cli_all_writes_every_file_with_provenance(tmp_path):
         (tmp_path / p["run"] / "metrics.csv").write_text(_metrics_csv(p))
     assert main(["all", "--results", str(tmp_path)]) == 0
     out = tmp_path / "summary"
-    for f in ["precursor_rates.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv", "emergence.csv",
+    for f in ["precursor_rates.csv", "transitions.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv", "emergence.csv",
               "probes.csv"]:
         text = (out / f).read_text()
         assert text.startswith("# geoanatomy summary: " + f)

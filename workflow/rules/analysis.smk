@@ -1,5 +1,5 @@
 # Cross-run analysis -> results/summary/ (geoanatomy.analysis; README "Summary and analysis").
-#   summary_tables      precursor.json of every run -> precursor_rates, collapse_floors, floor_spread,
+#   summary_tables      precursor.json of every run -> precursor_rates, transitions, collapse_floors, floor_spread,
 #                       top_down, emergence, probes (.csv) + floor_summary / top_down_summary (.json)
 #   summary_scale       precursor.json (+ Pythia's pythia_scale.json) -> scale_invariance.json
 #   summary_prediction  precursor.json -> prediction.json
@@ -22,7 +22,7 @@ SUMMARY_SETTINGS = _sshlex.quote(_sjson.dumps(CFG["summary"], sort_keys=True))
 # (workflow/rules/pythia.smk makes it) or the file is already there.
 SUMMARY_PYTHIA = ([f"{SUMMARY}/pythia_scale.json"]
                   if globals().get("PYTHIA_TARGETS") or Path(f"{SUMMARY}/pythia_scale.json").exists() else [])
-SUMMARY_TABLES = ["precursor_rates.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv",
+SUMMARY_TABLES = ["precursor_rates.csv", "transitions.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv",
                   "emergence.csv", "probes.csv"]
 SUMMARY_FIGURES = ([f"figures/trajectories_{lv}.png" for lv in SUMMARY_LEVELS]
                    + [f"figures/rankme_heatmap_{lv}.png" for lv in SUMMARY_LEVELS]
@@ -45,6 +45,7 @@ rule summary_tables:
         pre=SUMMARY_PRE,
     output:
         rates=_rep("precursor_rates.csv", "precursor_rates", "2 Tables", table="precursor rates"),
+        transitions=_rep("transitions.csv", "transitions", "2 Tables", table="transitions (per run)"),
         floors=_rep("collapse_floors.csv", "collapse_floors", "2 Tables", table="collapse floors (per run)"),
         spread=_rep("floor_spread.csv", "floor_spread", "2 Tables", table="floor spread (per task)"),
         top_down=_rep("top_down.csv", "top_down", "2 Tables", table="top-down layer order"),

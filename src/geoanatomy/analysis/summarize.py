@@ -1,7 +1,7 @@
 """Entry points for ``geoanatomy summarize PART`` (one Snakemake rule per part).
 
 PART       reads                                   writes (under OUT = results/summary)
-tables     precursor.json files                    precursor_rates.csv, collapse_floors.csv, floor_spread.csv,
+tables     precursor.json files                    precursor_rates.csv, transitions.csv, collapse_floors.csv, floor_spread.csv,
                                                    floor_summary.json, top_down.csv, top_down_summary.json,
                                                    emergence.csv, probes.csv
 scale      precursor.json files (+ pythia_scale)   scale_invariance.json
@@ -22,7 +22,7 @@ from . import behaviour, figures_runs, figures_summary, floors, prediction, rate
 from .load import class_counts, load_precursors
 from .tables import header_lines, read_table, tables_html, write_csv
 
-TABLE_FILES = ["precursor_rates.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv", "emergence.csv",
+TABLE_FILES = ["precursor_rates.csv", "transitions.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv", "emergence.csv",
                "probes.csv"]
 JSON_FILES = ["floor_summary.json", "top_down_summary.json", "scale_invariance.json", "prediction.json"]
 
@@ -43,6 +43,11 @@ def write_tables(pres, out: Path, st: dict) -> list[str]:
     out = Path(out)
     nl = _n_line(pres)
     rows = rates.measure_rows(pres, st["coincide_log10_tol"])
+    write_csv(rows, out / "transitions.csv", "geoanatomy summary: transitions.csv",
+              ["one row per run and measure (geometric measures present in the run, then the references"
+               " loss_plateau_exit and logprob_emergence): transition step, precursor verdict, gap = t_acq - t_tr.",
+               f"coincides_plateau_exit: |log10(t_tr + 1) - log10(t_exit + 1)| <= {st['coincide_log10_tol']} decades"
+               " (t_exit = loss_plateau_exit_step); empty when either step is missing.", nl])
     pr = rates.precursor_rates(rows)
     write_csv(pr, out / "precursor_rates.csv", "geoanatomy summary: precursor_rates.csv",
               [n.format(tol=st["coincide_log10_tol"]) for n in rates.RATES_NOTES] + [nl])
