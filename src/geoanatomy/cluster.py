@@ -110,18 +110,37 @@ def job_device(cfg: dict, size: str) -> str:
     return "gpu" if size in GPU_SIZES and cfg.get("device", "auto") != "cpu" else "cpu"
 
 
-def run_shape(cfg: dict, run: str) -> dict:
-    """Steps, checkpoints, batch, input positions and eval samples of one run (torch-free)."""
-    from .config import level_params, train_settings
+# Caches keyed by id(config): the Snakefile's CFG is built once and never mutated.
+_CFGS: dict[int, dict] = {}                 # holds each config, so its id stays unique
+_SHAPES: dict[tuple[int, str], dict] = {}
+
+
+@lru_cache(maxsize=None)
+def _n_checkpoints(steps: int, n_log: int, log_end: float, n_uniform: int) -> int:
     from .schedule import checkpoint_steps
+    return len(checkpoint_steps(steps, n_log, log_end, n_uniform))
+
+
+def run_shape(cfg: dict, run: str) -> dict:
+    """Steps, checkpoints, batch, input positions and eval samples of one run (torch-free).
+
+    Cached per (config object, run): it is asked for every job while the DAG is built."""
+    key = (id(cfg), run)
+    if key in _SHAPES:
+        return _SHAPES[key]
+    from .config import level_params, train_settings
     from .tasks import make_task
     task, level, size = run.split("_")
     tr = train_settings(cfg, size)
     ck = tr["checkpoints"]
-    return {"size": size, "steps": int(tr["steps"]), "batch": int(tr["batch_size"]),
-            "checkpoints": len(checkpoint_steps(tr["steps"], ck["n_log"], ck["log_end"], ck["n_uniform"])),
-            "positions": make_task(task, level, level_params(cfg, task, level)).seq_len - 1,
-            "eval_n": int(cfg["eval"]["n_samples"])}
+    shape = {"size": size, "steps": int(tr["steps"]), "batch": int(tr["batch_size"]),
+             "checkpoints": _n_checkpoints(int(tr["steps"]), int(ck["n_log"]), float(ck["log_end"]),
+                                           int(ck["n_uniform"])),
+             "positions": make_task(task, level, level_params(cfg, task, level)).seq_len - 1,
+             "eval_n": int(cfg["eval"]["n_samples"])}
+    _CFGS.setdefault(id(cfg), cfg)
+    _SHAPES[key] = shape
+    return shape
 
 
 def estimate_seconds(cfg: dict, stage: str, run: str) -> float:
@@ -157,9 +176,6 @@ def _resources(cfg_key: int, stage: str, run: str, attempt: int) -> dict:
     if stage == "train":
         out["disk_mb"] = checkpoint_disk_mb(cfg, run)
     return out
-
-
-_CFGS: dict[int, dict] = {}
 
 
 def job_resources(cfg: dict, stage: str, run: str, attempt: int = 1) -> dict:

@@ -70,7 +70,8 @@ def _deep_merge(base: dict, over: dict) -> dict:
 
 
 def load_schema() -> dict:
-    return yaml.safe_load(SCHEMA_PATH.read_text())
+    # libyaml's loader when present: the pure-Python one took ~0.1 s of every Snakefile parse
+    return yaml.load(SCHEMA_PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def _field(path) -> str:

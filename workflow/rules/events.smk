@@ -10,6 +10,9 @@ rule events:
     params:
         spec=lambda w: spec_param(w.run, with_events=True),
     threads: CFG["threads"]["events"]
+    resources:
+        runtime=cluster_resource("events", "runtime"),
+        mem_mb=cluster_resource("events", "mem_mb"),
     log:
         f"{RESULTS}/{{run}}/logs/events.log",
     benchmark:

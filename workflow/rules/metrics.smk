@@ -8,6 +8,9 @@ rule metrics:
     params:
         spec=lambda w: spec_param(w.run),
     threads: CFG["threads"]["metrics"]
+    resources:
+        runtime=cluster_resource("metrics", "runtime"),
+        mem_mb=cluster_resource("metrics", "mem_mb"),
     log:
         f"{RESULTS}/{{run}}/logs/metrics.log",
     benchmark:

@@ -1,0 +1,261 @@
+"""The SLURM profile (slurm/config.yaml) and the cluster resource model.
+
+Integration test: start a real single-node SLURM on this machine (.ci/slurm-setup.sh:
+Debian's slurm-wlm + munge), run a tiny grid (2 nano runs, 40 steps, 9 checkpoints)
+through ``snakemake --profile <copy of slurm/config.yaml with the three site edits>``
+and check that every table equals, byte for byte, the one a local ``--cores`` run of
+the same grid writes (training on CPU is deterministic). It skips only where SLURM
+cannot run at all (not root, no binaries and no apt-get); a daemon that fails to come
+up is a failure. Unit tests: the profile's GPU expressions against
+geoanatomy.cluster.GPU_SIZES, resources scaling with size, steps and retries, and the
+job count / dry-run of the paper grid.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PROFILE = REPO / "slurm" / "config.yaml"
+SETUP = REPO / ".ci" / "slurm-setup.sh"
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+SIZES = ["nano", "micro", "small", "medium", "large", "xlarge"]
+
+TINY = """\
+seed: 0
+device: cpu
+results_dir: results
+grid:
+  - {tasks: [mod, cmp], levels: [L1], sizes: [nano]}
+train:
+  steps: 40
+  warmup: 5
+  checkpoints: {n_log: 4, log_end: 0.25, n_uniform: 4}
+eval: {n_samples: 64}
+threads: {train: 1, metrics: 1, events: 1}
+"""
+RUNS = ["mod_L1_nano", "cmp_L1_nano"]
+
+
+def render_profile(text: str) -> dict:
+    """The profile as Snakemake reads it (yte template -> plain mapping)."""
+    import yte
+    import io
+    return yte.process_yaml(io.StringIO(text), require_use_yte=True)
+
+
+def site_profile(dest: Path, **variables) -> Path:
+    """Copy slurm/config.yaml to dest/config.yaml with __variables__ and top-level keys
+    replaced (the README's "three edits", done by a test). Each key must occur once."""
+    text = PROFILE.read_text()
+    for key, value in variables.items():
+        name = key.replace("__", "-")
+        text, n = re.subn(rf"^(\s*{re.escape(name)}:)[^\n]*$", lambda m: f"{m.group(1)} {value}", text, flags=re.M)
+        assert n == 1, f"slurm/config.yaml: expected one line '{name}:', found {n}"
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "config.yaml").write_text(text)
+    return dest
+
+
+def _eval_resource(expr, run: str):
+    """Evaluate a set-resources value the way Snakemake does (a Python expression over
+    the job's wildcards; a value that is not one stays a string)."""
+    if not isinstance(expr, str):
+        return expr
+    try:
+        return eval(expr, {"wildcards": SimpleNamespace(run=run), "attempt": 1})  # noqa: S307 - our own file
+    except (NameError, SyntaxError):
+        return expr
+
+
+# --------------------------------------------------------------------- profile (unit)
+def test_profile_is_found_by_name_and_has_the_settings():
+    prof = render_profile(PROFILE.read_text())
+    assert prof["executor"] == "slurm"
+    assert prof["scheduler"] == "greedy"
+    assert int(prof["retries"]) >= 1 and int(prof["latency-wait"]) >= 30 and int(prof["jobs"]) >= 10
+    dr = prof["default-resources"]
+    assert "EDIT_ME" in str(dr["slurm_partition"]) and "EDIT_ME" in str(dr["slurm_account"])
+    # no profiles/default folder: it would silently override --profile (pitfalls.md)
+    assert not (REPO / "profiles" / "default").exists()
+    # `--profile slurm` resolves to ./slurm/config.yaml
+    from snakemake.cli import get_profile_dir
+    cwd = os.getcwd()
+    try:
+        os.chdir(REPO)
+        d, f = get_profile_dir("slurm")
+    finally:
+        os.chdir(cwd)
+    assert Path(f).resolve() == PROFILE.resolve()
+
+
+def test_gpus_only_in_profile_and_match_cluster_gpu_sizes():
+    from geoanatomy.cluster import GPU_SIZES
+    prof = render_profile(PROFILE.read_text())
+    sr = prof["set-resources"]
+    for rule in ("train", "metrics"):
+        got = [s for s in SIZES if _eval_resource(sr[rule]["gpu"], f"mod_L3_{s}")]
+        assert tuple(got) == GPU_SIZES, f"profile gives {rule} a GPU for {got}, cluster.GPU_SIZES is {GPU_SIZES}"
+        parts = {s: _eval_resource(sr[rule]["slurm_partition"], f"mod_L3_{s}") for s in SIZES}
+        assert {parts[s] for s in GPU_SIZES} == {"EDIT_ME_gpu_partition"}
+        assert {parts[s] for s in SIZES if s not in GPU_SIZES} == {"EDIT_ME_cpu_partition"}
+    # the rules themselves never ask for a GPU (rejected on clusters without one)
+    for f in (REPO / "workflow" / "rules").glob("*.smk"):
+        code = "\n".join(line.split("#")[0] for line in f.read_text().splitlines())
+        assert not re.search(r"\b(gpu|gres|slurm_extra)\s*=", code), f"{f.name} requests a GPU itself"
+
+
+def test_site_edits_render_cpu_only_profile(tmp_path):
+    d = site_profile(tmp_path / "p", cpu_partition="ci", gpu_partition="ci", account='""',
+                     gpu_sizes="[]", pythia_gpu="false")
+    prof = render_profile((d / "config.yaml").read_text())
+    assert "slurm_account" not in prof["default-resources"]            # account "" -> no -A
+    assert _eval_resource(prof["default-resources"]["slurm_partition"], "x") == "ci"
+    for rule in ("train", "metrics"):
+        assert all(_eval_resource(prof["set-resources"][rule]["gpu"], f"mod_L1_{s}") == 0 for s in SIZES)
+    assert prof["set-resources"]["pythia_extract"]["gpu"] == 0
+
+
+# --------------------------------------------------------------- resources (unit)
+def _cfg(**over):
+    from geoanatomy.config import resolve
+    user = yaml.safe_load(TINY)
+    user["grid"] = [{"tasks": ["mod", "copy"], "levels": ["L3"], "sizes": SIZES}]
+    user.update(over)
+    return resolve(user)
+
+
+def test_param_count_matches_model():
+    from geoanatomy.cluster import n_params
+    from geoanatomy.model import count_params
+    for s in SIZES:
+        assert n_params(s) == count_params(s)
+
+
+def test_resources_scale_with_size_steps_and_attempt():
+    from geoanatomy.cluster import job_resources, train_step_flops
+    cfg = _cfg(train={"steps": 2000, "checkpoints": {"n_log": 20, "log_end": 0.1, "n_uniform": 40}}, device="cpu")
+    rt = [job_resources(cfg, "train", f"mod_L3_{s}")["runtime"] for s in SIZES]
+    mem = [job_resources(cfg, "train", f"mod_L3_{s}")["mem_mb"] for s in SIZES]
+    disk = [job_resources(cfg, "train", f"mod_L3_{s}")["disk_mb"] for s in SIZES]
+    assert rt == sorted(rt) and rt[-1] > rt[0] and mem == sorted(mem) and disk == sorted(disk)
+    # checkpoint disk: (checkpoints x 4 + 8) bytes per parameter
+    from geoanatomy.cluster import n_params, run_shape
+    n_ck = run_shape(cfg, "mod_L3_xlarge")["checkpoints"]
+    assert abs(disk[-1] - (n_ck * 4 + 8) * n_params("xlarge") / 1e6) <= 1
+    # a longer sequence (copy L3: 33 positions vs mod L3: 8) costs more per step
+    assert train_step_flops("small", 64, 33) > 4 * train_step_flops("small", 64, 8)
+    assert job_resources(cfg, "train", "copy_L3_small")["runtime"] > job_resources(cfg, "train", "mod_L3_small")["runtime"]
+    # more steps -> more time; a retry gets more time and memory
+    cfg10 = _cfg(train={"steps": 20000, "checkpoints": {"n_log": 20, "log_end": 0.1, "n_uniform": 40}}, device="cpu")
+    assert job_resources(cfg10, "train", "copy_L3_small")["runtime"] > 5 * job_resources(cfg, "train", "copy_L3_small")["runtime"]
+    r1, r2 = job_resources(cfg, "train", "copy_L3_small", 1), job_resources(cfg, "train", "copy_L3_small", 2)
+    assert r2["runtime"] == 2 * r1["runtime"] and r2["mem_mb"] > r1["mem_mb"]
+    # GPU sizes are estimated for the GPU unless the config pins the CPU
+    gpu_cfg = _cfg(train={"steps": 2000, "checkpoints": {"n_log": 20, "log_end": 0.1, "n_uniform": 40}}, device="auto")
+    assert job_resources(gpu_cfg, "train", "mod_L3_xlarge")["runtime"] < job_resources(cfg, "train", "mod_L3_xlarge")["runtime"]
+    assert job_resources(gpu_cfg, "train", "mod_L3_nano") == job_resources(cfg, "train", "mod_L3_nano")
+
+
+def test_paper_grid_dry_run_job_count_and_time():
+    """`snakemake -n --profile slurm --configfile config/paper.yaml`: one job per run and stage."""
+    paper = REPO / "config" / "paper.yaml"
+    if not paper.exists():
+        pytest.skip("config/paper.yaml not present")
+    t0 = time.time()
+    p = subprocess.run(SNAKEMAKE + ["-n", "--profile", "slurm", "--configfile", str(paper)],
+                       cwd=REPO, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    dt = time.time() - t0
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = p.stdout + p.stderr
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out[out.index("Job stats:"):], flags=re.M))
+    n_runs = 144
+    assert int(counts["train"]) == int(counts["metrics"]) == int(counts["events"]) == n_runs
+    assert int(counts["total"]) < 1000
+    # generous bound for a shared 2-core CI machine; README quotes the measured time
+    assert dt < 30, f"dry-run took {dt:.1f} s"
+
+
+# ------------------------------------------------------------ real SLURM (integration)
+def _slurm_up() -> str | None:
+    """None when SLURM answers after .ci/slurm-setup.sh; else why it cannot run here."""
+    if os.geteuid() != 0 and shutil.which("sinfo") is None:
+        return "SLURM not installed and not root (cannot install or start it)"
+    p = subprocess.run(["bash", str(SETUP)], capture_output=True, text=True, timeout=600)
+    if p.returncode == 77:
+        return f"SLURM cannot run here: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else 'setup exit 77'}"
+    assert p.returncode == 0, f".ci/slurm-setup.sh failed (exit {p.returncode}):\n{p.stdout}\n{p.stderr}"
+    return None
+
+
+def _partition() -> str:
+    out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, check=True).stdout.split()
+    default = [p for p in out if p.endswith("*")]
+    return (default or out)[0].rstrip("*")
+
+
+@pytest.mark.slow
+def test_slurm_profile_runs_grid_identical_to_local(tmp_path):
+    why = _slurm_up()
+    if why:
+        pytest.skip(why)
+    part = _partition()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("SLURM_JOB_ID", None)
+
+    # the shipped profile with the three site edits (+ no GPUs on this machine, squeue for
+    # status since there is no accounting database, short waits for a fast test)
+    prof = site_profile(tmp_path / "profile", cpu_partition=part, gpu_partition=part, account='""',
+                        gpu_sizes="[]", pythia_gpu="false", slurm__status__command="squeue",
+                        slurm__init__seconds__before__status__checks="1", latency__wait="5", jobs="4")
+    wd_slurm, wd_local = tmp_path / "slurm_run", tmp_path / "local_run"
+    for wd in (wd_slurm, wd_local):
+        wd.mkdir()
+        (wd / "cfg.yaml").write_text(TINY)
+
+    common = ["-s", str(REPO / "Snakefile"), "--configfile", "cfg.yaml"]
+    # the local run (1 core) goes alongside the SLURM run: same config, other folder
+    local = subprocess.Popen(SNAKEMAKE + common + ["--cores", "1", "-q"], cwd=wd_local, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    t0 = time.time()
+    p = subprocess.run(SNAKEMAKE + common + ["--profile", str(prof), "--verbose"], cwd=wd_slurm, env=env,
+                       capture_output=True, text=True, timeout=900)
+    t_slurm = time.time() - t0
+    local_out, _ = local.communicate(timeout=900)
+    assert local.returncode == 0, local_out[-3000:]
+    assert p.returncode == 0, p.stderr[-5000:]
+
+    # every job went through sbatch on the right partition, one job per run and stage
+    calls = [line for line in p.stderr.splitlines() if line.startswith("sbatch call:")]
+    ids = re.findall(r"has been submitted with SLURM jobid (\d+)", p.stderr)
+    assert len(calls) == len(ids) == 3 * len(RUNS), p.stderr[-3000:]
+    assert all(f"-p {part} " in c and "--gpus" not in c and "--gres" not in c for c in calls)
+    assert all(" -A " not in c for c in calls)
+    for c in calls:  # wall time and memory come from the rules' resources
+        assert re.search(r" -t \d+ ", c) and re.search(r" --mem \d+ ", c), c
+    states = subprocess.run(["scontrol", "show", "job", ids[0]], capture_output=True, text=True).stdout
+    assert "JobState=COMPLETED" in states or not states.strip()  # purged after MinJobAge
+
+    for run in RUNS:
+        a, b = wd_slurm / "results" / run, wd_local / "results" / run
+        for f in ("metrics.csv", "precursor.json"):
+            assert (a / f).read_bytes() == (b / f).read_bytes(), f"{run}/{f} differs between SLURM and local"
+        last = sorted((a / "checkpoints").glob("step_*.safetensors"))[-1]
+        assert last.read_bytes() == (b / "checkpoints" / last.name).read_bytes()
+        for log in ("train.log", "metrics.log"):          # the job log states the device
+            assert re.search(r"device cpu \(requested cpu\)", (a / "logs" / log).read_text()), log
+        assert "SLURM job" in (a / "logs" / "train.log").read_text()
+        assert "SLURM job" not in (b / "logs" / "train.log").read_text()
+        import json
+        assert json.loads((a / "train.json").read_text())["device"] == "cpu"
+    print(f"SLURM run {t_slurm:.0f} s")
