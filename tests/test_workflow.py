@@ -104,7 +104,11 @@ def test_settings_changes_invalidate_exactly_the_affected_jobs(workdir):
     assert (workdir / "results/copy_L1_nano/precursor.json").exists()
     (workdir / "events.yaml").write_text(TINY + "events: {recovery_rise: 0.5}\n")
     c = _job_counts((lambda p: p.stdout + p.stderr)(smk(workdir, "-n", "--configfile", "events.yaml")))
-    assert c.get("events") == 2 and "train" not in c and "metrics" not in c, c
+    # (measures reruns too: the checkpoints it measures are picked around detected events)
+    assert c.get("events") == 2 and not {"train", "metrics", "probes"} & set(c), c
+    (workdir / "probes.yaml").write_text(TINY + "probes: {C: 0.5}\n")
+    c = _job_counts((lambda p: p.stdout + p.stderr)(smk(workdir, "-n", "--configfile", "probes.yaml")))
+    assert c.get("probes") == 2 and not {"train", "metrics", "measures"} & set(c), c
     (workdir / "lr.yaml").write_text(TINY.replace("warmup: 5", "warmup: 5\n  lr: 0.002"))
     c = _job_counts((lambda p: p.stdout + p.stderr)(smk(workdir, "-n", "--configfile", "lr.yaml")))
     assert c.get("train") == 2 and c.get("metrics") == 2 and c.get("events") == 2, c

@@ -8,7 +8,9 @@ rule measures:
     output:
         f"{RESULTS}/{{run}}/measures.csv",
     params:
-        spec=lambda w: spec_param(w.run, with_events=True, blocks=("measures",)),
+        # event settings pick checkpoints only when measures.events is non-empty
+        spec=lambda w: spec_param(w.run, with_events=bool(CFG["measures"]["events"]),
+                                  blocks=("measures",)),
     threads: CFG["threads"]["measures"]
     log:
         f"{RESULTS}/{{run}}/logs/measures.log",
