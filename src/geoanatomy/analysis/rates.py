@@ -14,19 +14,21 @@ For a reference, precursor = acquired and t_ref < t_acq and
 t_acq - t_ref >= precursor_min_gap_frac * t_acq (the run's own
 ``events_settings``), i.e. the geometric rule without the collapse condition.
 gap_steps = t_acq - t_transition whenever both exist (negative: the event lags).
+transitioned = collapsed (falling measures) or risen (``direction: rise``: hessian_top,
+llc); extreme = floor or peak (load.extreme) with its value and step.
 coincides_plateau_exit = |log10(t_tr + 1) - log10(t_exit + 1)| <= coincide_log10_tol.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from .load import DIFFICULTIES, REFERENCES, geometric_measures, measure_names, run_facts, size_order, step_or_none
+from .load import DIFFICULTIES, REFERENCES, extreme, geometric_measures, run_facts, size_order, step_or_none
 from .stats import log_steps_close, quantiles
 
 ROW_COLUMNS = ["run", "task", "level", "size", "family", "n_params", "steps", "difficulty", "acquired",
                "diverged", "acquisition_step", "measure", "kind", "layer", "position", "variant",
-               "transition", "transition_step", "precursor", "gap_steps", "collapsed", "init", "floor",
-               "floor_step", "loss_plateau_exit_step", "coincides_plateau_exit"]
+               "direction", "transition", "transition_step", "precursor", "gap_steps", "transitioned", "init",
+               "extreme", "extreme_value", "extreme_step", "loss_plateau_exit_step", "coincides_plateau_exit"]
 
 
 def _ref_precursor(t_ref, t_acq, min_gap_frac) -> bool:
@@ -40,6 +42,7 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
         f = run_facts(pre)
         t_acq, t_exit = f["acquisition_step"], step_or_none(pre.get("loss_plateau_exit_step"))
         for name, m in geometric_measures(pre).items():
+            kind, xv, xs = extreme(m)
             t_tr = step_or_none(m.get("transition_step", m.get("floor_step")))
             gap = m.get("gap_steps")
             gap = step_or_none(gap) if gap is not None else (t_acq - t_tr if t_acq is not None and t_tr is not None else None)
@@ -47,8 +50,10 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
                          "position": m.get("position"), "variant": m.get("variant"),
                          "transition": m.get("transition", "floor"), "transition_step": t_tr,
                          "precursor": bool(m.get("precursor", False)) and f["acquired"], "gap_steps": gap,
-                         "collapsed": m.get("collapsed"), "init": m.get("init"), "floor": m.get("floor"),
-                         "floor_step": step_or_none(m.get("floor_step")), "loss_plateau_exit_step": t_exit,
+                         "direction": m.get("direction", "collapse"),
+                         "transitioned": m.get("risen") if m.get("direction") == "rise" else m.get("collapsed"),
+                         "init": m.get("init"), "extreme": kind, "extreme_value": xv, "extreme_step": xs,
+                         "loss_plateau_exit_step": t_exit,
                          "coincides_plateau_exit": log_steps_close(t_tr, t_exit, tol_log10)})
         frac = float((pre.get("events_settings") or {}).get("precursor_min_gap_frac", 0.25))
         for name, key in REFERENCES.items():
@@ -57,7 +62,8 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
                          "variant": "", "transition": key, "transition_step": t_ref,
                          "precursor": _ref_precursor(t_ref, t_acq, frac),
                          "gap_steps": t_acq - t_ref if t_acq is not None and t_ref is not None else None,
-                         "collapsed": None, "init": None, "floor": None, "floor_step": None,
+                         "direction": "", "transitioned": None, "init": None, "extreme": None,
+                         "extreme_value": None, "extreme_step": None,
                          "loss_plateau_exit_step": t_exit,
                          "coincides_plateau_exit": None if name == "loss_plateau_exit"
                          else log_steps_close(t_ref, t_exit, tol_log10)})
