@@ -36,6 +36,8 @@ wildcard_constraints:
 include: "workflow/rules/common.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/metrics.smk"
+include: "workflow/rules/measures.smk"
+include: "workflow/rules/probes.smk"
 include: "workflow/rules/events.smk"
 include: "workflow/rules/pythia.smk"
 

@@ -44,7 +44,22 @@ DEFAULTS: dict = {
         "transition": "floor", "precursor_min_gap_frac": 0.25,
         "logprob_margin": 0.1, "easy_max_frac": 0.1,
     },
-    "threads": {"train": 1, "metrics": 1, "events": 1},
+    # Expensive measures on a checkpoint subset (geoanatomy.expensive documents every key).
+    "measures": {
+        "which": ["grad_rank", "hessian", "llc"],
+        "sizes": ["nano", "micro", "small", "medium", "large", "xlarge"],
+        "every_k": 25, "around_events": 0,
+        "events": ["acquisition", "rankme_floor", "rankme_recovery"],
+        "grad": {"n_samples": 64, "method": "vmap", "max_mbytes": 256, "rankme_eps": 1e-7},
+        "hessian": {"batch_size": 32, "max_iter": 100, "tol": 1e-3},
+        "llc": {"eps": 3e-5, "gamma": 1e4, "n_beta": 30.0, "chains": 2, "draws": 20, "burnin": 5,
+                "batch_size": 32, "n_data": 512, "disagree_threshold": 0.5},
+    },
+    # Linear probes per layer and checkpoint (geoanatomy.probes documents every key).
+    "probes": {"sizes": ["nano", "micro", "small", "medium", "large", "xlarge"],
+               "n_samples": 200, "test_frac": 0.5, "positions": "first", "every_k": 2,
+               "C": 0.1, "max_iter": 100, "standardize": True},
+    "threads": {"train": 1, "metrics": 1, "events": 1, "measures": 1, "probes": 1},
     # Pythia validation branch (geoanatomy.pythia.settings documents every key).
     "pythia": {
         "enabled": False, "models": [], "revisions": "all", "benchmarks": list(PYTHIA_BENCHMARKS),
@@ -250,6 +265,14 @@ def check_semantics(cfg: dict) -> None:
         if n_eval > n_held:
             raise ConfigError(f"config field 'eval.n_samples': {n_eval} exceeds the held-out set of {task} {lv} "
                               f"({n_held} = min(data.n_heldout, data.heldout_frac x {space:.0f} inputs))")
+        n_probe = cfg["probes"]["n_samples"]
+        if n_probe > n_held:
+            raise ConfigError(f"config field 'probes.n_samples': {n_probe} exceeds the held-out set of {task} {lv} "
+                              f"({n_held} = min(data.n_heldout, data.heldout_frac x {space:.0f} inputs))")
+    llc = cfg["measures"]["llc"]
+    if llc["batch_size"] > llc["n_data"]:
+        raise ConfigError(f"config field 'measures.llc.batch_size': {llc['batch_size']} exceeds the SGLD data pool "
+                          f"measures.llc.n_data = {llc['n_data']}")
 
     from .sizes import SIZES
     layer = cfg["events"]["layer"]

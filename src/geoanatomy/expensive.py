@@ -28,6 +28,9 @@ measures describe the training-loss landscape. Random streams (power-iteration s
 vector, SGLD noise and minibatch order) are seeded per run, so the same config and seed
 give the same numbers on CPU.
 
+Runs whose size is not in ``measures.sizes`` get a header-only table (the paper computed
+these measures at small sizes only).
+
 Checkpoint subset (``measures:`` config block): every ``every_k``-th checkpoint (by index,
 starting at the first) plus the last, and around each event detected from the cheap
 metrics.csv (``events``: acquisition, rankme_collapse, rankme_floor, rankme_recovery; the
@@ -209,6 +212,11 @@ def measures_run(spec, run_dir, out_csv, cfg_measures: dict | None, cfg_events: 
     if bad:
         raise ValueError(f"measures.events: unknown {bad}; allowed: {list(EVENT_NAMES)}")
     run_dir = Path(run_dir)
+    if spec.size not in cfg["sizes"]:
+        atomic_write_text(out_csv, rows_to_csv([]))
+        log(f"[measures] {spec.name}: size {spec.size!r} not in measures.sizes {cfg['sizes']}; wrote an empty table")
+        return {"steps": {}, "events": {}, "rows": 0, "cpu_seconds": 0.0, "wall_seconds": 0.0,
+                "cpu_seconds_by_measure": {}}
     ckdir = run_dir / "checkpoints"
     steps = list_checkpoints(ckdir)
     if not steps:

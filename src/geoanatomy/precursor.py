@@ -30,8 +30,13 @@ def headline_layer(cfg_events: dict) -> str:
     return "ln_final" if cfg_events["layer"] == "final" else cfg_events["layer"]
 
 
-def build_precursor(spec: RunSpec, train_summary: dict, df, cfg_events: dict) -> dict:
-    """The precursor.json dict for one run (see module and ``events`` docs)."""
+def build_precursor(spec: RunSpec, train_summary: dict, df, cfg_events: dict, measures_df=None,
+                    probes_df=None) -> dict:
+    """The precursor.json dict for one run (see module and ``events`` docs).
+
+    With ``measures_df`` (measures.csv) ``measures`` also gets grad_erank, grad_cov_erank,
+    hessian_top and llc; with ``probes_df`` (probes.csv) a top-level ``probes`` entry
+    (definitions: ``measures.transitions``)."""
     e = cfg_events
     p = e["persist"]
     data = TaskData(make_task(spec.task, spec.level, spec.level_params), spec.seed,
@@ -83,10 +88,18 @@ def build_precursor(spec: RunSpec, train_summary: dict, df, cfg_events: dict) ->
         "events_settings": dict(e),
         "measures": {"rankme": rankme_entry},
     }
+    if measures_df is not None or probes_df is not None:
+        from .measures.transitions import measure_entries, probe_entry
+        if measures_df is not None:
+            out["measures"].update(measure_entries(measures_df, t_acq, e))
+        if probes_df is not None and len(probes_df):
+            out["probes"] = probe_entry(probes_df, t_acq, e, layer)
     return ev.json_safe(out)
 
 
 def load_and_build(spec: RunSpec, run_dir: Path, metrics_csv: Path, cfg_events: dict) -> dict:
     from .extract import read_table
     summary = json.loads((Path(run_dir) / "train.json").read_text())
-    return build_precursor(spec, summary, read_table(metrics_csv), cfg_events)
+    extra = {f"{k}_df": read_table(Path(run_dir) / f"{k}.csv")          # expensive measures, probes
+             for k in ("measures", "probes") if (Path(run_dir) / f"{k}.csv").exists()}
+    return build_precursor(spec, summary, read_table(metrics_csv), cfg_events, **extra)

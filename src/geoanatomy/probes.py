@@ -22,6 +22,8 @@ labels "first", "answer_1", ..., and "answer_mean" = the mean over all answer po
 of the per-position values). ``embed`` at "first" is the same token at the same
 position for every example (constant by construction): its probe can only reach chance.
 
+Runs whose size is not in ``probes.sizes`` get a header-only table.
+
 BLAS threads are limited (threadpoolctl) to the job's thread count: a 100-class
 LogisticRegression took 3.95 s with 2 threads vs 0.10 s with 1 on a busy 2-core machine
 (pitfalls.md).
@@ -174,6 +176,10 @@ def probes_run(spec, run_dir, out_csv, cfg_probes: dict | None = None, threads: 
 
     c = {**probe_defaults(), **(cfg_probes or {})}
     run_dir = Path(run_dir)
+    if spec.size not in c["sizes"]:
+        atomic_write_text(out_csv, rows_to_csv([]))
+        log(f"[probes] {spec.name}: size {spec.size!r} not in probes.sizes {c['sizes']}; wrote an empty table")
+        return {"checkpoints": 0, "rows": 0, "cpu_seconds": 0.0, "wall_seconds": 0.0}
     ckdir = run_dir / "checkpoints"
     steps = list_checkpoints(ckdir)
     if not steps:

@@ -4,6 +4,8 @@ rule events:
     input:
         train=f"{RESULTS}/{{run}}/train.json",
         metrics=f"{RESULTS}/{{run}}/metrics.csv",
+        measures=f"{RESULTS}/{{run}}/measures.csv",  # expensive measures (measures.smk)
+        probes=f"{RESULTS}/{{run}}/probes.csv",      # linear probes (probes.smk)
     output:
         precursor=f"{RESULTS}/{{run}}/precursor.json",
         figure=f"{RESULTS}/{{run}}/trajectory.png",

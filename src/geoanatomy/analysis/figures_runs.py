@@ -177,7 +177,8 @@ def probe_curves(pres: list[dict], metrics: dict, out_png, probe_table: pd.DataF
         n = len(with_curves)
         cols = min(6, n)
         rows = int(np.ceil(n / cols))
-        fig, axes = grid(p, rows, cols, 2.8, 2.2, top_in=0.8)
+        fig, axes = grid(p, rows, cols, 2.8, 2.2, top_in=0.8, bottom_in=1.5)
+        legend = ([], [])
         cmap = p.get_cmap("viridis")
         for k, (pre, df, meas) in enumerate(with_curves):
             ax = axes[k // cols][k % cols]
@@ -201,7 +202,12 @@ def probe_curves(pres: list[dict], metrics: dict, out_png, probe_table: pd.DataF
             ax.set_title(f"{_panel_title(pre)}\nprobe position {pos}, N={int(sub['n_samples'].iloc[0])}", fontsize=7)
             ax.set_xlabel("training step + 1 (log)")
             ax.set_ylabel("accuracy")
-            ax.legend(fontsize=4.5, loc="lower right")
+            hl = ax.get_legend_handles_labels()
+            if len(hl[0]) > len(legend[0]):
+                legend = hl
+        fig.legend(*legend, loc="lower center", ncol=min(5, len(legend[0])), frameon=False, fontsize=6,
+                   title="colour = depth (panel with the most layers shown; shallower models use the same scale)",
+                   title_fontsize=6)
         for k in range(n, rows * cols):
             axes[k // cols][k % cols].axis("off")
         fig.suptitle(f"Linear-probe accuracy ({meas}, held-out probe test split) per layer vs the model's exact-match "

@@ -18,7 +18,7 @@ draws, burnin, batch_size, n_data and seed.
 
 Our defaults (config ``measures.llc``; calibrated on nano checkpoints, where the top
 Hessian eigenvalue reaches ~600-800 late in training): eps 3e-5, gamma 1e4, n_beta 30,
-2 chains x (5 burn-in + 25 draws), B 32, a pool of 512 examples. Stability needs
+2 chains x (5 burn-in + 20 draws), B 32, a pool of 512 examples. Stability needs
 eps * n_beta * lambda_max < 4; gamma 1e4 keeps the flat directions within ~0.01 of w0
 (stationary std 1/sqrt(gamma)) and equilibrates them in ~1/(eps*gamma/2) ~ 7 steps. With
 devinterp's eps 1e-3 the chains left the basin (sampled loss ~ the untrained loss) at every
@@ -72,7 +72,7 @@ def pool_loss(model: torch.nn.Module, loss_fn: Callable, data: torch.Tensor, bat
 
 def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor],
                  data: torch.Tensor, *, eps: float = 3e-5, gamma: float = 1e4, n_beta: float | None = 30.0,
-                 chains: int = 2, draws: int = 25, burnin: int = 5, batch_size: int = 32, seed: int = 0,
+                 chains: int = 2, draws: int = 20, burnin: int = 5, batch_size: int = 32, seed: int = 0,
                  disagree_threshold: float = 0.5) -> dict:
     """SGLD estimate of the LLC of ``model`` at its current weights (module doc for the formulas).
 

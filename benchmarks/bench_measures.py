@@ -1,0 +1,252 @@
+"""Cost and cross-checks of the expensive measures and probes, measured in one run on one thread.
+
+    python benchmarks/bench_measures.py [--run mod_L3] [--steps 200] [--llc-chains 4] [--llc-draws 50] [--llc-seeds 3]
+
+Trains a short run of the task at nano and at micro (config.yaml's settings, ``--steps``
+updates) in a temporary folder, then at the final checkpoint prints
+
+  per checkpoint   CPU seconds (process time) of each measure with config.yaml's settings:
+                   grad_rank (vmap; the one-off torch.func import is reported apart),
+                   hessian, llc, probes (all layers, one checkpoint); and the per-run total
+                   projected for the default checkpoint subset and the default grid's
+                   checkpoint count
+  LLC vs devinterp our SGLD LLC and devinterp 2.x's ``llc()`` on the same checkpoint, data
+                   pool, loss (answer cross-entropy) and hyperparameters: time ratio and the
+                   difference of the estimates in units of its standard error over seeds
+                   (chains share their minibatch order in both, so the spread over chains
+                   alone misses the data-order variance).
+                   Without devinterp installed, an independent plain-loop reference
+                   (``reference_llc`` below) takes its place.
+  Hessian vs plain our power iteration (gradient graph built once, PyHessian's way) and a
+                   plain double-backward power iteration rebuilding the graph every
+                   iteration; same batch, start vector and tolerance: time ratio and relative
+                   difference.
+
+Writes the figures to benchmarks/out/bench_measures.json as well.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+os.environ.setdefault("TQDM_DISABLE", "1")                               # devinterp's per-chain progress bars
+
+
+def cpu_time(fn, *a, **k):
+    t, w = time.process_time(), time.perf_counter()
+    out = fn(*a, **k)
+    return out, time.process_time() - t, time.perf_counter() - w
+
+
+def reference_llc(model, pool, n_answer, eps, gamma, n_beta, chains, draws, batch_size, seed):
+    """Independent plain SGLD loop (no code shared with geoanatomy.measures.llc)."""
+    import copy
+
+    import torch
+
+    from geoanatomy.train import answer_loss
+    with torch.no_grad():
+        init = float(answer_loss(model, pool, n_answer))
+    vals = []
+    for c in range(chains):
+        m = copy.deepcopy(model)
+        w0 = [p.detach().clone() for p in m.parameters()]
+        g = torch.Generator().manual_seed(seed + 17 * c)
+        losses = []
+        for t in range(draws):
+            idx = torch.randint(0, pool.shape[0], (batch_size,), generator=g)
+            loss = answer_loss(m, pool[idx], n_answer)
+            losses.append(float(loss))
+            m.zero_grad()
+            loss.backward()
+            with torch.no_grad():
+                for p, p0 in zip(m.parameters(), w0):
+                    p -= eps / 2 * (n_beta * p.grad + gamma * (p - p0))
+                    p += math.sqrt(eps) * torch.randn(p.shape, generator=g)
+        vals.append(n_beta * (sum(losses) / len(losses) - init))
+    return vals
+
+
+def devinterp_llc(model, pool, n_answer, eps, gamma, n_beta, chains, draws, batch_size, seed, tmp):
+    """devinterp 2.x llc() with our loss: per-sample answer CE broadcast over the sequence."""
+    import torch
+    import torch.nn.functional as F
+    from datasets import Dataset
+    from devinterp.slt.llc import llc
+
+    def loss_fn(m, input_ids):                                           # (B, S) -> (B, S-1)
+        x, y = input_ids[:, :-1], input_ids[:, 1:]
+        logits = m(x)[:, -n_answer:, :]
+        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[:, -n_answer:].reshape(-1), reduction="none")
+        per = ce.view(-1, n_answer).mean(1)                              # (B,)
+        return per[:, None].expand(-1, x.shape[1])
+
+    ds = Dataset.from_dict({"input_ids": pool.tolist()}).with_format("torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = llc(model, ds, {}, lr=eps, n_beta=n_beta, localization=gamma, num_chains=chains, num_draws=draws,
+                  num_burnin_steps=0, batch_size=batch_size, init_seed=seed, device="cpu",
+                  num_init_loss_batches=pool.shape[0] // batch_size, output_path=str(tmp / "samples.zarr"),
+                  loss_fn=loss_fn)
+    return [float(v) for v in res["llc_per_chain"].values], float(res["init_loss"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run", default="mod_L3", help="task_level (trained at nano and micro)")
+    ap.add_argument("--steps", type=int, default=200, help="training steps of the benchmark runs")
+    ap.add_argument("--sizes", default="nano,micro")
+    ap.add_argument("--llc-chains", type=int, default=4)
+    ap.add_argument("--llc-draws", type=int, default=50)
+    ap.add_argument("--llc-seeds", type=int, default=3, help="independent repeats (data order + noise) per side")
+    args = ap.parse_args()
+
+    from geoanatomy.runtime import limit_threads
+    limit_threads(1)
+    import numpy as np
+    import torch
+
+    from geoanatomy.checkpoints import list_checkpoints, load_weights
+    from geoanatomy.config import load_config, run_spec
+    from geoanatomy.expensive import measure_checkpoint, select_checkpoints, train_sample
+    from geoanatomy.measures.hessian import hessian_top
+    from geoanatomy.measures.llc import llc_at_checkpoint
+    from geoanatomy.probes import probe_checkpoint, split_indices
+    from geoanatomy.schedule import checkpoint_steps
+    from geoanatomy.train import build, train_run
+
+    task, level = args.run.split("_")
+    sizes = args.sizes.split(",")
+    base = load_config(REPO / "config.yaml")
+    out: dict = {"run": args.run, "steps": args.steps, "torch": torch.__version__, "threads": 1, "sizes": {}}
+    tmp = Path(tempfile.mkdtemp(prefix="bench_measures_"))
+    print(f"# bench_measures: {args.run} at {sizes}, {args.steps} training steps, 1 thread, torch {torch.__version__}")
+
+    # the default grid's checkpoint count and the default subset size
+    tr = base["train"]
+    n_ck = len(checkpoint_steps(tr["steps"], **tr["checkpoints"]))
+    mc = base["measures"]
+    # periodic checkpoints + last, plus (at most) each event's neighbourhood
+    n_sub = len(select_checkpoints(list(range(n_ck)), mc["every_k"])) + len(mc["events"]) * (1 + 2 * mc["around_events"])
+
+    for size in sizes:
+        cfg = load_config(REPO / "config.yaml", overrides={"grid": [{"tasks": [task], "levels": [level], "sizes": [size]}],
+                                                           "results_dir": str(tmp)})
+        cfg["train"]["steps"] = args.steps
+        cfg["train"]["warmup"] = min(cfg["train"]["warmup"], args.steps // 5)
+        cfg["train"]["checkpoints"] = {"n_log": 4, "log_end": 0.1, "n_uniform": 2}
+        cfg.get("size_overrides", {}).pop(size, None)
+        spec = run_spec(cfg, f"{args.run}_{size}")
+        rd = tmp / spec.name
+        _, t_train, _ = cpu_time(train_run, spec, rd, device="cpu", log=lambda *a, **k: None)
+        model, data = build(spec, "cpu")
+        step = list_checkpoints(rd / "checkpoints")[-1]
+        load_weights(rd / "checkpoints" / f"step_{step:06d}.safetensors", model)
+        na = data.spec.n_answer
+        m = cfg["measures"]
+        pools = {"grad": torch.as_tensor(train_sample(data, m["grad"]["n_samples"], "grad")),
+                 "hessian": torch.as_tensor(train_sample(data, m["hessian"]["batch_size"], "hessian")),
+                 "llc": torch.as_tensor(train_sample(data, m["llc"]["n_data"], "llc"))}
+        seeds = {"hessian": 1, "llc": 2}
+        # one-off costs: the torch.func/dynamo import of the first vmap call
+        tim: dict = {}
+        _, t_first, _ = cpu_time(measure_checkpoint, model, pools, na, m, seeds, ("grad_rank",), tim)
+        tim = {}
+        measure_checkpoint(model, pools, na, m, seeds, ("grad_rank", "hessian", "llc"), tim)
+        p = cfg["probes"]
+        seq = torch.as_tensor(data.eval_set(p["n_samples"]))
+        trn, tst = split_indices(p["n_samples"], p["test_frac"], 0)
+        probe_checkpoint(model, seq, data.spec.first_answer_pred_pos, na, trn, tst, p["positions"], p["C"],
+                         p["max_iter"], p["standardize"])                 # warm-up (sklearn import)
+        _, t_probe, _ = cpu_time(probe_checkpoint, model, seq, data.spec.first_answer_pred_pos, na, trn, tst,
+                                 p["positions"], p["C"], p["max_iter"], p["standardize"])
+        per_ck = sum(tim.values())
+        row = {"n_params": model.n_params(), "checkpoint_step": step, "train_cpu_s": t_train,
+               "cpu_s_per_checkpoint": {**tim, "probes_all_layers": t_probe},
+               "grad_rank_first_call_cpu_s": t_first,
+               "projected_run_cpu_s": {"measures": n_sub * per_ck + max(0.0, t_first - tim["grad_rank"]),
+                                       "probes": n_ck * t_probe, "checkpoints_measured": n_sub,
+                                       "checkpoints_probed": n_ck}}
+        out["sizes"][size] = row
+        print(f"\n## {size} ({model.n_params():,} parameters), checkpoint step {step}; CPU-s per checkpoint:")
+        for k, v in row["cpu_s_per_checkpoint"].items():
+            print(f"  {k:<18} {v:7.3f}")
+        print(f"  (first grad_rank call in this process: {t_first:.2f} CPU-s, incl. any one-off torch.func imports)")
+        pr = row["projected_run_cpu_s"]
+        print(f"  projected per run: measures {pr['measures']:.1f} CPU-s on {n_sub} checkpoints, "
+              f"probes {pr['probes']:.1f} CPU-s on {n_ck} checkpoints -> {pr['measures'] + pr['probes']:.1f} CPU-s "
+              f"(training this {args.steps}-step run: {t_train:.1f} CPU-s)")
+
+        if size != sizes[0]:
+            continue
+        # ---- Hessian: ours (graph once) vs plain double backward (graph every iteration)
+        h = m["hessian"]
+        ours, t_o, _ = cpu_time(hessian_top, model, pools["hessian"], na, h["max_iter"], h["tol"], 5)
+        plain, t_p, _ = cpu_time(hessian_top, model, pools["hessian"], na, h["max_iter"], h["tol"], 5, plain=True)
+        out["hessian_vs_plain"] = {"ours": ours["value"], "plain": plain["value"], "iterations": [ours["iterations"],
+                                   plain["iterations"]], "time_ratio": t_o / t_p,
+                                   "rel_diff": abs(ours["value"] - plain["value"]) / abs(plain["value"]),
+                                   "batch_size": h["batch_size"], "tol": h["tol"], "max_iter": h["max_iter"]}
+        hv = out["hessian_vs_plain"]
+        print(f"\n## Hessian top eigenvalue ({size}, batch {h['batch_size']}, tol {h['tol']}, max_iter {h['max_iter']})")
+        print(f"  ours {ours['value']:.6g} ({ours['iterations']} it, {t_o:.2f} CPU-s)   plain double backward "
+              f"{plain['value']:.6g} ({plain['iterations']} it, {t_p:.2f} CPU-s)")
+        print(f"  time ratio ours/plain {hv['time_ratio']:.2f}   relative difference {hv['rel_diff']:.2e}")
+
+        # ---- LLC: ours vs devinterp (or the plain reference) on the same settings. Chains share
+        # their minibatch order (in both), so the spread over chains misses the data-order
+        # variance: compare means over --llc-seeds seeds (each seed: new order and noise).
+        L = dict(m["llc"])
+        kw = dict(eps=L["eps"], gamma=L["gamma"], n_beta=L["n_beta"], chains=args.llc_chains, draws=args.llc_draws,
+                  batch_size=L["batch_size"])
+        try:
+            from importlib.metadata import version
+            import devinterp  # noqa: F401
+            ref_name = f"devinterp {version('devinterp')} llc()"
+            ref_fn = lambda seed: devinterp_llc(model, pools["llc"], na, seed=seed, tmp=tmp / f"s{seed}", **kw)  # noqa: E731
+        except ImportError:
+            ref_name = "plain-loop reference (devinterp not installed)"
+            ref_fn = lambda seed: (reference_llc(model, pools["llc"], na, seed=seed, **kw), None)  # noqa: E731
+        ours_s, ref_s, t_m, t_t, their_init = [], [], 0.0, 0.0, None
+        for seed in range(args.llc_seeds):
+            mine, dt, _ = cpu_time(llc_at_checkpoint, model, pools["llc"], na, burnin=0, seed=seed, **kw)
+            (theirs, their_init), dt2, _ = cpu_time(ref_fn, seed)
+            ours_s.append(float(np.mean(mine["per_chain"])))
+            ref_s.append(float(np.mean(theirs)))
+            t_m, t_t = t_m + dt, t_t + dt2
+        a, b = np.array(ours_s), np.array(ref_s)
+        k = len(a)
+        se = math.sqrt(a.var(ddof=1) / k + b.var(ddof=1) / k) if k > 1 else float("nan")
+        out["llc_vs_reference"] = {"reference": ref_name, "ours": float(a.mean()), "ours_per_seed": a.tolist(),
+                                   "reference_value": float(b.mean()), "reference_per_seed": b.tolist(),
+                                   "difference": float(a.mean() - b.mean()),
+                                   "difference_in_se": float((a.mean() - b.mean()) / se) if se > 0 else None,
+                                   "time_ratio": t_m / t_t, "ours_cpu_s": t_m, "reference_cpu_s": t_t,
+                                   "init_loss": [mine["init_loss"], their_init],
+                                   "settings": {**kw, "burnin": 0, "seeds": k, "n_data": int(pools["llc"].shape[0])}}
+        lv = out["llc_vs_reference"]
+        print(f"\n## LLC ({size}): ours vs {ref_name}; eps {kw['eps']}, gamma {kw['gamma']}, n_beta {kw['n_beta']}, "
+              f"{kw['chains']} chains x {kw['draws']} draws, batch {kw['batch_size']}, pool {pools['llc'].shape[0]}, "
+              f"{k} seeds")
+        print(f"  ours {a.mean():.4g} (seed means {np.round(a, 3).tolist()}), {t_m:.2f} CPU-s")
+        print(f"  ref  {b.mean():.4g} (seed means {np.round(b, 3).tolist()}), {t_t:.2f} CPU-s")
+        print(f"  difference {lv['difference']:.3g} = {lv['difference_in_se']:.2f} standard errors (over seeds); "
+              f"time ratio ours/reference {lv['time_ratio']:.2f}; init loss ours {mine['init_loss']:.6g} ref {their_init}")
+
+    od = REPO / "benchmarks" / "out"
+    od.mkdir(parents=True, exist_ok=True)
+    (od / "bench_measures.json").write_text(json.dumps(out, indent=2, default=float) + "\n")
+    print(f"\nwritten {od / 'bench_measures.json'}")
+
+
+if __name__ == "__main__":
+    main()
