@@ -391,3 +391,18 @@ def test_rising_measures_use_their_peak():
     assert list(h["extreme_value"]) == [10.0, 11.0, 20.0, 21.0, 30.0, 31.0]
     pair = scale.scale_invariance(pres, ST)["families"]["toy"]["floors"]["hessian_top"]["pairs"][0]
     assert pair["rho"] == pytest.approx(1.0) and pair["n"] == 3
+
+
+def test_nothing_acquired_still_summarised(tmp_path):
+    from geoanatomy.analysis.cli import main
+    pres = [make_pre("mod", size="nano", acq=None), make_pre("mod", size="micro", acq=None, diverged=True)]
+    write(tmp_path, pres)
+    for p in pres:
+        (tmp_path / p["run"] / "metrics.csv").write_text(_metrics_csv(p))
+    assert main(["all", "--results", str(tmp_path)]) == 0
+    out = tmp_path / "summary"
+    pr = read_table(out / "precursor_rates.csv")
+    cell = pr[(pr["measure"] == "rankme") & (pr["size"] == "all")].set_index("difficulty")
+    assert (cell.loc["unlearned", "runs"], cell.loc["diverged", "runs"], cell.loc["easy", "runs"]) == (1, 1, 0)
+    assert json.loads((out / "prediction.json").read_text())["n_acquired"] == 0
+    assert (out / "figures" / "lead_lag.png").stat().st_size > 1000
