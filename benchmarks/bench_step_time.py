@@ -43,7 +43,20 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--expensive", action="store_true",
+                    help="also time the expensive measures and probes per unit (HVP iteration, SGLD "
+                         "step, per-sample-gradient ranks, one logistic-regression probe fit)")
+    ap.add_argument("--hess-batch", type=int, default=200)
+    ap.add_argument("--hess-iters", type=int, default=3)
+    ap.add_argument("--sgld-steps", type=int, default=10)
+    ap.add_argument("--probe-n", type=int, default=200)
+    ap.add_argument("--table", metavar="CONFIG", help="print the README cost table for this config and exit")
     args = ap.parse_args(argv)
+    if args.table:
+        from geoanatomy.cluster import cost_table_markdown
+        from geoanatomy.config import load_config
+        print(cost_table_markdown(load_config(args.table)))
+        return 0
 
     from geoanatomy.runtime import limit_threads
     limit_threads(args.threads)
@@ -96,6 +109,8 @@ def main(argv=None) -> int:
             ev.append(time.process_time() - c0)
         s_eval = statistics.median(ev)
 
+        if args.expensive:
+            extra = _time_expensive(model, data, size, args)
         f_step = train_step_flops(size, args.batch, T)
         f_eval = eval_checkpoint_flops(size, seq.shape[0], T)
         rows.append({
@@ -105,6 +120,7 @@ def main(argv=None) -> int:
             "effective_gflops": round(f_step / s_step / 1e9, 2),
             "eval_n": int(seq.shape[0]), "sec_per_metrics_checkpoint": round(s_eval, 4),
             "eval_gflop_per_checkpoint": round(f_eval / 1e9, 3),
+            **(extra if args.expensive else {}),
             "cpu_s_per_step_blocks": [round(b, 5) for b in blocks],
             "wall_s_per_step_blocks": [round(b, 5) for b in walls],
         })
@@ -113,6 +129,8 @@ def main(argv=None) -> int:
               f"({r['steps_per_sec']:.1f} steps/s, {r['effective_gflops']:.1f} GFLOP/s effective)  "
               f"metrics {r['sec_per_metrics_checkpoint'] * 1e3:7.1f} CPU ms/checkpoint (N={r['eval_n']})",
               flush=True)
+        if args.expensive:
+            print("        " + ", ".join(f"{k} {v}" for k, v in extra.items()), flush=True)
         del model, opt
 
     out = {"what": "CPU seconds per training step (batch, task below) and per metrics checkpoint",
@@ -124,6 +142,41 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     return 0
+
+
+def _time_expensive(model, data, size: str, args) -> dict:
+    """CPU seconds per unit of the expensive measures and of one probe fit, plus the
+    effective GFLOP/s each implies (geoanatomy.cluster's FLOP counts)."""
+    import numpy as np
+    import torch
+
+    from geoanatomy.cluster import grad_rank_flops, hvp_flops, sgld_step_flops
+    from geoanatomy.expensive import _merged, measure_checkpoint, train_sample
+    from geoanatomy.probes import probe_checkpoint, split_indices
+
+    na, T = data.spec.n_answer, data.spec.seq_len - 1
+    cfg = _merged({"hessian": {"batch_size": args.hess_batch, "max_iter": args.hess_iters, "tol": 1e-12},
+                   "llc": {"chains": 1, "draws": args.sgld_steps, "burnin": 0, "n_data": 1024, "batch_size": 32,
+                           "eps": 1e-3, "gamma": 0.0, "n_beta": 30.0},
+                   "grad": {"n_samples": 200, "method": "vmap", "max_mbytes": 1024}})
+    pools = {"grad": torch.as_tensor(train_sample(data, 200, "grad")),
+             "hessian": torch.as_tensor(train_sample(data, args.hess_batch, "hessian")),
+             "llc": torch.as_tensor(train_sample(data, 1024, "llc"))}
+    timings: dict = {}
+    measure_checkpoint(model, pools, na, cfg, {"hessian": 0, "llc": 0}, timings=timings)
+    h_s = timings["hessian"] / args.hess_iters
+    s_s = timings["llc"] / args.sgld_steps
+    g_s = timings["grad_rank"]
+    seq = torch.as_tensor(data.eval_set(min(args.probe_n, data.n_heldout)))
+    tr, te = split_indices(seq.shape[0], 0.5, 0)
+    c0 = time.process_time()
+    rows = probe_checkpoint(model, seq, data.spec.first_answer_pred_pos, na, tr, te, "all")
+    fits = len({(r["layer"], r["position"]) for r in rows if r["position"] != "answer_mean"})
+    p_s = (time.process_time() - c0) / fits
+    return {"hvp_s": round(h_s, 4), "hvp_gflops": round(hvp_flops(size, args.hess_batch, T) / h_s / 1e9, 2),
+            "sgld_step_s": round(s_s, 4), "sgld_gflops": round(sgld_step_flops(size, 32, T) / s_s / 1e9, 2),
+            "grad_rank_s": round(g_s, 3), "grad_rank_gflops": round(grad_rank_flops(size, 200, T) / g_s / 1e9, 2),
+            "probe_fit_s": round(p_s, 4), "probe_fits": fits, "hess_batch": args.hess_batch}
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The SLURM profile (slurm/config.yaml) and the cluster resource model.
 
 Integration test: start a real single-node SLURM on this machine (.ci/slurm-setup.sh:
-Debian's slurm-wlm + munge), run a tiny grid (2 nano runs, 40 steps, 9 checkpoints)
+Debian's slurm-wlm + munge), run a tiny grid (1 nano run, 40 steps, 9 checkpoints, all
+five per-run stages: train, metrics, measures, probes, events)
 through ``snakemake --profile <copy of slurm/config.yaml with the three site edits>``
 and check that every table equals, byte for byte, the one a local ``--cores`` run of
 the same grid writes (training on CPU is deterministic). It skips only where SLURM
@@ -35,15 +36,23 @@ seed: 0
 device: cpu
 results_dir: results
 grid:
-  - {tasks: [mod, cmp], levels: [L1], sizes: [nano]}
+  - {tasks: [mod], levels: [L1], sizes: [nano]}
 train:
   steps: 40
   warmup: 5
   checkpoints: {n_log: 4, log_end: 0.25, n_uniform: 4}
 eval: {n_samples: 64}
-threads: {train: 1, metrics: 1, events: 1}
+measures:
+  sizes: [nano]
+  every_k: 4
+  grad: {n_samples: 16}
+  hessian: {batch_size: 16, max_iter: 5}
+  llc: {chains: 1, draws: 5, burnin: 0, batch_size: 16, n_data: 64}
+probes: {sizes: [nano], n_samples: 64, every_k: 4}
 """
-RUNS = ["mod_L1_nano", "cmp_L1_nano"]
+RUNS = ["mod_L1_nano"]   # one run: 5 jobs, 4 levels deep (measures and probes side by side)
+STAGES = ["train", "metrics", "measures", "probes", "events"]   # jobs per run
+TABLES = ["metrics.csv", "measures.csv", "probes.csv", "precursor.json"]
 
 
 def render_profile(text: str) -> dict:
@@ -53,10 +62,16 @@ def render_profile(text: str) -> dict:
     return yte.process_yaml(io.StringIO(text), require_use_yte=True)
 
 
-def site_profile(dest: Path, **variables) -> Path:
+def site_profile(dest: Path, no_gpus: bool = False, **variables) -> Path:
     """Copy slurm/config.yaml to dest/config.yaml with __variables__ and top-level keys
-    replaced (the README's "three edits", done by a test). Each key must occur once."""
+    replaced (the README's "three edits", done by a test; each key must occur once).
+    ``no_gpus``: every list under gpu_sizes becomes [] and pythia_gpu false."""
     text = PROFILE.read_text()
+    if no_gpus:
+        block = re.search(r"^  gpu_sizes:\n((?:    \w+: \[[^\]]*\].*\n)+)", text, flags=re.M)
+        assert block, "slurm/config.yaml: no gpu_sizes block of per-rule lists"
+        text = text.replace(block.group(1), re.sub(r"\[[^\]]*\]", "[]", block.group(1)))
+        variables.setdefault("pythia_gpu", "false")
     for key, value in variables.items():
         name = key.replace("__", "-")
         text, n = re.subn(rf"^(\s*{re.escape(name)}:)[^\n]*$", lambda m: f"{m.group(1)} {value}", text, flags=re.M)
@@ -102,12 +117,15 @@ def test_gpus_only_in_profile_and_match_cluster_gpu_sizes():
     from geoanatomy.cluster import GPU_SIZES
     prof = render_profile(PROFILE.read_text())
     sr = prof["set-resources"]
-    for rule in ("train", "metrics"):
+    gpu_rules = {r for r, v in sr.items() if "gpu" in v} - {"pythia_extract"}
+    assert gpu_rules == set(GPU_SIZES), f"profile gives GPUs to {gpu_rules}, cluster.GPU_SIZES to {set(GPU_SIZES)}"
+    for rule, sizes in GPU_SIZES.items():
         got = [s for s in SIZES if _eval_resource(sr[rule]["gpu"], f"mod_L3_{s}")]
-        assert tuple(got) == GPU_SIZES, f"profile gives {rule} a GPU for {got}, cluster.GPU_SIZES is {GPU_SIZES}"
+        assert tuple(got) == sizes, f"profile gives {rule} a GPU for {got}, cluster.GPU_SIZES has {sizes}"
         parts = {s: _eval_resource(sr[rule]["slurm_partition"], f"mod_L3_{s}") for s in SIZES}
-        assert {parts[s] for s in GPU_SIZES} == {"EDIT_ME_gpu_partition"}
-        assert {parts[s] for s in SIZES if s not in GPU_SIZES} == {"EDIT_ME_cpu_partition"}
+        assert {parts[s] for s in sizes} == {"EDIT_ME_gpu_partition"}
+        assert {parts[s] for s in SIZES if s not in sizes} <= {"EDIT_ME_cpu_partition"}
+    assert sr["pythia_extract"]["gpu"] == 1
     # the rules themselves never ask for a GPU (rejected on clusters without one)
     for f in (REPO / "workflow" / "rules").glob("*.smk"):
         code = "\n".join(line.split("#")[0] for line in f.read_text().splitlines())
@@ -115,13 +133,14 @@ def test_gpus_only_in_profile_and_match_cluster_gpu_sizes():
 
 
 def test_site_edits_render_cpu_only_profile(tmp_path):
-    d = site_profile(tmp_path / "p", cpu_partition="ci", gpu_partition="ci", account='""',
-                     gpu_sizes="[]", pythia_gpu="false")
+    d = site_profile(tmp_path / "p", no_gpus=True, cpu_partition="ci", gpu_partition="ci", account='""')
     prof = render_profile((d / "config.yaml").read_text())
     assert "slurm_account" not in prof["default-resources"]            # account "" -> no -A
     assert _eval_resource(prof["default-resources"]["slurm_partition"], "x") == "ci"
-    for rule in ("train", "metrics"):
-        assert all(_eval_resource(prof["set-resources"][rule]["gpu"], f"mod_L1_{s}") == 0 for s in SIZES)
+    for rule, v in prof["set-resources"].items():
+        if rule != "pythia_extract":
+            assert all(_eval_resource(v["gpu"], f"mod_L1_{s}") == 0 for s in SIZES)
+            assert all(_eval_resource(v["slurm_partition"], f"mod_L1_{s}") == "ci" for s in SIZES)
     assert prof["set-resources"]["pythia_extract"]["gpu"] == 0
 
 
@@ -164,6 +183,13 @@ def test_resources_scale_with_size_steps_and_attempt():
     gpu_cfg = _cfg(train={"steps": 2000, "checkpoints": {"n_log": 20, "log_end": 0.1, "n_uniform": 40}}, device="auto")
     assert job_resources(gpu_cfg, "train", "mod_L3_xlarge")["runtime"] < job_resources(cfg, "train", "mod_L3_xlarge")["runtime"]
     assert job_resources(gpu_cfg, "train", "mod_L3_nano") == job_resources(cfg, "train", "mod_L3_nano")
+    # measures: only sizes in measures.sizes do work; more Hessian iterations -> more time
+    few = _cfg(measures={"sizes": ["nano"], "hessian": {"max_iter": 10}}, device="cpu")
+    many = _cfg(measures={"sizes": ["nano"], "hessian": {"max_iter": 400}}, device="cpu")
+    assert job_resources(many, "measures", "copy_L3_nano")["runtime"] > job_resources(few, "measures", "copy_L3_nano")["runtime"]
+    assert job_resources(many, "measures", "copy_L3_small")["runtime"] == 15     # not measured: minimum
+    with pytest.raises(ValueError, match="unknown stage"):
+        job_resources(cfg, "trian", "mod_L3_nano")
 
 
 def test_paper_grid_dry_run_job_count_and_time():
@@ -187,6 +213,13 @@ def test_paper_grid_dry_run_job_count_and_time():
 
 
 # ------------------------------------------------------------ real SLURM (integration)
+def safe_open_all(path: Path) -> tuple[dict, dict]:
+    """(tensors, metadata) of a safetensors file."""
+    from safetensors import safe_open
+    with safe_open(str(path), framework="pt") as f:
+        return {k: f.get_tensor(k) for k in f.keys()}, f.metadata()
+
+
 def _slurm_up() -> str | None:
     """None when SLURM answers after .ci/slurm-setup.sh; else why it cannot run here."""
     if os.geteuid() != 0 and shutil.which("sinfo") is None:
@@ -206,6 +239,7 @@ def _partition() -> str:
 
 @pytest.mark.slow
 def test_slurm_profile_runs_grid_identical_to_local(tmp_path):
+    import torch
     why = _slurm_up()
     if why:
         pytest.skip(why)
@@ -215,20 +249,21 @@ def test_slurm_profile_runs_grid_identical_to_local(tmp_path):
 
     # the shipped profile with the three site edits (+ no GPUs on this machine, squeue for
     # status since there is no accounting database, short waits for a fast test)
-    prof = site_profile(tmp_path / "profile", cpu_partition=part, gpu_partition=part, account='""',
-                        gpu_sizes="[]", pythia_gpu="false", slurm__status__command="squeue",
+    prof = site_profile(tmp_path / "profile", no_gpus=True, cpu_partition=part, gpu_partition=part, account='""',
+                        slurm__status__command="squeue",
                         slurm__init__seconds__before__status__checks="1", latency__wait="5", jobs="4")
     wd_slurm, wd_local = tmp_path / "slurm_run", tmp_path / "local_run"
     for wd in (wd_slurm, wd_local):
         wd.mkdir()
         (wd / "cfg.yaml").write_text(TINY)
 
-    common = ["-s", str(REPO / "Snakefile"), "--configfile", "cfg.yaml"]
+    targets = [f"results/{r}/precursor.json" for r in RUNS]      # every per-run stage, no summaries
+    common = ["-s", str(REPO / "Snakefile"), "--configfile=cfg.yaml"]   # (--configfile takes nargs+)
     # the local run (1 core) goes alongside the SLURM run: same config, other folder
-    local = subprocess.Popen(SNAKEMAKE + common + ["--cores", "1", "-q"], cwd=wd_local, env=env,
+    local = subprocess.Popen(SNAKEMAKE + targets + common + ["--cores", "1", "-q"], cwd=wd_local, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     t0 = time.time()
-    p = subprocess.run(SNAKEMAKE + common + ["--profile", str(prof), "--verbose"], cwd=wd_slurm, env=env,
+    p = subprocess.run(SNAKEMAKE + targets + common + ["--profile", str(prof), "--verbose"], cwd=wd_slurm, env=env,
                        capture_output=True, text=True, timeout=900)
     t_slurm = time.time() - t0
     local_out, _ = local.communicate(timeout=900)
@@ -238,7 +273,7 @@ def test_slurm_profile_runs_grid_identical_to_local(tmp_path):
     # every job went through sbatch on the right partition, one job per run and stage
     calls = [line for line in p.stderr.splitlines() if line.startswith("sbatch call:")]
     ids = re.findall(r"has been submitted with SLURM jobid (\d+)", p.stderr)
-    assert len(calls) == len(ids) == 3 * len(RUNS), p.stderr[-3000:]
+    assert len(calls) == len(ids) == len(STAGES) * len(RUNS), p.stderr[-3000:]
     assert all(f"-p {part} " in c and "--gpus" not in c and "--gres" not in c for c in calls)
     assert all(" -A " not in c for c in calls)
     for c in calls:  # wall time and memory come from the rules' resources
@@ -248,11 +283,15 @@ def test_slurm_profile_runs_grid_identical_to_local(tmp_path):
 
     for run in RUNS:
         a, b = wd_slurm / "results" / run, wd_local / "results" / run
-        for f in ("metrics.csv", "precursor.json"):
+        for f in TABLES:
             assert (a / f).read_bytes() == (b / f).read_bytes(), f"{run}/{f} differs between SLURM and local"
+        assert len((a / "measures.csv").read_text().splitlines()) > 1      # the measures really ran
+        # final weights bit-identical (the files' metadata order is not fixed by safetensors)
         last = sorted((a / "checkpoints").glob("step_*.safetensors"))[-1]
-        assert last.read_bytes() == (b / "checkpoints" / last.name).read_bytes()
-        for log in ("train.log", "metrics.log"):          # the job log states the device
+        wa, wb = safe_open_all(last), safe_open_all(b / "checkpoints" / last.name)
+        assert wa[1] == wb[1] and wa[0].keys() == wb[0].keys()
+        assert all(torch.equal(wa[0][k], wb[0][k]) for k in wa[0]), f"{run}: final weights differ"
+        for log in ("train.log", "metrics.log", "measures.log", "probes.log"):  # the log states the device
             assert re.search(r"device cpu \(requested cpu\)", (a / "logs" / log).read_text()), log
         assert "SLURM job" in (a / "logs" / "train.log").read_text()
         assert "SLURM job" not in (b / "logs" / "train.log").read_text()

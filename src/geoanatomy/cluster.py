@@ -1,26 +1,35 @@
 """Cluster resources per job (wall time, memory, checkpoint disk) from the model size and
-the configured steps and checkpoints. Torch-free: imported at Snakefile parse time and
-evaluated once per job when the DAG is built (every SLURM job re-parses the Snakefile).
+the configured steps, checkpoints and measure settings. Torch-free: imported at Snakefile
+parse time and evaluated once per job when the DAG is built.
 
-Used by the rules' ``resources:`` (workflow/rules/common.smk) and by the README's cost
-table. Which jobs get a GPU is decided only in the SLURM profile (slurm/config.yaml:
-set-resources ``gpu`` for train and metrics, by size); ``GPU_SIZES`` here must name the
-same sizes (tests/test_slurm.py checks it) so that wall times are estimated for the
-device the job will have. With ``device: cpu`` in the config every estimate is for CPU.
+Used by the rules' ``resources:`` (workflow/rules/common.smk ``cluster_resource``) and by
+the README's cost table (``python benchmarks/bench_step_time.py --table config/paper.yaml``).
+Which jobs get a GPU is decided only in the SLURM profile (slurm/config.yaml,
+``gpu_sizes``); ``GPU_SIZES`` here must name the same sizes per rule (tests/test_slurm.py
+checks it) so that wall times are estimated for the device the job will have. With
+``device: cpu`` in the config every estimate is for the CPU.
 
-Cost model (all FLOP counts are matmul multiply-adds x 2; T = model input positions)::
+Cost model (FLOPs = 2 x multiply-adds; T = model input positions, d = width, L = layers,
+V = vocabulary, P = parameters)::
 
-    forward FLOPs per token  f = L (24 d^2 + 4 T d) + 2 V d      (QKV+proj+MLP, QK^T+AV, LM head)
-    train step               3 f B T                               (backward = 2 x forward)
-    metrics checkpoint       f N T + 4 (L + 2) * 4 N d min(N, d)   (forward + 4 SVDs per layer)
+    forward FLOPs per token  f = L (24 d^2 + 4 T d) + 2 V d     (QKV+proj+MLP, QK^T+AV, LM head)
+    train step (batch B)     3 f B T                              (backward = 2 x forward)
+    metrics checkpoint       f N T + 16 (L + 2) N d min(N, d)     (forward + 4 SVDs per layer)
+    Hessian-vector product   2 x train step at the Hessian batch  (double backward)
+    SGLD step                1 x train step at the LLC batch
+    gradient ranks           train step at N samples + 2 N^2 P    (per-sample grads + Gram)
+    probe fit                PROBE_FIT_S(d) CPU seconds each, (L + 2) x positions per checkpoint
 
-    seconds(CPU) = FLOPs / CPU_GFLOPS[size]   (1 thread, measured: benchmarks/bench_step_time.py;
-                                               medium..xlarge extrapolated at small's rate)
-    seconds(GPU) = max(GPU floor per step, FLOPs / (GPU_PEAK_TFLOPS x GPU_UTIL))   (assumed)
+    seconds(CPU) = FLOPs / rate        (1 thread; rates measured here for nano, micro, small by
+                                        benchmarks/bench_step_time.py --expensive; larger sizes
+                                        use the largest measured rate: extrapolated by FLOPs)
+    seconds(GPU) = max(floor, FLOPs / (GPU_PEAK_TFLOPS x GPU_UTIL))     (assumed, see below)
 
-    wall time = SAFETY x (startup + steps x step + checkpoints x per-checkpoint) x attempt
+    wall time = SAFETY x (startup + work) x attempt       (minutes, at least MIN_RUNTIME_MIN)
 
-so a job killed for time is retried (profile ``retries``) with a longer limit.
+Expensive measures are costed at their worst case (power iteration runs max_iter
+iterations; every event neighbourhood adds its own checkpoints), so a job killed for time
+is rare and comes back (profile ``retries``) with a longer limit.
 """
 from __future__ import annotations
 
@@ -30,37 +39,60 @@ from functools import lru_cache
 from .sizes import SIZES
 
 VOCAB = 32
+STAGES = ("train", "metrics", "measures", "probes", "events")
 
-# Sizes whose train and metrics jobs get a GPU in slurm/config.yaml (set-resources gpu).
-GPU_SIZES = ("medium", "large", "xlarge")
+# Sizes whose jobs get one GPU in slurm/config.yaml (variable gpu_sizes); rules not named
+# here (probes: scikit-learn; events; summaries) always run on CPUs.
+GPU_SIZES = {
+    "train": ("medium", "large", "xlarge"),
+    "metrics": ("medium", "large", "xlarge"),
+    # Hessian power iteration + SGLD at every checkpoint: ~7 CPU-h per nano run on average
+    # and up to ~17 h (copy L3) in the paper grid, so even nano goes to a GPU.
+    "measures": ("nano", "micro", "small", "medium", "large", "xlarge"),
+}
 
 # Effective FLOP/s of one CPU thread (CPU seconds, not wall: the machine was shared),
-# measured with benchmarks/bench_step_time.py: batch 64, cmp L3 (19 positions), eval N=200,
-# torch 2.13 CPU, x86-64 VM. Small models are overhead-bound, so the rate grows with
-# size; sizes not measured (medium, large, xlarge) use the largest measured rate, i.e.
-# their times are extrapolated from small's by FLOPs.
-CPU_GFLOPS = {"nano": 29.6, "micro": 40.4, "small": 41.1}        # training step
-CPU_EVAL_GFLOPS = {"nano": 18.8, "micro": 26.8, "small": 32.9}   # metrics checkpoint
+# measured with benchmarks/bench_step_time.py --expensive: batch 64, cmp L3 (19
+# positions), eval N=200, Hessian batch 200, SGLD batch 32, 200 gradient samples; torch
+# 2.13 CPU on an x86-64 VM. Small models are overhead-bound, so rates grow with size;
+# unmeasured sizes (medium, large, xlarge) use the largest measured rate.
+CPU_GFLOPS = {
+    "train": {"nano": 29.6, "micro": 40.4, "small": 41.1},
+    "eval": {"nano": 18.8, "micro": 26.8, "small": 32.9},       # metrics checkpoint
+    "hvp": {"nano": 29.8, "micro": 32.3, "small": 33.0},
+    "sgld": {"nano": 16.1, "micro": 16.8, "small": 18.2},
+    "grad_rank": {"nano": 15.0, "micro": 13.1, "small": 14.1},
+}
 
-# GPU assumptions (not measured here: this machine has none). FP32 matmuls (the trainer
-# does not enable TF32 or mixed precision): an A100's 19.5 TFLOP/s FP32 peak at 30%
-# utilisation; tiny batches are launch-bound, so a step never takes less than
-# 4 ms + 0.6 ms per layer (kernel launches forward + backward + AdamW + one sync).
+
+def probe_fit_seconds(d: int) -> float:
+    """CPU seconds of one logistic-regression probe (100 train examples, d features):
+    measured 0.09 s at d=192 and 0.15 s at d=256; linear in d beyond, at least 0.1 s."""
+    return max(0.1, 0.15 * d / 256)
+
+
+# GPU assumptions (this machine has none, so nothing here is measured): FP32 matmuls
+# (the code enables neither TF32 nor mixed precision) on an A100-class GPU, 19.5 TFLOP/s
+# FP32 peak at 30% utilisation; small batches are launch-bound, so an operation never
+# takes less than its floor: a training step 4 ms + 0.6 ms per layer (kernel launches
+# forward + backward + AdamW + one host sync); an HVP 3 steps; a metrics checkpoint
+# 50 ms + 10 ms per layer (float64 SVDs); gradient ranks 20 steps.
 GPU_PEAK_TFLOPS = 19.5
 GPU_UTIL = 0.30
-GPU_STEP_FLOOR_S = (0.004, 0.0006)     # (fixed, per layer)
-GPU_EVAL_FLOOR_S = (0.05, 0.01)        # metrics checkpoint: forward + 4 SVDs per layer
+GPU_STEP_FLOOR_S = (0.004, 0.0006)
+GPU_FLOOR_STEPS = {"train": 1, "sgld": 1, "hvp": 3, "grad_rank": 20}
+GPU_EVAL_FLOOR_S = (0.05, 0.01)
 
 SAFETY = 2.0              # requested wall time = SAFETY x estimate (x attempt on retries)
 STARTUP_S = 120           # python + torch import, model build, (CUDA init), scheduling slack
 MIN_RUNTIME_MIN = 15
-EVENTS_RUNTIME_MIN = 15
 BASE_MEM_MB = 1500        # python + torch + numpy/pandas resident
 CUDA_MEM_MB = 3000        # extra host memory of a CUDA process (driver, cuBLAS/cuDNN)
-TRAIN_BYTES_PER_PARAM = 32  # weights + grads + AdamW m, v (16 B) + checkpoint serialisation copies
-EVAL_BYTES_PER_PARAM = 8
+BYTES_PER_PARAM = {"train": 32, "metrics": 8, "measures": 24, "probes": 8, "events": 0}
+IO_BYTES_PER_S = 200e6    # checkpoint write/read
 
 
+# ------------------------------------------------------------------ FLOP counts
 def n_params(size: str, vocab: int = VOCAB, block_size: int = 64) -> int:
     """Parameter count, as geoanatomy.model.count_params: L(12d^2 + 13d) + 2d + (V + T)d."""
     L, d, _ = SIZES[size]
@@ -77,37 +109,56 @@ def train_step_flops(size: str, batch: int, positions: int) -> float:
     return 3.0 * forward_flops_per_token(size, positions) * batch * positions
 
 
+def hvp_flops(size: str, batch: int, positions: int) -> float:
+    """One Hessian-vector product by double backward: ~2 x a training step's FLOPs."""
+    return 2.0 * train_step_flops(size, batch, positions)
+
+
+def sgld_step_flops(size: str, batch: int, positions: int) -> float:
+    """One SGLD step: forward + backward on a minibatch (as a training step)."""
+    return train_step_flops(size, batch, positions)
+
+
+def grad_rank_flops(size: str, n: int, positions: int) -> float:
+    """Per-sample gradients of n examples + their Gram matrix (n x n over all P parameters)."""
+    return train_step_flops(size, n, positions) + 2.0 * n * n * n_params(size)
+
+
 def eval_checkpoint_flops(size: str, n: int, positions: int) -> float:
-    """FLOPs of one metrics checkpoint: forward over n sequences + 4 SVDs (N x d) per layer."""
+    """FLOPs of one metrics checkpoint: forward over n sequences + 4 SVDs (n x d) per layer."""
     L, d, _ = SIZES[size]
     return forward_flops_per_token(size, positions) * n * positions + 4 * (L + 2) * 4 * n * d * min(n, d)
 
 
-def _cpu_rate(table: dict, size: str) -> float:
-    if size in table:
-        return table[size] * 1e9
-    return max(table.values()) * 1e9
+# --------------------------------------------------------------------- seconds
+def _cpu_rate(kind: str, size: str) -> float:
+    table = CPU_GFLOPS[kind]
+    return (table[size] if size in table else max(table.values())) * 1e9
+
+
+def op_seconds(kind: str, size: str, flops: float, device: str) -> float:
+    """Seconds of one operation of ``kind`` (train, eval, hvp, sgld, grad_rank) on a device."""
+    if device == "gpu":
+        L = SIZES[size][0]
+        if kind == "eval":
+            floor = GPU_EVAL_FLOOR_S[0] + GPU_EVAL_FLOOR_S[1] * L
+        else:
+            floor = GPU_FLOOR_STEPS[kind] * (GPU_STEP_FLOOR_S[0] + GPU_STEP_FLOOR_S[1] * L)
+        return max(floor, flops / (GPU_PEAK_TFLOPS * 1e12 * GPU_UTIL))
+    return flops / _cpu_rate(kind, size)
 
 
 def step_seconds(size: str, batch: int, positions: int, device: str) -> float:
-    f = train_step_flops(size, batch, positions)
-    if device == "gpu":
-        L = SIZES[size][0]
-        return max(GPU_STEP_FLOOR_S[0] + GPU_STEP_FLOOR_S[1] * L, f / (GPU_PEAK_TFLOPS * 1e12 * GPU_UTIL))
-    return f / _cpu_rate(CPU_GFLOPS, size)
+    return op_seconds("train", size, train_step_flops(size, batch, positions), device)
 
 
 def eval_seconds(size: str, n: int, positions: int, device: str) -> float:
-    f = eval_checkpoint_flops(size, n, positions)
-    if device == "gpu":
-        L = SIZES[size][0]
-        return max(GPU_EVAL_FLOOR_S[0] + GPU_EVAL_FLOOR_S[1] * L, f / (GPU_PEAK_TFLOPS * 1e12 * GPU_UTIL))
-    return f / _cpu_rate(CPU_EVAL_GFLOPS, size)
+    return op_seconds("eval", size, eval_checkpoint_flops(size, n, positions), device)
 
 
-def job_device(cfg: dict, size: str) -> str:
-    """'gpu' when the profile gives this size a GPU and the config lets torch use it."""
-    return "gpu" if size in GPU_SIZES and cfg.get("device", "auto") != "cpu" else "cpu"
+def job_device(cfg: dict, stage: str, size: str) -> str:
+    """'gpu' when the profile gives this rule and size a GPU and the config lets torch use it."""
+    return "gpu" if size in GPU_SIZES.get(stage, ()) and cfg.get("device", "auto") != "cpu" else "cpu"
 
 
 # Caches keyed by id(config): the Snakefile's CFG is built once and never mutated.
@@ -121,8 +172,14 @@ def _n_checkpoints(steps: int, n_log: int, log_end: float, n_uniform: int) -> in
     return len(checkpoint_steps(steps, n_log, log_end, n_uniform))
 
 
+def _every_k(n: int, k: int) -> int:
+    """Checkpoints in 'every k-th by index, plus the last' of n checkpoints."""
+    k = max(1, int(k))
+    return len(range(0, n, k)) + (1 if (n - 1) % k else 0)
+
+
 def run_shape(cfg: dict, run: str) -> dict:
-    """Steps, checkpoints, batch, input positions and eval samples of one run (torch-free).
+    """Steps, checkpoints, batch, positions, answer length and eval samples of one run.
 
     Cached per (config object, run): it is asked for every job while the DAG is built."""
     key = (id(cfg), run)
@@ -133,45 +190,67 @@ def run_shape(cfg: dict, run: str) -> dict:
     task, level, size = run.split("_")
     tr = train_settings(cfg, size)
     ck = tr["checkpoints"]
+    t = make_task(task, level, level_params(cfg, task, level))
     shape = {"size": size, "steps": int(tr["steps"]), "batch": int(tr["batch_size"]),
              "checkpoints": _n_checkpoints(int(tr["steps"]), int(ck["n_log"]), float(ck["log_end"]),
                                            int(ck["n_uniform"])),
-             "positions": make_task(task, level, level_params(cfg, task, level)).seq_len - 1,
-             "eval_n": int(cfg["eval"]["n_samples"])}
+             "positions": t.seq_len - 1, "n_answer": t.n_answer, "eval_n": int(cfg["eval"]["n_samples"])}
     _CFGS.setdefault(id(cfg), cfg)
     _SHAPES[key] = shape
     return shape
 
 
-def estimate_seconds(cfg: dict, stage: str, run: str) -> float:
-    """Expected wall seconds of one job (before SAFETY and retries)."""
+def work_seconds(cfg: dict, stage: str, run: str, device: str | None = None) -> float:
+    """Expected seconds of one job's work (no startup, SAFETY or retries) on ``device``
+    (default: the device the profile gives it)."""
     s = run_shape(cfg, run)
-    dev = job_device(cfg, s["size"])
-    ev = eval_seconds(s["size"], s["eval_n"], s["positions"], dev)
-    if stage == "train":   # + a quick eval (forward + one SVD) and a weights/optimizer save per checkpoint
-        save = 16 * n_params(s["size"]) / 200e6            # 16 B/param at >= 200 MB/s
-        return STARTUP_S + s["steps"] * step_seconds(s["size"], s["batch"], s["positions"], dev) \
-            + s["checkpoints"] * (ev / 4 + save)
+    size, T = s["size"], s["positions"]
+    dev = device or job_device(cfg, stage, size)
+    P, (L, d, _) = n_params(size), SIZES[size]
+    if stage == "train":   # steps + per checkpoint: weights/optimizer save and a quick eval
+        per_ck = 16 * P / IO_BYTES_PER_S + eval_seconds(size, s["eval_n"], T, dev) / 4
+        return s["steps"] * step_seconds(size, s["batch"], T, dev) + s["checkpoints"] * per_ck
     if stage == "metrics":
-        load = 4 * n_params(s["size"]) / 200e6
-        return STARTUP_S + s["checkpoints"] * (ev + load)
+        return s["checkpoints"] * (eval_seconds(size, s["eval_n"], T, dev) + 4 * P / IO_BYTES_PER_S)
+    if stage == "measures":
+        m = cfg.get("measures") or {}
+        if size not in m.get("sizes", ()):
+            return 0.0
+        which = set(m["which"])
+        per_ck = 4 * P / IO_BYTES_PER_S
+        if "hessian" in which:
+            h = m["hessian"]
+            per_ck += int(h["max_iter"]) * op_seconds("hvp", size, hvp_flops(size, int(h["batch_size"]), T), dev)
+        if "llc" in which:
+            c = m["llc"]
+            n_sgld = int(c["chains"]) * (int(c["draws"]) + int(c["burnin"]))
+            per_ck += n_sgld * op_seconds("sgld", size, sgld_step_flops(size, int(c["batch_size"]), T), dev)
+            per_ck += op_seconds("eval", size, forward_flops_per_token(size, T) * int(c["n_data"]) * T, dev)
+        if "grad_rank" in which:
+            per_ck += op_seconds("grad_rank", size, grad_rank_flops(size, int(m["grad"]["n_samples"]), T), dev)
+        n_sel = _every_k(s["checkpoints"], m["every_k"]) + len(m["events"]) * (2 * int(m["around_events"]) + 1)
+        return min(n_sel, s["checkpoints"]) * per_ck
+    if stage == "probes":
+        p = cfg.get("probes") or {}
+        if size not in p.get("sizes", ()):
+            return 0.0
+        fits = (L + 2) * (s["n_answer"] if p["positions"] == "all" else 1)
+        per_ck = eval_seconds(size, int(p["n_samples"]), T, dev) + fits * probe_fit_seconds(d)
+        return _every_k(s["checkpoints"], p["every_k"]) * per_ck
     if stage == "events":
-        return STARTUP_S
-    raise ValueError(f"unknown stage {stage!r}; expected train, metrics or events")
+        return 0.0
+    raise ValueError(f"unknown stage {stage!r}; expected one of {STAGES}")
 
 
 @lru_cache(maxsize=None)
 def _resources(cfg_key: int, stage: str, run: str, attempt: int) -> dict:
     cfg = _CFGS[cfg_key]
     size = run.rsplit("_", 1)[-1]
-    gpu = job_device(cfg, size) == "gpu" and stage in ("train", "metrics")
-    if stage == "events":
-        minutes = EVENTS_RUNTIME_MIN
-        mem = BASE_MEM_MB
-    else:
-        minutes = max(MIN_RUNTIME_MIN, math.ceil(SAFETY * estimate_seconds(cfg, stage, run) / 60))
-        per_param = TRAIN_BYTES_PER_PARAM if stage == "train" else EVAL_BYTES_PER_PARAM
-        mem = BASE_MEM_MB + math.ceil(per_param * n_params(size) / 1e6) + (CUDA_MEM_MB if gpu else 0)
+    gpu = job_device(cfg, stage, size) == "gpu"
+    minutes = max(MIN_RUNTIME_MIN, math.ceil(SAFETY * (STARTUP_S + work_seconds(cfg, stage, run)) / 60))
+    mem = BASE_MEM_MB + math.ceil(BYTES_PER_PARAM[stage] * n_params(size) / 1e6) + (CUDA_MEM_MB if gpu else 0)
+    if stage == "measures" and size in (cfg.get("measures") or {}).get("sizes", ()):
+        mem += int(cfg["measures"]["grad"]["max_mbytes"])       # per-sample gradient chunks
     out = {"runtime": minutes * attempt, "mem_mb": int(mem * (1 + 0.5 * (attempt - 1)))}
     if stage == "train":
         out["disk_mb"] = checkpoint_disk_mb(cfg, run)
@@ -182,6 +261,8 @@ def job_resources(cfg: dict, stage: str, run: str, attempt: int = 1) -> dict:
     """{'runtime': minutes, 'mem_mb': MB[, 'disk_mb': checkpoint MB]} for a rule's resources.
 
     runtime and mem_mb grow with the retry ``attempt`` (x attempt, +50% per retry)."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; expected one of {STAGES}")
     _CFGS.setdefault(id(cfg), cfg)
     return _resources(id(cfg), stage, run, int(attempt))
 
@@ -193,66 +274,59 @@ def checkpoint_disk_mb(cfg: dict, run: str) -> int:
     return math.ceil((s["checkpoints"] * 4 * n + 8 * n) / 1e6)
 
 
+# ------------------------------------------------------------------- cost table
 def cost_table(cfg: dict) -> list[dict]:
-    """Per size in the grid: runs, steps, checkpoints, CPU and GPU hours, checkpoint disk.
-
-    CPU hours: 1 thread, train + metrics, for every size (even those the profile sends to
-    a GPU); GPU hours: train + metrics under the GPU assumptions above, for GPU_SIZES only.
-    """
+    """Per size in the grid: runs, steps, checkpoints, hours per stage on the device the
+    profile gives it (1 CPU thread or 1 GPU), checkpoint disk."""
     from .config import run_names
-    rows = []
     by_size: dict[str, list[str]] = {}
     for run in run_names(cfg):
         by_size.setdefault(run.rsplit("_", 1)[-1], []).append(run)
+    rows = []
     for size in SIZES:
         runs = by_size.get(size)
         if not runs:
             continue
-        cpu_s = gpu_s = disk = 0.0
         shapes = [run_shape(cfg, r) for r in runs]
-        for s in shapes:
-            for dev in ("cpu", "gpu"):
-                t = s["steps"] * step_seconds(size, s["batch"], s["positions"], dev) \
-                    + s["checkpoints"] * eval_seconds(size, s["eval_n"], s["positions"], dev) * 1.25
-                if dev == "cpu":
-                    cpu_s += t
-                else:
-                    gpu_s += t
-            disk += 4 * n_params(size) * s["checkpoints"] + 8 * n_params(size)
-        s0 = shapes[0]
+        stage_h = {}
+        for st in ("train", "metrics", "measures", "probes"):
+            dev = job_device(cfg, st, size)
+            stage_h[st] = (dev, sum(work_seconds(cfg, st, r) for r in runs) / 3600)
+        cpu_train_h = sum(work_seconds(cfg, "train", r, "cpu") for r in runs) / 3600
+        disk = sum(checkpoint_disk_mb(cfg, r) for r in runs) / 1e3
         rows.append({
             "size": size, "n_params": n_params(size), "runs": len(runs),
             "steps": sorted({s["steps"] for s in shapes}), "checkpoints": sorted({s["checkpoints"] for s in shapes}),
-            "cpu_s_per_step_ref": step_seconds(size, 64, 19, "cpu"),
-            "measured": size in CPU_GFLOPS,
+            "cpu_s_per_step_ref": step_seconds(size, 64, 19, "cpu"), "measured": size in CPU_GFLOPS["train"],
             "gpu_s_per_step_ref": step_seconds(size, 64, 19, "gpu"),
-            "cpu_hours_per_run": cpu_s / len(runs) / 3600, "gpu_hours_per_run": gpu_s / len(runs) / 3600,
-            "cpu_hours": cpu_s / 3600, "gpu_hours": gpu_s / 3600,
-            "device": "gpu" if size in GPU_SIZES else "cpu",
-            "disk_gb_per_run": disk / len(runs) / 1e9, "disk_gb": disk / 1e9,
-            "mean_positions": sum(s["positions"] for s in shapes) / len(shapes), "batch": s0["batch"],
+            "stages": stage_h, "cpu_train_hours_if_cpu": cpu_train_h,
+            "cpu_hours": sum(h for dev, h in stage_h.values() if dev == "cpu"),
+            "gpu_hours": sum(h for dev, h in stage_h.values() if dev == "gpu"),
+            "disk_gb": disk,
         })
     return rows
 
 
 def cost_table_markdown(cfg: dict) -> str:
+    """The README's cost table for a config (hours per run, then totals for the grid)."""
     rows = cost_table(cfg)
-    out = ["| size | params | runs | steps | checkpoints | CPU s/step (1 thread) | CPU h/run | "
-           "GPU s/step (assumed) | GPU h/run | checkpoints GB/run | runs on | grid total |",
+    out = ["| size | params | runs | steps / checkpoints | CPU s/step, 1 thread | GPU s/step (assumed) "
+           "| train | metrics | measures | probes | checkpoints | grid total |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    tot_cpu = tot_gpu = tot_disk = 0.0
+
+    def cell(dev: str, h: float, n: int) -> str:
+        return "-" if h == 0 else f"{h / n:.2g} {dev.upper()}-h"
+
     for r in rows:
-        on_gpu = r["device"] == "gpu"
-        total = f"{r['gpu_hours']:.1f} GPU-h" if on_gpu else f"{r['cpu_hours']:.1f} CPU-h"
-        tot_gpu += r["gpu_hours"] if on_gpu else 0
-        tot_cpu += 0 if on_gpu else r["cpu_hours"]
-        tot_disk += r["disk_gb"]
+        n = r["runs"]
+        st = r["stages"]
+        steps = "/".join(map(str, r["steps"])) + " / " + "/".join(map(str, r["checkpoints"]))
         out.append(
-            f"| {r['size']} | {r['n_params'] / 1e6:.2f}M | {r['runs']} | {'/'.join(map(str, r['steps']))} | "
-            f"{'/'.join(map(str, r['checkpoints']))} | {r['cpu_s_per_step_ref']:.3f} "
-            f"({'measured' if r['measured'] else 'extrapolated'}) | {r['cpu_hours_per_run']:.1f} | "
-            f"{r['gpu_s_per_step_ref']:.3f} | {r['gpu_hours_per_run']:.2f} | {r['disk_gb_per_run']:.1f} | "
-            f"{r['device'].upper()} | {total} |")
-    out.append(f"| **all** | | {sum(r['runs'] for r in rows)} | | | | | | | {tot_disk:.0f} GB in all | | "
-               f"{tot_cpu:.0f} CPU-h + {tot_gpu:.0f} GPU-h |")
+            f"| {r['size']} | {r['n_params'] / 1e6:.2f}M | {n} | {steps} | {r['cpu_s_per_step_ref']:.3f} "
+            f"({'measured' if r['measured'] else 'extrapolated'}) | {r['gpu_s_per_step_ref']:.3f} | "
+            + " | ".join(cell(*st[s], n) for s in ("train", "metrics", "measures", "probes"))
+            + f" | {r['disk_gb'] / n:.1f} GB/run | {r['cpu_hours']:.0f} CPU-h + {r['gpu_hours']:.1f} GPU-h |")
+    tot_c, tot_g, tot_d = (sum(r[k] for r in rows) for k in ("cpu_hours", "gpu_hours", "disk_gb"))
+    out.append(f"| **all** | | {sum(r['runs'] for r in rows)} | | | | | | | | {tot_d / 1e3:.1f} TB | "
+               f"**{tot_c:.0f} CPU-h + {tot_g:.0f} GPU-h** |")
     return "\n".join(out)

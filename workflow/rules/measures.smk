@@ -12,6 +12,9 @@ rule measures:
         spec=lambda w: spec_param(w.run, with_events=bool(CFG["measures"]["events"]),
                                   blocks=("measures",)),
     threads: CFG["threads"]["measures"]
+    resources:
+        runtime=cluster_resource("measures", "runtime"),
+        mem_mb=cluster_resource("measures", "mem_mb"),
     log:
         f"{RESULTS}/{{run}}/logs/measures.log",
     benchmark:

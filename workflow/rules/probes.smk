@@ -9,6 +9,9 @@ rule probes:
     params:
         spec=lambda w: spec_param(w.run, blocks=("probes",)),
     threads: CFG["threads"]["probes"]
+    resources:
+        runtime=cluster_resource("probes", "runtime"),
+        mem_mb=cluster_resource("probes", "mem_mb"),
     log:
         f"{RESULTS}/{{run}}/logs/probes.log",
     benchmark:
