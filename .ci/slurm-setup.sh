@@ -23,6 +23,7 @@ ready() {  # the node answers and is usable (idle/mixed/allocated)
     timeout 10 sinfo -h -p "$PART" -o '%t' 2>/dev/null | grep -qE '^(idle|mix|alloc)'
 }
 
+if command -v sinfo >/dev/null && ready; then say "already running (partition $PART)"; exit 0; fi
 if [ "$(id -u)" != 0 ]; then
     say "needs root (installs packages, writes $CONF, starts daemons)"; exit 77
 fi
