@@ -145,6 +145,23 @@ def test_site_edits_render_cpu_only_profile(tmp_path):
     assert prof["set-resources"]["pythia_extract"]["gpu"] == 0
 
 
+def test_job_log_line_states_device_and_slurm_allocation(monkeypatch):
+    import torch
+    from geoanatomy.runtime import describe_device
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    line = describe_device("cpu")
+    assert line.startswith("device cpu (requested cpu)") and "SLURM" not in line
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    line = describe_device("cpu")
+    assert "SLURM job 4242 (GPUs allocated: 0)" in line and "WARNING" in line   # GPU paid for, unused
+    auto = describe_device("auto")
+    assert ("WARNING" in auto) == (not torch.cuda.is_available())
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no CUDA device"):
+            describe_device("cuda")
+
+
 # --------------------------------------------------------------- resources (unit)
 def _cfg(**over):
     from geoanatomy.config import resolve

@@ -58,6 +58,9 @@ def describe_device(requested: str = "auto") -> str:
     if os.environ.get("SLURM_JOB_ID"):
         gpus = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("SLURM_JOB_GPUS") or "none"
         line += f", SLURM job {os.environ['SLURM_JOB_ID']} (GPUs allocated: {gpus})"
+        if gpus not in ("none", "", "NoDevFiles") and dev == "cpu":
+            line += ("; WARNING: SLURM allocated a GPU but torch uses the CPU (device: cpu in the "
+                     "config, or a CPU-only torch build: torch.cuda.is_available() is False)")
     return line
 
 
