@@ -61,7 +61,7 @@ def trajectories(pres: list[dict], metrics: dict, level: str, out_png) -> list[s
             pre = by.get((t, s))
             if pre is None:
                 ax.axis("off")
-                ax.text(0.5, 0.5, f"{t} {level} {s}: not run", ha="center", va="center", transform=ax.transAxes)
+                ax.text(0.5, 0.5, f"{t} {level} {s}: no result", ha="center", va="center", transform=ax.transAxes)
                 continue
             df = metrics[pre["run"]]
             rm = pre["measures"].get("rankme", {})
@@ -86,7 +86,7 @@ def trajectories(pres: list[dict], metrics: dict, level: str, out_png) -> list[s
                 ax.set_ylabel("exact-match accuracy", color="tab:green")
             if j == len(sizes) - 1:
                 ax2.set_ylabel("RankMe", color="tab:blue")
-            if i == len(tasks) - 1:
+            if i == len(tasks) - 1 or (tasks[i + 1], s) not in by:
                 ax.set_xlabel("training step + 1 (log)")
     from matplotlib.lines import Line2D
     handles = [Line2D([], [], color="tab:green", lw=1.4, label="accuracy (held-out, exact match)"),
