@@ -61,7 +61,7 @@ def lead_lag(rows: pd.DataFrame, out_png) -> list[str]:
         return placeholder(out_png, "Lead/lag relative to acquisition",
                            f"no run acquired with a transition step ({rows['run'].nunique()} runs)")
     p = plt()
-    fig, axes = p.subplots(1, 2, figsize=(max(7, 1.6 * len(measures) * 2), 4.2), constrained_layout=True)
+    fig, axes = p.subplots(2, 1, figsize=(max(6.5, 1.25 * len(measures) + 2.5), 8.5), constrained_layout=True)
     rng = np.random.default_rng(0)
     for ax, kind in zip(axes, ["steps", "decades"]):
         for k, m in enumerate(measures):
@@ -94,9 +94,11 @@ def lead_lag(rows: pd.DataFrame, out_png) -> list[str]:
     axes[0].legend(handles=[Line2D([], [], marker="o", ls="", color=c, label=f"{d} run") for d, c in DIFF_COLOUR.items()
                             if d in ("easy", "hard")], loc="lower left", fontsize=7)
     geo = rows[rows["kind"] == "geometric"].drop_duplicates("measure")
-    desc = "; ".join(f"{g.measure}: {g.layer}/{g.position}/{g.variant}, {g.transition}" for g in geo.itertuples())
-    fig.suptitle(f"Lead/lag of each measure relative to behavioural acquisition ({r['run'].nunique()} acquired runs; "
-                 f"pre = precursors k/n over all {rows['run'].nunique()} runs)\n{desc}", fontsize=8)
+    items = [f"{g.measure}: {g.layer}/{g.position}/{g.variant}, {g.transition}" for g in geo.itertuples()]
+    desc = "\n".join("; ".join(items[i:i + 2]) for i in range(0, len(items), 2))
+    fig.suptitle(f"Lead/lag of each measure relative to behavioural acquisition\n({r['run'].nunique()} acquired runs; "
+                 f"pre = precursors k/n over all {rows['run'].nunique()} runs; measure: layer/position/variant, event)\n{desc}",
+                 fontsize=8)
     return save(fig, out_png, svg=True)
 
 
