@@ -40,6 +40,9 @@ include: "workflow/rules/measures.smk"
 include: "workflow/rules/probes.smk"
 include: "workflow/rules/events.smk"
 include: "workflow/rules/pythia.smk"
+include: "workflow/rules/analysis.smk"
+
+report: "workflow/report/workflow.rst"
 
 
 rule all:
@@ -47,3 +50,4 @@ rule all:
         expand(f"{RESULTS}/{{run}}/precursor.json", run=RUNS),
         expand(f"{RESULTS}/{{run}}/trajectory.png", run=RUNS),
         PYTHIA_TARGETS,  # empty unless pythia.enabled (workflow/rules/pythia.smk)
+        SUMMARY_TARGETS,  # results/summary/ tables, statistics, figures (workflow/rules/analysis.smk)

@@ -60,6 +60,9 @@ DEFAULTS: dict = {
                "n_samples": 200, "test_frac": 0.5, "positions": "first", "every_k": 2,
                "C": 0.1, "max_iter": 100, "standardize": True},
     "threads": {"train": 1, "metrics": 1, "events": 1, "measures": 1, "probes": 1},
+    # Cross-run analysis -> results/summary/ (geoanatomy.analysis documents every key).
+    "summary": {"coincide_log10_tol": 0.1, "exact_max_n": 9, "n_resamples": 20000, "seed": 0,
+                "alpha": 0.05, "topdown_require_collapse": True},
     # Pythia validation branch (geoanatomy.pythia.settings documents every key).
     "pythia": {
         "enabled": False, "models": [], "revisions": "all", "benchmarks": list(PYTHIA_BENCHMARKS),
