@@ -19,24 +19,86 @@ def _x(steps):
     return np.asarray(steps, dtype=float) + 1.0
 
 
-def plot_run(df, pre: dict, out_png: str | Path) -> None:
-    """Two panels: accuracy + headline RankMe (with events), RankMe of every layer."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .runtime import atomic_write_bytes
-
-    rm = pre["measures"]["rankme"]
-    pos, var, layer = rm["position"], rm["variant"], rm["layer"]
-    fig, (ax1, ax3) = plt.subplots(2, 1, figsize=(8, 7.5), sharex=True, constrained_layout=True)
-
+def curve_getter(df):
+    """curve(measure, **column=value) -> (steps, values) sorted by step, from a long table."""
     def curve(measure, **kw):
         m = df["measure"] == measure
         for k, v in kw.items():
             m &= df[k] == v
         sub = df[m].sort_values("step")
         return sub["step"].to_numpy(), sub["value"].to_numpy(float)
+    return curve
+
+
+def mark_events(ax, pre: dict) -> None:
+    """Vertical lines for acquisition, log-prob emergence and the headline RankMe events."""
+    rm = pre["measures"]["rankme"]
+    events = {"acquisition_step": pre.get("acquisition_step"),
+              "logprob_emergence_step": pre.get("logprob_emergence_step"),
+              **{k: rm.get(k) for k in ("collapse_step", "floor_step", "recovery_step")}}
+    for key, step in events.items():
+        if step is None:
+            continue
+        lab, col, ls = EVENT_STYLE[key]
+        ax.axvline(step + 1, color=col, ls=ls, lw=1.3, label=f"{lab} @ {step}")
+
+
+def title_and_legend(ax1, ax2, pre: dict, loc: str) -> None:
+    """Merged legend of both y axes and a title with the run's class and precursor verdict."""
+    rm = pre["measures"]["rankme"]
+    h1, l1 = ax1.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax1.legend(h1 + h2, l1 + l2, fontsize=7, loc=loc, framealpha=0.85)
+    verdict = "precursor" if rm.get("precursor") else "no precursor"
+    gap = rm.get("gap_steps")
+    ax1.set_title(f"{pre['run']}  ({pre['n_params']:,} params, {pre['difficulty']}, {verdict}"
+                  + (f", gap {gap} steps" if gap is not None else "") + ")", fontsize=10)
+
+
+def plot_layers(ax, curve, pre: dict, ylabel: str, legend_fontsize: int = 7) -> None:
+    """RankMe of every layer (log y), constant-by-construction layers dotted, acquisition marked."""
+    import matplotlib.pyplot as plt
+
+    rm = pre["measures"]["rankme"]
+    layers = list(rm["per_layer"].keys())
+    cmap = plt.get_cmap("viridis")
+    for i, name in enumerate(layers):
+        s, r = curve("rankme", layer=name, position=rm["position"], variant=rm["variant"])
+        const = rm["per_layer"][name].get("constant_by_construction")
+        ax.plot(_x(s), r, color=cmap(i / max(1, len(layers) - 1)), lw=1.5, ls=":" if const else "-",
+                label=name + (" (constant by construction)" if const else ""))
+    if pre.get("acquisition_step") is not None:
+        ax.axvline(pre["acquisition_step"] + 1, color="tab:green", lw=1.3)
+    ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_xscale("log")
+    ax.set_xlabel("training step + 1 (log scale)")
+    ax.legend(fontsize=legend_fontsize, ncol=3 if len(layers) > 12 else 2)
+
+
+def save_png(fig, out_png: str | Path) -> None:
+    """Render to PNG in memory and write it atomically."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    from .runtime import atomic_write_bytes
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write_bytes(out_png, buf.getvalue())
+
+
+def plot_run(df, pre: dict, out_png: str | Path) -> None:
+    """Two panels: accuracy + headline RankMe (with events), RankMe of every layer."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rm = pre["measures"]["rankme"]
+    pos, var, layer = rm["position"], rm["variant"], rm["layer"]
+    fig, (ax1, ax3) = plt.subplots(2, 1, figsize=(8, 7.5), sharex=True, constrained_layout=True)
+    curve = curve_getter(df)
 
     s, acc = curve("accuracy")
     ax1.plot(_x(s), acc, color="tab:green", lw=2, label="exact-match accuracy (held-out)")
@@ -48,38 +110,7 @@ def plot_run(df, pre: dict, out_png: str | Path) -> None:
     s, r = curve("rankme", layer=layer, position=pos, variant=var)
     ax2.plot(_x(s), r, color="tab:blue", lw=2, label=f"RankMe {layer}, pos={pos}, {var}")
     ax2.set_ylabel(f"RankMe ({layer}, {pos}, {var}, N={rm['n_samples']})", color="tab:blue")
-    events = {"acquisition_step": pre.get("acquisition_step"),
-              "logprob_emergence_step": pre.get("logprob_emergence_step"),
-              **{k: rm.get(k) for k in ("collapse_step", "floor_step", "recovery_step")}}
-    for key, step in events.items():
-        if step is None:
-            continue
-        lab, col, ls = EVENT_STYLE[key]
-        ax1.axvline(step + 1, color=col, ls=ls, lw=1.3, label=f"{lab} @ {step}")
-    h1, l1 = ax1.get_legend_handles_labels()
-    h2, l2 = ax2.get_legend_handles_labels()
-    ax1.legend(h1 + h2, l1 + l2, fontsize=7, loc="center left", framealpha=0.85)
-    verdict = "precursor" if rm.get("precursor") else "no precursor"
-    gap = rm.get("gap_steps")
-    ax1.set_title(f"{pre['run']}  ({pre['n_params']:,} params, {pre['difficulty']}, {verdict}"
-                  + (f", gap {gap} steps" if gap is not None else "") + ")", fontsize=10)
-
-    layers = list(rm["per_layer"].keys())
-    cmap = plt.get_cmap("viridis")
-    for i, name in enumerate(layers):
-        s, r = curve("rankme", layer=name, position=pos, variant=var)
-        const = rm["per_layer"][name].get("constant_by_construction")
-        ax3.plot(_x(s), r, color=cmap(i / max(1, len(layers) - 1)), lw=1.5, ls=":" if const else "-",
-                 label=name + (" (constant by construction)" if const else ""))
-    if pre.get("acquisition_step") is not None:
-        ax3.axvline(pre["acquisition_step"] + 1, color="tab:green", lw=1.3)
-    ax3.set_yscale("log")
-    ax3.set_ylabel(f"RankMe per layer ({pos}, {var})")
-    ax3.set_xscale("log")
-    ax3.set_xlabel("training step + 1 (log scale)")
-    ax3.legend(fontsize=7, ncol=2)
-    import io
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write_bytes(out_png, buf.getvalue())
+    mark_events(ax1, pre)
+    title_and_legend(ax1, ax2, pre, loc="center left")
+    plot_layers(ax3, curve, pre, f"RankMe per layer ({pos}, {var})")
+    save_png(fig, out_png)
