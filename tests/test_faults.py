@@ -162,3 +162,14 @@ def test_diverging_run_is_marked_and_nan_safe(tmp_path):
     json.dumps(pre, allow_nan=False)                               # strict JSON: NaN became null
     assert pre["diverged"] and pre["difficulty"] == "diverged" and not pre["acquired"]
     assert pre["measures"]["rankme"]["precursor"] is False
+
+
+def test_atomic_writes_get_normal_permissions(tmp_path):
+    from geoanatomy.runtime import atomic_write_text
+    umask = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "x.json", "{}")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o644
+    assert not list(tmp_path.glob(".*.tmp"))
