@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # library importable even without install
-from geoanatomy.config import ConfigError, resolve, run_names, _deep_merge  # noqa: E402
+from geoanatomy.config import ConfigError, deep_merge, resolve, run_names  # noqa: E402
+from geoanatomy.sizes import SIZES  # noqa: E402
+from geoanatomy.tasks import LEVELS, TASKS  # noqa: E402
 import yaml  # noqa: E402
 
 # Without --configfile use config.yaml; --configfile replaces it entirely (Snakemake would
@@ -20,7 +22,7 @@ import yaml  # noqa: E402
 if workflow.overwrite_configfiles:
     _user = dict(config)
 else:
-    _user = _deep_merge(yaml.safe_load(Path(workflow.basedir, "config.yaml").read_text()) or {}, dict(config))
+    _user = deep_merge(yaml.safe_load(Path(workflow.basedir, "config.yaml").read_text()) or {}, dict(config))
 try:
     CFG = resolve(_user)
 except ConfigError as e:
@@ -30,7 +32,7 @@ RESULTS = CFG["results_dir"]
 RUNS = run_names(CFG)
 
 wildcard_constraints:
-    run=r"(copy|rev|cmp|par|add|mod|sort|mul)_L[123]_(nano|micro|small|medium|large|xlarge)",
+    run=f"({'|'.join(TASKS)})_({'|'.join(LEVELS)})_({'|'.join(SIZES)})",
 
 
 include: "workflow/rules/common.smk"

@@ -6,7 +6,7 @@
 # For CI and tests/test_slurm.py only: one node (this host), proctrack/linuxproc, task/none,
 # no accounting database (accounting_storage/none, so `sacct` has no data: the test profile
 # polls with squeue; MinJobAge=300 keeps finished jobs visible to squeue long enough),
-# munged running as the munge user, slurmctld and slurmd as root (pitfalls.md, "Snakemake 9").
+# munged running as the munge user, slurmctld and slurmd as root.
 # A slurm.conf written by anyone else is never touched: the script then only checks that
 # the daemons answer. Exit codes: 0 ready, 77 cannot run here (not root, no apt, no binaries),
 # 1 a daemon did not come up (the daemon logs are printed).

@@ -3,10 +3,10 @@
     python benchmarks/bench_core.py [--run add_L3_nano] [--steps 1500]
 
 Prints
-  trainer / bare loop   wall time of geoanatomy.train.train_run (checkpoints, optimizer
+  trainer / bare loop   wall time of geoanatomy.stages.train.run (checkpoints, optimizer
                         state, train log, progress-line evaluation) over a bare loop with
                         the same model, batches, optimizer and LR schedule (goal <= 1.10)
-  metrics / training    wall time of geoanatomy.extract.extract_run over all checkpoints,
+  metrics / training    wall time of geoanatomy.stages.metrics.run over all checkpoints,
                         as a fraction of the trainer's time (goal <= 0.25)
 The checkpoint schedule is the default config's (config.yaml) unless --steps changes it.
 """
@@ -33,9 +33,12 @@ def main() -> None:
     import torch
 
     from geoanatomy.config import load_config, run_spec
-    from geoanatomy.extract import extract_run
+    from geoanatomy.model import answer_loss
+    from geoanatomy.stages.common import build
+    from geoanatomy.stages.metrics import run as metrics_run
     from geoanatomy.schedule import checkpoint_steps, lr_at
-    from geoanatomy.train import answer_loss, build, make_optimizer, train_run
+    from geoanatomy.stages.train import make_optimizer
+    from geoanatomy.stages.train import run as train_run
 
     task, level, size = args.run.split("_")
     over = {"grid": [{"tasks": [task], "levels": [level], "sizes": [size]}]}
@@ -69,7 +72,7 @@ def main() -> None:
         train_run(spec, tmp, device="cpu", log=lambda m: None)
         trainer = time.perf_counter() - t0
         t0 = time.perf_counter()
-        extract_run(spec, tmp, Path(tmp) / "metrics.csv", device="cpu", log=lambda m: None)
+        metrics_run(spec, tmp, device="cpu", log=lambda m: None)
         metrics = time.perf_counter() - t0
 
     print(f"run {args.run}: {tr['steps']} steps, batch {tr['batch_size']}, {n_ck} checkpoints, 1 thread, CPU")

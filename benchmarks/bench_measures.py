@@ -53,7 +53,7 @@ def reference_llc(model, pool, n_answer, eps, gamma, n_beta, chains, draws, batc
 
     import torch
 
-    from geoanatomy.train import answer_loss
+    from geoanatomy.model import answer_loss
     with torch.no_grad():
         init = float(answer_loss(model, pool, n_answer))
     vals = []
@@ -78,7 +78,6 @@ def reference_llc(model, pool, n_answer, eps, gamma, n_beta, chains, draws, batc
 
 def devinterp_llc(model, pool, n_answer, eps, gamma, n_beta, chains, draws, batch_size, seed, tmp):
     """devinterp 2.x llc() with our loss: per-sample answer CE broadcast over the sequence."""
-    import torch
     import torch.nn.functional as F
     from datasets import Dataset
     from devinterp.slt.llc import llc
@@ -117,12 +116,13 @@ def main() -> None:
 
     from geoanatomy.checkpoints import list_checkpoints, load_weights
     from geoanatomy.config import load_config, run_spec
-    from geoanatomy.expensive import measure_checkpoint, select_checkpoints, train_sample
+    from geoanatomy.stages.measures import measure_checkpoint, select_checkpoints, train_sample
     from geoanatomy.measures.hessian import hessian_top
     from geoanatomy.measures.llc import llc_at_checkpoint
-    from geoanatomy.probes import probe_checkpoint, split_indices
+    from geoanatomy.stages.probes import probe_checkpoint, split_indices
     from geoanatomy.schedule import checkpoint_steps
-    from geoanatomy.train import build, train_run
+    from geoanatomy.stages.common import build
+    from geoanatomy.stages.train import run as train_run
 
     task, level = args.run.split("_")
     sizes = args.sizes.split(",")

@@ -30,6 +30,33 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 
+
+def cost_table_markdown(cfg: dict) -> str:
+    """The docs' cost table for a config (hours per run, then totals for the grid)."""
+    from geoanatomy.cost import cost_table
+    rows = cost_table(cfg)
+    out = ["| size | params | runs | steps / checkpoints | CPU s/step, 1 thread | GPU s/step (assumed) "
+           "| train | metrics | measures | probes | checkpoints | grid total |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def cell(dev: str, h: float, n: int) -> str:
+        return "-" if h == 0 else f"{h / n:.2g} {dev.upper()}-h"
+
+    for r in rows:
+        n = r["runs"]
+        st = r["stages"]
+        steps = "/".join(map(str, r["steps"])) + " / " + "/".join(map(str, r["checkpoints"]))
+        out.append(
+            f"| {r['size']} | {r['n_params'] / 1e6:.2f}M | {n} | {steps} | {r['cpu_s_per_step_ref']:.3f} "
+            f"({'measured' if r['measured'] else 'extrapolated'}) | {r['gpu_s_per_step_ref']:.3f} | "
+            + " | ".join(cell(*st[s], n) for s in ("train", "metrics", "measures", "probes"))
+            + f" | {r['disk_gb'] / n:.1f} GB/run | {r['cpu_hours']:.0f} CPU-h + {r['gpu_hours']:.1f} GPU-h |")
+    tot_c, tot_g, tot_d = (sum(r[k] for r in rows) for k in ("cpu_hours", "gpu_hours", "disk_gb"))
+    out.append(f"| **all** | | {sum(r['runs'] for r in rows)} | | | | | | | | {tot_d / 1e3:.1f} TB | "
+               f"**{tot_c:.0f} CPU-h + {tot_g:.0f} GPU-h** |")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", nargs="+", default=["nano", "micro", "small"])
@@ -50,10 +77,9 @@ def main(argv=None) -> int:
     ap.add_argument("--hess-iters", type=int, default=3)
     ap.add_argument("--sgld-steps", type=int, default=10)
     ap.add_argument("--probe-n", type=int, default=200)
-    ap.add_argument("--table", metavar="CONFIG", help="print the README cost table for this config and exit")
+    ap.add_argument("--table", metavar="CONFIG", help="print the cost table of docs/slurm.md for this config and exit")
     args = ap.parse_args(argv)
     if args.table:
-        from geoanatomy.cluster import cost_table_markdown
         from geoanatomy.config import load_config
         print(cost_table_markdown(load_config(args.table)))
         return 0
@@ -62,11 +88,14 @@ def main(argv=None) -> int:
     limit_threads(args.threads)
     import torch
 
-    from geoanatomy.cluster import train_step_flops, eval_checkpoint_flops, n_params
-    from geoanatomy.config import DEFAULTS, RunSpec
-    from geoanatomy.extract import measure_checkpoint
+    from geoanatomy.cost import train_step_flops, eval_checkpoint_flops, n_params
+    from geoanatomy.config import DEFAULTS
+    from geoanatomy.spec import RunSpec
+    from geoanatomy.stages.metrics import measure_checkpoint
     from geoanatomy.tasks import DEFAULT_LEVELS
-    from geoanatomy.train import answer_loss, build, make_optimizer
+    from geoanatomy.model import answer_loss
+    from geoanatomy.stages.common import build
+    from geoanatomy.stages.train import make_optimizer
 
     rows = []
     for size in args.sizes:
@@ -147,15 +176,15 @@ def main(argv=None) -> int:
 def _time_expensive(model, data, size: str, args) -> dict:
     """CPU seconds per unit of the expensive measures and of one probe fit, plus the
     effective GFLOP/s each implies (geoanatomy.cluster's FLOP counts)."""
-    import numpy as np
     import torch
 
-    from geoanatomy.cluster import grad_rank_flops, hvp_flops, sgld_step_flops
-    from geoanatomy.expensive import _merged, measure_checkpoint, train_sample
-    from geoanatomy.probes import probe_checkpoint, split_indices
+    from geoanatomy.cost import grad_rank_flops, hvp_flops, sgld_step_flops
+    from geoanatomy.config import DEFAULTS, deep_merge
+    from geoanatomy.stages.measures import measure_checkpoint, train_sample
+    from geoanatomy.stages.probes import probe_checkpoint, split_indices
 
     na, T = data.spec.n_answer, data.spec.seq_len - 1
-    cfg = _merged({"hessian": {"batch_size": args.hess_batch, "max_iter": args.hess_iters, "tol": 1e-12},
+    cfg = deep_merge(DEFAULTS["measures"], {"hessian": {"batch_size": args.hess_batch, "max_iter": args.hess_iters, "tol": 1e-12},
                    "llc": {"chains": 1, "draws": args.sgld_steps, "burnin": 0, "n_data": 1024, "batch_size": 32,
                            "eps": 1e-3, "gamma": 0.0, "n_beta": 30.0},
                    "grad": {"n_samples": 200, "method": "vmap", "max_mbytes": 1024}})

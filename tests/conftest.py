@@ -1,5 +1,13 @@
-"""Shared test setup: one thread everywhere (2-core CI machine), repo paths."""
+"""Shared test setup: one thread everywhere (2-core CI machine), repo paths, tiny configs
+and one trained tiny run.
+
+Tests that train a model are marked ``slow``; ``pytest -m "not slow"`` is the fast loop.
+No test depends on another's side effects: the session run below is read-only for its
+users (``copy_of_trained_run`` hands out a private copy to tests that write).
+"""
+import copy
 import os
+import shutil
 from pathlib import Path
 
 for _v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -8,6 +16,42 @@ for _v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+
+# A run that trains in about a second: 40 steps, 10 checkpoints, 32 evaluation samples.
+TINY = {
+    "grid": [{"tasks": ["add"], "levels": ["L1"], "sizes": ["nano"]}],
+    "train": {"steps": 40, "warmup": 5, "checkpoints": {"n_log": 5, "log_end": 0.2, "n_uniform": 4}},
+    "eval": {"n_samples": 32},
+}
+# Cheap settings for the expensive measures and the probes (seconds, not minutes).
+TINY_MEASURES = {
+    "measures": {"every_k": 4, "around_events": 1,
+                 "grad": {"n_samples": 6}, "hessian": {"batch_size": 6, "max_iter": 8},
+                 "llc": {"chains": 2, "draws": 3, "burnin": 1, "batch_size": 4, "n_data": 16}},
+    "probes": {"n_samples": 40, "every_k": 2, "positions": "all"},
+}
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def tiny_user_config(task: str = "add", level: str = "L1", size: str = "nano", **over) -> dict:
+    """The tiny config (unresolved) for one run, with ``over`` merged in (nested dicts merge)."""
+    return _merge({**TINY, "grid": [{"tasks": [task], "levels": [level], "sizes": [size]}]}, over)
+
+
+def tiny_config(task: str = "add", level: str = "L1", size: str = "nano", **over) -> dict:
+    """The tiny config for one run, resolved (validated, defaults filled in)."""
+    from geoanatomy.config import resolve
+    return resolve(tiny_user_config(task, level, size, **over))
+
+
+def quiet(*a, **k):
+    pass
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -19,3 +63,31 @@ def _one_thread():
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory):
+    """(cfg, spec, run_dir) of a tiny copy_L1_nano run, trained and with metrics.csv.
+    Read-only: a test that writes into a run folder uses ``copy_of_trained_run``."""
+    from geoanatomy.config import run_spec
+    from geoanatomy.stages.metrics import run as metrics_run
+    from geoanatomy.stages.train import run as train_run
+    d = tmp_path_factory.mktemp("trained")
+    cfg = tiny_config("copy", "L1", "nano", results_dir=str(d),
+                      train={"steps": 24, "warmup": 4, "checkpoints": {"n_log": 5, "log_end": 0.25, "n_uniform": 4}},
+                      **TINY_MEASURES)
+    spec = run_spec(cfg, "copy_L1_nano")
+    run_dir = d / spec.name
+    train_run(spec, run_dir, device="cpu", log=quiet)
+    metrics_run(spec, run_dir, device="cpu", log=quiet)
+    return cfg, spec, run_dir
+
+
+@pytest.fixture
+def copy_of_trained_run(trained_run, tmp_path):
+    """(cfg, spec, run_dir) of a private copy of the session's trained run."""
+    from geoanatomy.config import resolve
+    cfg, spec, run_dir = trained_run
+    dst = tmp_path / run_dir.name
+    shutil.copytree(run_dir, dst)
+    return resolve({**copy.deepcopy(cfg), "results_dir": str(tmp_path)}), spec, dst

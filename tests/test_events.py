@@ -2,9 +2,9 @@
 import math
 
 import numpy as np
-import pytest
 
 from geoanatomy import events as ev
+from geoanatomy.files import json_safe
 
 STEPS = np.array([0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100])
 
@@ -68,5 +68,5 @@ def test_difficulty_classes():
 
 
 def test_json_safe():
-    out = ev.json_safe({"a": float("nan"), "b": [np.float64(1.5), np.int64(2), math.inf], "c": np.bool_(True)})
+    out = json_safe({"a": float("nan"), "b": [np.float64(1.5), np.int64(2), math.inf], "c": np.bool_(True)})
     assert out == {"a": None, "b": [1.5, 2, None], "c": True}

@@ -10,16 +10,17 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from geoanatomy.checkpoints import CheckpointError, list_checkpoints, load_weights
-from geoanatomy.cli import spec_json
-from geoanatomy.config import resolve, run_spec
-from geoanatomy.extract import extract_run, read_table
-from geoanatomy.precursor import load_and_build
-from geoanatomy.train import build, train_run
+from geoanatomy.config import job_spec, resolve, run_spec
+from geoanatomy.spec import JobSpec
+from geoanatomy.stages.metrics import run as metrics_run
+from geoanatomy.table import TableError, read_table
+from geoanatomy.stages.events import precursor_of_run
+from geoanatomy.stages.common import build
+from geoanatomy.stages.train import run as train_run
 
 
 def cfg_for(steps=120, lr=1e-3, n_uniform=30, **extra):
@@ -33,34 +34,51 @@ def quiet(*a, **k):
     pass
 
 
-def cli_train(spec_json_str: str, results: Path, env_extra=None):
+# Run the training CLI in a child that SIGKILLs itself at its N-th file rename: the
+# temporary file of an atomic write is complete, its rename has not happened (a kill in the
+# middle of a checkpoint write). The patch lives only in that child process.
+KILL_AT_RENAME = """
+import os, signal, sys
+n, count, real = int(sys.argv[1]), [0], os.replace
+def replace(src, dst):
+    count[0] += 1
+    if count[0] >= n:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(src, dst)
+os.replace = replace
+from geoanatomy.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def cli_train(job: JobSpec, results: Path, kill_at_rename: int | None = None):
     """Start the training CLI as a child process (results_dir = results)."""
-    d = json.loads(spec_json_str)
-    d["results_dir"] = str(results)
-    env = dict(os.environ, OMP_NUM_THREADS="1", **(env_extra or {}))
-    return subprocess.Popen([sys.executable, "-m", "geoanatomy.cli", "train", "--spec", json.dumps(d),
-                             "--threads", "1", "--device", "cpu"], env=env,
+    job = JobSpec(job.stage, job.run, str(results), "cpu", job.blocks)
+    args = ["train", "--spec", job.to_json(), "--threads", "1"]
+    pre = ["-c", KILL_AT_RENAME, str(kill_at_rename)] if kill_at_rename else ["-m", "geoanatomy.cli"]
+    return subprocess.Popen([sys.executable, *pre, *args], env=dict(os.environ, OMP_NUM_THREADS="1"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_kill9_at_random_points_then_identical_table(tmp_path):
     cfg = cfg_for()
     spec = run_spec(cfg, "add_L1_nano")
-    sj = spec_json(cfg, "add_L1_nano")
+    sj = job_spec(cfg, "add_L1_nano", "train")
     ref = tmp_path / "ref" / "add_L1_nano"
     train_run(spec, ref, device="cpu", log=quiet)
-    extract_run(spec, ref, ref / "metrics.csv", device="cpu", log=quiet)
+    metrics_run(spec, ref, device="cpu", log=quiet)
 
     killed = tmp_path / "killed"
     rng = random.Random(0)
     kills = 0
     # 1) a kill in the middle of a checkpoint write (after the temp file, before its rename)
-    p = cli_train(sj, killed, {"GEOANATOMY_KILL_AFTER_TMP_WRITES": "14"})
+    p = cli_train(sj, killed, kill_at_rename=14)
     p.wait(timeout=300)
     assert p.returncode == -signal.SIGKILL
     kills += 1
     ck = killed / "add_L1_nano" / "checkpoints"
-    assert list(ck.glob(".*.tmp")), "the fault hook should leave a half-done temp file"
+    assert list(ck.glob(".*.tmp")), "the kill should leave a complete but unrenamed temp file"
     # 2) kills at random times while training
     for _ in range(3):
         before = list_checkpoints(ck)
@@ -79,19 +97,18 @@ def test_kill9_at_random_points_then_identical_table(tmp_path):
     run = killed / "add_L1_nano"
     assert json.loads((run / "train.json").read_text())["resumed_from"] > 0
     assert not list(ck.glob(".*.tmp"))
-    extract_run(spec, run, run / "metrics.csv", device="cpu", log=quiet)
+    metrics_run(spec, run, device="cpu", log=quiet)
     assert (run / "metrics.csv").read_bytes() == (ref / "metrics.csv").read_bytes()
 
 
-def test_corrupted_checkpoint_names_file_and_fix(tmp_path):
-    cfg = cfg_for(steps=20, n_uniform=4)
-    spec = run_spec(cfg, "add_L1_nano")
-    train_run(spec, tmp_path, device="cpu", log=quiet)
+@pytest.mark.slow
+def test_corrupted_checkpoint_names_file_and_fix(copy_of_trained_run):
+    _, spec, tmp_path = copy_of_trained_run
     step = list_checkpoints(tmp_path / "checkpoints")[3]
     bad = tmp_path / "checkpoints" / f"step_{step:06d}.safetensors"
     bad.write_bytes(bad.read_bytes()[: len(bad.read_bytes()) // 2])          # truncated
     with pytest.raises(CheckpointError) as e:
-        extract_run(spec, tmp_path, tmp_path / "metrics.csv", device="cpu", log=quiet)
+        metrics_run(spec, tmp_path, device="cpu", log=quiet)
     assert str(bad) in str(e.value) and "clean-run" in str(e.value)
     assert (tmp_path / "train.json").exists()                                 # nothing deleted
     assert len(list_checkpoints(tmp_path / "checkpoints")) > 5
@@ -99,7 +116,7 @@ def test_corrupted_checkpoint_names_file_and_fix(tmp_path):
 
 def test_corrupted_table_names_file(tmp_path):
     (tmp_path / "metrics.csv").write_text("run,step\nx,1\n")
-    with pytest.raises(CheckpointError, match="metrics.csv.*lacks columns.*clean-run"):
+    with pytest.raises(TableError, match="metrics.csv.*lacks columns.*clean-run"):
         read_table(tmp_path / "metrics.csv")
 
 
@@ -149,6 +166,7 @@ def test_no_unsafe_loading_in_source():
             assert "pickle.load" not in line, f"{f}: {line.strip()}"
 
 
+@pytest.mark.slow
 def test_diverging_run_is_marked_and_nan_safe(tmp_path):
     cfg = resolve({"grid": [{"tasks": ["add"], "levels": ["L1"], "sizes": ["nano"]}],
                    "train": {"steps": 40, "warmup": 1, "lr": 1e6, "grad_clip": 0,
@@ -157,15 +175,15 @@ def test_diverging_run_is_marked_and_nan_safe(tmp_path):
     spec = run_spec(cfg, "add_L1_nano")
     s = train_run(spec, tmp_path, device="cpu", log=quiet)
     assert s["diverged"]
-    extract_run(spec, tmp_path, tmp_path / "metrics.csv", device="cpu", log=quiet)
-    pre = load_and_build(spec, tmp_path, tmp_path / "metrics.csv", cfg["events"])
+    metrics_run(spec, tmp_path, device="cpu", log=quiet)
+    pre = precursor_of_run(spec, tmp_path, cfg["events"])[0]
     json.dumps(pre, allow_nan=False)                               # strict JSON: NaN became null
     assert pre["diverged"] and pre["difficulty"] == "diverged" and not pre["acquired"]
     assert pre["measures"]["rankme"]["precursor"] is False
 
 
 def test_atomic_writes_get_normal_permissions(tmp_path):
-    from geoanatomy.runtime import atomic_write_text
+    from geoanatomy.files import atomic_write_text
     umask = os.umask(0o022)
     try:
         atomic_write_text(tmp_path / "x.json", "{}")

@@ -87,7 +87,7 @@ def test_per_sample_gradients_vmap_equal_loop_and_explicit():
     rows = []
     for i in range(7):
         m.zero_grad()
-        from geoanatomy.train import answer_loss
+        from geoanatomy.model import answer_loss
         answer_loss(m, seq[i:i + 1], 2).backward()
         rows.append(torch.cat([p.grad.reshape(-1) for p in m.parameters()]).double())
     G = torch.stack(rows)

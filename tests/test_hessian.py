@@ -5,7 +5,7 @@ import torch
 
 from geoanatomy.measures.hessian import hessian_top, plain_power_iteration, top_eigenvalue
 from geoanatomy.model import GPT, ModelConfig
-from geoanatomy.train import answer_loss
+from geoanatomy.model import answer_loss
 
 
 def _rotated(eigs, seed=0):

@@ -6,35 +6,12 @@ import numpy as np
 import pytest
 
 from geoanatomy.cli import main as cli_main
-from geoanatomy.cli import spec_json
-from geoanatomy.config import resolve, run_spec
-from geoanatomy.expensive import select_checkpoints, train_sample
-from geoanatomy.extract import COLUMNS, extract_run, read_table
-from geoanatomy.measures.transitions import rise_events
-from geoanatomy.precursor import load_and_build
-from geoanatomy.train import build, train_run
-
-TINY = {
-    "grid": [{"tasks": ["copy"], "levels": ["L1"], "sizes": ["nano"]}],
-    "train": {"steps": 24, "warmup": 4, "checkpoints": {"n_log": 5, "log_end": 0.25, "n_uniform": 4}},
-    "eval": {"n_samples": 32},
-    "measures": {"every_k": 4, "around_events": 1,
-                 "grad": {"n_samples": 6}, "hessian": {"batch_size": 6, "max_iter": 8},
-                 "llc": {"chains": 2, "draws": 3, "burnin": 1, "batch_size": 4, "n_data": 16}},
-    "probes": {"n_samples": 40, "every_k": 2, "positions": "all"},
-}
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    d = tmp_path_factory.mktemp("meas")
-    cfg = resolve({**TINY, "results_dir": str(d)})
-    spec = run_spec(cfg, "copy_L1_nano")
-    rd = d / spec.name
-    train_run(spec, rd, device="cpu", log=lambda *a, **k: None)
-    extract_run(spec, rd, rd / "metrics.csv", device="cpu", log=lambda *a, **k: None)
-    return cfg, spec, rd
-
+from geoanatomy import events as ev
+from geoanatomy.config import job_spec
+from geoanatomy.stages.measures import select_checkpoints, train_sample
+from geoanatomy.table import COLUMNS, read_table
+from geoanatomy.stages.events import precursor_of_run
+from geoanatomy.stages.common import build
 
 def test_select_checkpoints():
     steps = [0, 1, 2, 4, 8, 16, 32, 64, 100]
@@ -46,8 +23,9 @@ def test_select_checkpoints():
         select_checkpoints(steps, 0)
 
 
-def test_train_sample_excludes_heldout_and_is_fixed(run):
-    _, spec, _ = run
+@pytest.mark.slow
+def test_train_sample_excludes_heldout_and_is_fixed(trained_run):
+    _, spec, _ = trained_run
     _, data = build(spec)
     a, b = train_sample(data, 50, "llc"), train_sample(data, 50, "llc")
     assert np.array_equal(a, b) and not np.array_equal(a, train_sample(data, 50, "grad"))
@@ -55,11 +33,12 @@ def test_train_sample_excludes_heldout_and_is_fixed(run):
     assert not data.is_heldout(inputs).any()
 
 
-def test_measures_and_probes_via_cli(run):
-    cfg, spec, rd = run
-    assert cli_main(["measures", "--spec", spec_json(cfg, spec.name, with_events=True, blocks=("measures",)),
+@pytest.mark.slow
+def test_measures_and_probes_via_cli(copy_of_trained_run):
+    cfg, spec, rd = copy_of_trained_run
+    assert cli_main(["measures", "--spec", job_spec(cfg, spec.name, "measures").to_json(),
                      "--threads", "1", "--device", "cpu"]) == 0
-    assert cli_main(["probes", "--spec", spec_json(cfg, spec.name, blocks=("probes",)),
+    assert cli_main(["probes", "--spec", job_spec(cfg, spec.name, "probes").to_json(),
                      "--threads", "1", "--device", "cpu"]) == 0
     m = read_table(rd / "measures.csv")
     assert list(m.columns) == COLUMNS
@@ -87,12 +66,12 @@ def test_measures_and_probes_via_cli(run):
     assert (p.loc[p["measure"] == "probe_accuracy", "n_samples"] == 20).all()
     # same config and seed -> the same numbers
     before = (rd / "measures.csv").read_text()
-    cli_main(["measures", "--spec", spec_json(cfg, spec.name, with_events=True, blocks=("measures",)),
+    cli_main(["measures", "--spec", job_spec(cfg, spec.name, "measures").to_json(),
               "--threads", "1", "--device", "cpu"])
     assert (rd / "measures.csv").read_text() == before
 
     # precursor.json gains the four measures and the probes entry
-    pre = load_and_build(spec, rd, rd / "metrics.csv", cfg["events"])
+    pre = precursor_of_run(spec, rd, cfg["events"])[0]
     for name in ("grad_erank", "grad_cov_erank", "hessian_top", "llc"):
         e = pre["measures"][name]
         for k in ("layer", "init", "floor", "floor_step", "collapse_step", "recovery_step", "precursor",
@@ -110,9 +89,9 @@ def test_measures_and_probes_via_cli(run):
 
 def test_rise_events():
     steps = [0, 10, 20, 30, 40, 50, 60]
-    ev = rise_events(steps, [1, 1, 2, 6, 10, 4, 3], persist=2)
-    assert ev["risen"] and ev["peak"] == 10 and ev["peak_step"] == 40
-    assert ev["rise_step"] == 30                                         # first value >= 1 + 0.5 * (10 - 1)
-    assert ev["settle_step"] == 50                                       # <= 10 / 1.25 = 8 for 2 points
-    flat = rise_events(steps, [5, 5, 5.5, 6, 6, 6, 6])
+    r = ev.rise_events(steps, [1, 1, 2, 6, 10, 4, 3], persist=2)
+    assert r["risen"] and r["peak"] == 10 and r["peak_step"] == 40
+    assert r["rise_step"] == 30                                          # first value >= 1 + 0.5 * (10 - 1)
+    assert r["settle_step"] == 50                                       # <= 10 / 1.25 = 8 for 2 points
+    flat = ev.rise_events(steps, [5, 5, 5.5, 6, 6, 6, 6])
     assert not flat["risen"] and flat["rise_step"] is None

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from geoanatomy.model import GPT, ModelConfig
-from geoanatomy.probes import majority_chance, probe_accuracy, probe_checkpoint, probe_steps, split_indices
+from geoanatomy.stages.probes import majority_chance, probe_accuracy, probe_checkpoint, probe_steps, split_indices
 
 
 def _planted(n=600, d=8, k=4, seed=0):

@@ -25,7 +25,7 @@ import torch  # noqa: E402
 from geoanatomy.config import ConfigError, resolve  # noqa: E402
 from geoanatomy.pythia import deduction, revisions, settings  # noqa: E402
 from geoanatomy.pythia.benchmarks import load_benchmark, load_fixed  # noqa: E402
-from geoanatomy.pythia.settings import BENCHMARKS, FIXED_BENCHMARKS  # noqa: E402
+from geoanatomy.pythia.settings import FIXED_BENCHMARKS  # noqa: E402
 
 GRID = [{"tasks": ["mod"], "levels": ["L1"], "sizes": ["nano"]}]
 STEPS = [0, 1, 2, 4, 8, 16, 32]
@@ -126,11 +126,6 @@ def test_config_errors_name_the_field(tmp_path, local_dir):
     assert local["kind"] == "local" and local["revisions"] == [f"step{s}" for s in STEPS]
     # disabled by default: no targets, nothing checked
     assert resolve({"grid": GRID})["pythia"]["enabled"] is False
-
-
-def test_schema_enum_matches_benchmark_list():
-    from geoanatomy.config import load_schema
-    assert load_schema()["$defs"]["pythia_benchmark"]["enum"] == BENCHMARKS
 
 
 # ------------------------------------------------------------------ benchmarks
@@ -286,7 +281,7 @@ def _rankme_np(Z):
 def test_branch_end_to_end_on_local_checkpoints(tmp_path, local_dir):
     from transformers import AutoTokenizer, GPTNeoXForCausalLM
 
-    from geoanatomy.extract import COLUMNS, read_table
+    from geoanatomy.table import COLUMNS, read_table
     from geoanatomy.pythia.events import run_events
     from geoanatomy.pythia.extract import extract_model
     cfg = _cfg(local_dir, tmp_path, benchmarks=E2E_BENCH, n_items={b: N_ITEMS[b] for b in E2E_BENCH},

@@ -65,7 +65,7 @@ def render_profile(text: str) -> dict:
 
 def site_profile(dest: Path, no_gpus: bool = False, **variables) -> Path:
     """Copy slurm/config.yaml to dest/config.yaml with __variables__ and top-level keys
-    replaced (the README's "three edits", done by a test; each key must occur once).
+    replaced (the "three edits" of docs/slurm.md, done by a test; each key must occur once).
     ``no_gpus``: every list under gpu_sizes becomes [] and pythia_gpu false."""
     text = PROFILE.read_text()
     if no_gpus:
@@ -101,7 +101,7 @@ def test_profile_is_found_by_name_and_has_the_settings():
     assert int(prof["retries"]) >= 1 and int(prof["latency-wait"]) >= 30 and int(prof["jobs"]) >= 10
     dr = prof["default-resources"]
     assert "EDIT_ME" in str(dr["slurm_partition"]) and "EDIT_ME" in str(dr["slurm_account"])
-    # no profiles/default folder: it would silently override --profile (pitfalls.md)
+    # no profiles/default folder: it would silently override --profile (Snakemake applies profiles/default to every run)
     assert not (REPO / "profiles" / "default").exists()
     # `--profile slurm` resolves to ./slurm/config.yaml
     from snakemake.cli import get_profile_dir
@@ -115,7 +115,7 @@ def test_profile_is_found_by_name_and_has_the_settings():
 
 
 def test_gpus_only_in_profile_and_match_cluster_gpu_sizes():
-    from geoanatomy.cluster import GPU_SIZES
+    from geoanatomy.cost import GPU_SIZES
     prof = render_profile(PROFILE.read_text())
     sr = prof["set-resources"]
     gpu_rules = {r for r, v in sr.items() if "gpu" in v} - {"pythia_extract"}
@@ -171,22 +171,15 @@ def _cfg(**over):
     return resolve(user)
 
 
-def test_param_count_matches_model():
-    from geoanatomy.cluster import n_params
-    from geoanatomy.model import count_params
-    for s in SIZES:
-        assert n_params(s) == count_params(s)
-
-
 def test_resources_scale_with_size_steps_and_attempt():
-    from geoanatomy.cluster import job_resources, train_step_flops
+    from geoanatomy.cost import job_resources, train_step_flops
     cfg = _cfg(train={"steps": 2000, "checkpoints": {"n_log": 20, "log_end": 0.1, "n_uniform": 40}}, device="cpu")
     rt = [job_resources(cfg, "train", f"mod_L3_{s}")["runtime"] for s in SIZES]
     mem = [job_resources(cfg, "train", f"mod_L3_{s}")["mem_mb"] for s in SIZES]
     disk = [job_resources(cfg, "train", f"mod_L3_{s}")["disk_mb"] for s in SIZES]
     assert rt == sorted(rt) and rt[-1] > rt[0] and mem == sorted(mem) and disk == sorted(disk)
     # checkpoint disk: (checkpoints x 4 + 8) bytes per parameter
-    from geoanatomy.cluster import n_params, run_shape
+    from geoanatomy.cost import n_params, run_shape
     n_ck = run_shape(cfg, "mod_L3_xlarge")["checkpoints"]
     assert abs(disk[-1] - (n_ck * 4 + 8) * n_params("xlarge") / 1e6) <= 1
     # a longer sequence (copy L3: 33 positions vs mod L3: 8) costs more per step
@@ -236,7 +229,7 @@ def test_paper_grid_dry_run_job_count_and_time():
         assert counts[stage] == n_runs, (stage, counts)
     assert max(v for k, v in counts.items() if k != "total") == n_runs
     assert counts["total"] < 1000, counts
-    # generous bound for a shared 2-core CI machine; README quotes the measured time
+    # generous bound for a shared 2-core CI machine; docs/validation.md quotes the measured time
     assert dt < 30, f"dry-run took {dt:.1f} s"
 
 

@@ -5,17 +5,19 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import quiet, tiny_config
 from geoanatomy.checkpoints import list_checkpoints, load_weights
 from geoanatomy.config import resolve, run_spec
-from geoanatomy.extract import extract_run
-from geoanatomy.train import build, train_run
+from geoanatomy.stages.metrics import run as metrics_run
+from geoanatomy.stages.common import build
+from geoanatomy.stages.train import run as train_run
+
+
+pytestmark = pytest.mark.slow  # every test here trains a model
 
 
 def tiny_cfg(**train):
-    t = {"steps": 40, "warmup": 5, "checkpoints": {"n_log": 5, "log_end": 0.2, "n_uniform": 4}}
-    t.update(train)
-    return resolve({"grid": [{"tasks": ["add"], "levels": ["L1"], "sizes": ["nano"]}],
-                    "train": t, "eval": {"n_samples": 32}})
+    return tiny_config(train=train)
 
 
 def weights(run_dir: Path, step: int, spec):
@@ -24,8 +26,21 @@ def weights(run_dir: Path, step: int, spec):
     return {k: v.clone() for k, v in model.state_dict().items()}
 
 
-def quiet(*a, **k):
+class Killed(Exception):
     pass
+
+
+def stop_after(step):
+    """An on_checkpoint callback that interrupts training once checkpoint ``step`` is on disk."""
+    def cb(s):
+        if s >= step:
+            raise Killed(s)
+    return cb
+
+
+def train_until(spec, run_dir, step):
+    with pytest.raises(Killed):
+        train_run(spec, run_dir, device="cpu", on_checkpoint=stop_after(step), log=quiet)
 
 
 def test_resume_gives_identical_final_weights(tmp_path):
@@ -34,8 +49,7 @@ def test_resume_gives_identical_final_weights(tmp_path):
     full = tmp_path / "full"
     train_run(spec, full, device="cpu", log=quiet)
     part = tmp_path / "part"
-    out = train_run(spec, part, device="cpu", stop_after=16, log=quiet)   # "killed" after step 16
-    assert out == {"stopped_at": 16}
+    train_until(spec, part, 16)                                        # "killed" after step 16
     assert not (part / "train.json").exists()
     s = train_run(spec, part, device="cpu", log=quiet)
     assert s["resumed_from"] == 16
@@ -49,7 +63,7 @@ def test_resume_gives_identical_final_weights(tmp_path):
 def test_resume_drops_weights_newer_than_optimizer_state(tmp_path):
     spec = run_spec(tiny_cfg(), "add_L1_nano")
     d = tmp_path / "r"
-    train_run(spec, d, device="cpu", stop_after=16, log=quiet)
+    train_until(spec, d, 16)
     # simulate a kill between the weight write and the optimizer-state write of step 24
     (d / "checkpoints" / "step_000024.safetensors").write_bytes(
         (d / "checkpoints" / "step_000016.safetensors").read_bytes())
@@ -63,7 +77,7 @@ def test_resume_drops_weights_newer_than_optimizer_state(tmp_path):
 
 def test_changed_settings_discard_old_checkpoints(tmp_path):
     d = tmp_path / "r"
-    train_run(run_spec(tiny_cfg(), "add_L1_nano"), d, device="cpu", stop_after=16, log=quiet)
+    train_until(run_spec(tiny_cfg(), "add_L1_nano"), d, 16)
     msgs = []
     s = train_run(run_spec(tiny_cfg(lr=3e-3), "add_L1_nano"), d, device="cpu", log=msgs.append)
     assert s["resumed_from"] == 0
@@ -76,13 +90,13 @@ def test_same_seed_same_bytes(tmp_path):
     for name in ("a", "b"):
         d = tmp_path / name
         train_run(spec, d, device="cpu", log=quiet)
-        extract_run(spec, d, d / "metrics.csv", device="cpu", log=quiet)
+        metrics_run(spec, d, device="cpu", log=quiet)
         digests.append(hashlib.sha256((d / "metrics.csv").read_bytes()).hexdigest())
     assert digests[0] == digests[1]
     other = run_spec(resolve({**tiny_cfg(), "seed": 1}), "add_L1_nano")
     d = tmp_path / "c"
     train_run(other, d, device="cpu", log=quiet)
-    extract_run(other, d, d / "metrics.csv", device="cpu", log=quiet)
+    metrics_run(other, d, device="cpu", log=quiet)
     assert hashlib.sha256((d / "metrics.csv").read_bytes()).hexdigest() != digests[0]
 
 

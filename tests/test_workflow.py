@@ -33,10 +33,18 @@ def smk(workdir: Path, *args, check=True):
     return p
 
 
+@pytest.fixture
+def workdir(tmp_path):
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    return tmp_path
+
+
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("wf")
+def built_workdir(tmp_path_factory):
+    """A work folder where the whole tiny grid has been built once (read-only for tests)."""
+    d = tmp_path_factory.mktemp("wf_built")
     (d / "tiny.yaml").write_text(TINY)
+    smk(d, "--cores", "2", "--configfile", "tiny.yaml")
     return d
 
 
@@ -47,14 +55,16 @@ def test_dry_run_lists_jobs(workdir):
         assert any(line.split()[:2] == [rule, str(n)] for line in out.splitlines()), out
 
 
+@pytest.mark.slow
 def test_single_target_builds_only_that_run(workdir):
     smk(workdir, "results/mod_L1_nano/precursor.json", "--cores", "2", "--configfile", "tiny.yaml")
     assert (workdir / "results/mod_L1_nano/precursor.json").exists()
     assert not (workdir / "results/copy_L1_nano").exists()
 
 
-def test_full_run_then_noop(workdir):
-    smk(workdir, "--cores", "2", "--configfile", "tiny.yaml")
+@pytest.mark.slow
+def test_full_run_then_noop(built_workdir):
+    workdir = built_workdir
     for run in ("copy_L1_nano", "mod_L1_nano"):
         d = workdir / "results" / run
         pre = json.loads((d / "precursor.json").read_text())
@@ -99,8 +109,9 @@ def _job_counts(out: str) -> dict:
     return counts
 
 
-def test_settings_changes_invalidate_exactly_the_affected_jobs(workdir):
-    # needs the finished run of test_full_run_then_noop
+@pytest.mark.slow
+def test_settings_changes_invalidate_exactly_the_affected_jobs(built_workdir):
+    workdir = built_workdir
     assert (workdir / "results/copy_L1_nano/precursor.json").exists()
     (workdir / "events.yaml").write_text(TINY + "events: {recovery_rise: 0.5}\n")
     c = _job_counts((lambda p: p.stdout + p.stderr)(smk(workdir, "-n", "--configfile", "events.yaml")))

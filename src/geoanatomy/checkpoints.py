@@ -4,6 +4,7 @@ Layout of ``<run_dir>/checkpoints/``::
 
     step_000100.safetensors   model weights at step 100 (metadata: run, step, model config)
     optim.safetensors         AdamW moments of the newest checkpoint (metadata: step)
+    train_log.csv             step, train_loss, lr, grad_norm at every checkpoint so far
 
 Every file is written to a temporary name and renamed, so a killed job leaves
 either the old file or the new one, never a half-written one. Loading uses
@@ -11,6 +12,8 @@ safetensors only (no pickle), so a checkpoint cannot execute code.
 """
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 from pathlib import Path
@@ -20,7 +23,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from .runtime import atomic_write_bytes
+from .files import atomic_write_bytes, atomic_write_text
 
 _STEP_RE = re.compile(r"^step_(\d{6,})\.safetensors$")
 
@@ -31,6 +34,11 @@ class CheckpointError(RuntimeError):
 
 def ckpt_path(ckpt_dir: Path, step: int) -> Path:
     return Path(ckpt_dir) / f"step_{step:06d}.safetensors"
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    """A run's checkpoint folder: ``<run_dir>/checkpoints``."""
+    return Path(run_dir) / "checkpoints"
 
 
 def list_checkpoints(ckpt_dir: Path) -> list[int]:
@@ -63,7 +71,7 @@ def _read(path: Path) -> tuple[dict, dict]:
         raise CheckpointError(
             f"checkpoint {path} is unreadable ({e}). Delete it and rerun the training job to "
             f"resume from the previous checkpoint, or recompute the run with "
-            f"`geoanatomy clean-run <run_dir>` (see README, 'Recovering a run').") from e
+            f"`geoanatomy clean-run <run_dir>` (see docs/bad-input.md, 'Recovering a run').") from e
     return tensors, meta
 
 
@@ -110,3 +118,36 @@ def load_optimizer(ckpt_dir: Path, opt: torch.optim.Optimizer) -> int:
     sd["param_groups"] = json.loads(meta["param_groups"])
     opt.load_state_dict(sd)
     return int(meta["step"])
+
+
+def iter_checkpoints(ckpt_dir: Path, model: torch.nn.Module, steps=None):
+    """Load each checkpoint of ``steps`` (default: all present, in order) into ``model``
+    and yield its step; the model holds that checkpoint's weights until the next one."""
+    for step in (list_checkpoints(ckpt_dir) if steps is None else steps):
+        load_weights(ckpt_path(ckpt_dir, step), model)
+        yield step
+
+
+# --------------------------------------------------------------- training log
+LOG_FIELDS = ["step", "train_loss", "lr", "grad_norm"]
+LOG_NAME = "train_log.csv"
+
+
+def write_train_log(ckpt_dir: Path, rows: list[dict]) -> None:
+    """The training log (one row per checkpoint so far), written atomically."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=LOG_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (f"{r[k]:.9g}" if isinstance(r[k], float) else r[k]) for k in LOG_FIELDS})
+    atomic_write_text(Path(ckpt_dir) / LOG_NAME, buf.getvalue())
+
+
+def read_train_log(ckpt_dir: Path) -> list[dict]:
+    """Rows of the training log; empty when there is none yet."""
+    path = Path(ckpt_dir) / LOG_NAME
+    if not path.exists():
+        return []
+    with open(path) as f:
+        return [{"step": int(r["step"]), "train_loss": float(r["train_loss"]), "lr": float(r["lr"]),
+                 "grad_norm": float(r["grad_norm"])} for r in csv.DictReader(f)]

@@ -13,15 +13,16 @@ A config is validated in two passes, both before any job runs:
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from .errors import ConfigError
+from .pythia.settings import BENCHMARKS as PYTHIA_BENCHMARKS
+from .sizes import SIZES, layer_names
+from .spec import JobSpec, RunSpec
+
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
-from .pythia.settings import BENCHMARKS as PYTHIA_BENCHMARKS  # noqa: E402 (no torch import)
 
 DEFAULTS: dict = {
     "seed": 0,
@@ -73,23 +74,26 @@ DEFAULTS: dict = {
 }
 
 
-class ConfigError(ValueError):
-    """Invalid configuration; the message names the field and the allowed values."""
-
-
-def _deep_merge(base: dict, over: dict) -> dict:
+def deep_merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in (over or {}).items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _deep_merge(out[k], v)
+            out[k] = deep_merge(out[k], v)
         else:
             out[k] = copy.deepcopy(v)
     return out
 
 
 def load_schema() -> dict:
+    """The JSON schema of a config, with the allowed task, level, size and Pythia benchmark
+    names filled in from the library (their one home)."""
+    from .tasks import LEVELS, TASKS
     # libyaml's loader when present: the pure-Python one took ~0.1 s of every Snakefile parse
-    return yaml.load(SCHEMA_PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    schema = yaml.load(SCHEMA_PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    for name, values in (("task", TASKS), ("level", LEVELS), ("size", list(SIZES)),
+                         ("pythia_benchmark", PYTHIA_BENCHMARKS)):
+        schema["$defs"][name]["enum"] = list(values)
+    return schema
 
 
 def _field(path) -> str:
@@ -134,58 +138,26 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
             raise ConfigError(f"config file {p}: not valid YAML ({e})") from e
         if not isinstance(user, dict):
             raise ConfigError(f"config file {p}: top level must be a mapping, got {type(user).__name__}")
-    user = _deep_merge(user, overrides or {})
+    user = deep_merge(user, overrides or {})
     return resolve(user)
 
 
 def resolve(user: dict) -> dict:
     """Validate a user config dict (schema + semantics) and merge it over DEFAULTS."""
     validate_schema(user)
-    cfg = _deep_merge(DEFAULTS, user)
+    cfg = deep_merge(DEFAULTS, user)
     check_semantics(cfg)
     return cfg
 
 
 # ----------------------------------------------------------------- run specs
-@dataclass(frozen=True)
-class RunSpec:
-    """Everything that determines one training run (and nothing else)."""
-
-    task: str
-    level: str
-    size: str
-    level_params: dict
-    train: dict
-    data: dict
-    seed: int
-    block_size: int
-    eval: dict = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return f"{self.task}_{self.level}_{self.size}"
-
-    def train_dict(self) -> dict:
-        """The settings that determine the trained weights (hashed for invalidation)."""
-        return {"task": self.task, "level": self.level, "size": self.size,
-                "level_params": self.level_params, "train": self.train, "data": self.data,
-                "seed": self.seed, "block_size": self.block_size}
-
-    def train_hash(self) -> str:
-        return settings_hash(self.train_dict())
-
-
-def settings_hash(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
-
-
 def level_params(cfg: dict, task: str, level: str) -> dict:
     from .tasks import DEFAULT_LEVELS
     return dict((cfg.get("tasks", {}).get(task, {}) or {}).get(level) or DEFAULT_LEVELS[task][level])
 
 
 def train_settings(cfg: dict, size: str) -> dict:
-    return _deep_merge(cfg["train"], cfg.get("size_overrides", {}).get(size, {}) or {})
+    return deep_merge(cfg["train"], cfg.get("size_overrides", {}).get(size, {}) or {})
 
 
 def runs(cfg: dict) -> list[tuple[str, str, str]]:
@@ -213,6 +185,29 @@ def run_spec(cfg: dict, name: str) -> RunSpec:
     return RunSpec(task=task, level=level, size=size, level_params=level_params(cfg, task, level),
                    train=train_settings(cfg, size), data=dict(cfg["data"]), seed=int(cfg["seed"]),
                    block_size=int(cfg["model"]["block_size"]), eval=dict(cfg["eval"]))
+
+
+# Config blocks each stage reads besides the run itself (the job's Snakemake params carry
+# them, so changing a block reruns exactly the stages that read it).
+STAGE_BLOCKS = {"train": (), "metrics": (), "measures": ("measures", "events"), "probes": ("probes",),
+                "events": ("events",)}
+
+
+def job_spec(cfg: dict, name: str, stage: str) -> JobSpec:
+    """The JobSpec of ``stage`` for run ``name`` of a resolved config.
+
+    train gets no evaluation settings (they do not change the weights, so editing them must
+    not retrain); measures reads the events block only when ``measures.events`` picks
+    checkpoints around events."""
+    if stage not in STAGE_BLOCKS:
+        raise ConfigError(f"unknown stage {stage!r}; stages: {list(STAGE_BLOCKS)}")
+    spec = run_spec(cfg, name)
+    if stage == "train":
+        spec = RunSpec(**{**spec.__dict__, "eval": {}})
+    blocks = {b: copy.deepcopy(cfg[b]) for b in STAGE_BLOCKS[stage]}
+    if stage == "measures" and not cfg["measures"]["events"]:
+        del blocks["events"]
+    return JobSpec(stage=stage, run=spec, results_dir=cfg["results_dir"], device=cfg["device"], blocks=blocks)
 
 
 # ------------------------------------------------------------ semantic checks
@@ -277,7 +272,6 @@ def check_semantics(cfg: dict) -> None:
         raise ConfigError(f"config field 'measures.llc.batch_size': {llc['batch_size']} exceeds the SGLD data pool "
                           f"measures.llc.n_data = {llc['n_data']}")
 
-    from .sizes import SIZES
     layer = cfg["events"]["layer"]
     for size in used_sizes:
         names = layer_names(SIZES[size][0])
@@ -288,7 +282,3 @@ def check_semantics(cfg: dict) -> None:
     from .pythia.settings import check_pythia
     check_pythia(cfg)
 
-
-def layer_names(n_layer: int) -> list[str]:
-    """Layer names of an n_layer model: embed, block0..block{n-1}, ln_final (see model.py)."""
-    return ["embed"] + [f"block{i}" for i in range(n_layer)] + ["ln_final"]

@@ -35,6 +35,11 @@ recovery
     recovery_step = first step after floor_step where value >= floor * (1 +
     ``recovery_rise``) holds for p consecutive checkpoints. None when not collapsed
     or never recovering.
+rise, peak, settle (``rise_events``)
+    The mirror image for measures that grow during learning (Hessian top eigenvalue,
+    LLC): peak = max, risen when init <= (1 - collapse_drop) * peak, rise_step = first
+    value >= init + collapse_half * (peak - init), settle_step = first step after the
+    peak with value <= peak / (1 + recovery_rise) for p checkpoints.
 transition and precursor
     The geometric transition is the event named by ``transition`` (default
     "floor": the end of the collapse, the turning point of the trajectory).
@@ -49,7 +54,6 @@ difficulty
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -108,6 +112,30 @@ def curve_events(steps, values, collapse_drop: float = 0.3, collapse_half: float
     return out
 
 
+def rise_events(steps, values, collapse_drop: float = 0.3, collapse_half: float = 0.5,
+                recovery_rise: float = 0.25, persist: int = 3) -> dict:
+    """init, peak, peak_step, risen, rise_step, settle_step, final of a rising curve (module doc)."""
+    s, v = _clean(steps, values)
+    out = {"init": None, "peak": None, "peak_step": None, "risen": False, "rise_step": None,
+           "settle_step": None, "final": None}
+    if len(v) == 0:
+        return out
+    init, k = float(v[0]), int(np.argmax(v))
+    peak = float(v[k])
+    out.update(init=init, peak=peak, peak_step=int(s[k]), final=float(v[-1]))
+    if peak > 0 and init <= (1.0 - collapse_drop) * peak:
+        out["risen"] = True
+        out["rise_step"] = int(s[np.argmax(v >= init + collapse_half * (peak - init))])
+        after = slice(k + 1, None)
+        out["settle_step"] = first_sustained(s[after], v[after] <= peak / (1.0 + recovery_rise), persist)
+    return out
+
+
+def headline_layer(cfg_events: dict) -> str:
+    """The events block's headline layer ("final" is an alias of ln_final)."""
+    return "ln_final" if cfg_events["layer"] == "final" else cfg_events["layer"]
+
+
 def precursor(ev: dict, t_acq: int | None, transition: str = "floor", min_gap_frac: float = 0.25) -> dict:
     """Precursor verdict and gaps for the curve events ``ev`` against acquisition step t_acq."""
     t_tr = ev.get(f"{transition}_step")
@@ -126,18 +154,3 @@ def difficulty(t_acq: int | None, total_steps: int, easy_max_frac: float, diverg
     if t_acq is None:
         return "unlearned"
     return "easy" if t_acq <= easy_max_frac * total_steps else "hard"
-
-
-def json_safe(x):
-    """Replace NaN/inf by None recursively (precursor.json is strict JSON)."""
-    if isinstance(x, dict):
-        return {k: json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [json_safe(v) for v in x]
-    if isinstance(x, (float, np.floating)):
-        return float(x) if math.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x

@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .sizes import SIZES  # name -> (n_layer, d_model, n_head)
+from .sizes import SIZES, VOCAB_SIZE, layer_names  # torch-free model facts
 
 
 @dataclass
@@ -32,7 +32,7 @@ class ModelConfig:
     n_layer: int = 2
     d_model: int = 128
     n_head: int = 4
-    vocab_size: int = 32
+    vocab_size: int = VOCAB_SIZE
     block_size: int = 64
     attn_impl: str = "sdpa"   # "sdpa" | "math"
 
@@ -125,7 +125,6 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def layer_names(self) -> list[str]:
-        from .config import layer_names
         return layer_names(self.cfg.n_layer)
 
     def set_attn_impl(self, impl: str) -> None:
@@ -154,7 +153,10 @@ class GPT(nn.Module):
         return (logits, hidden) if return_hidden else logits
 
 
-def count_params(size: str, vocab_size: int = 32, block_size: int = 64) -> int:
-    """Parameter count of a size without allocating it: L(12d^2 + 13d) + 2d + (V + T)d."""
-    L, d, _ = SIZES[size]
-    return L * (12 * d * d + 13 * d) + 2 * d + (vocab_size + block_size) * d
+
+def answer_loss(model: GPT, seq: torch.Tensor, n_answer: int) -> torch.Tensor:
+    """The training loss: mean cross-entropy over the answer tokens only (the prompt is
+    given). seq (B, S) token ids; the answer is seq[:, S - n_answer:]. -> scalar."""
+    x, y = seq[:, :-1], seq[:, 1:]                                       # (B, S-1)
+    logits = model(x)[:, -n_answer:, :]                                   # (B, n_answer, V)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[:, -n_answer:].reshape(-1))

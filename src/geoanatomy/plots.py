@@ -21,13 +21,8 @@ def _x(steps):
 
 def curve_getter(df):
     """curve(measure, **column=value) -> (steps, values) sorted by step, from a long table."""
-    def curve(measure, **kw):
-        m = df["measure"] == measure
-        for k, v in kw.items():
-            m &= df[k] == v
-        sub = df[m].sort_values("step")
-        return sub["step"].to_numpy(), sub["value"].to_numpy(float)
-    return curve
+    from .table import curve
+    return lambda measure, **kw: curve(df, measure, **kw)
 
 
 def mark_events(ax, pre: dict) -> None:
@@ -82,7 +77,7 @@ def save_png(fig, out_png: str | Path) -> None:
 
     import matplotlib.pyplot as plt
 
-    from .runtime import atomic_write_bytes
+    from .files import atomic_write_bytes
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)

@@ -1,14 +1,34 @@
-"""Model sizes: name -> (n_layer, d_model, n_head). Torch-free (read at Snakefile parse time).
+"""Model facts that need no torch (read at Snakefile parse time): sizes, layer names,
+parameter counts.
 
-Parameter counts with vocab 32, context 64 and tied embeddings (pinned in
-tests/test_model.py): L(12 d^2 + 13 d) + 2 d + (V + T) d.
-Roughly geometric from the paper's ~405K to its ~151M, with large at ~85M.
+``SIZES``: name -> (n_layer, d_model, n_head), roughly geometric from the study's ~405K
+to its ~151M parameters, with large at ~85M. Parameter count with tied embeddings
+(pinned in tests/test_model.py against the built model)::
+
+    n_params = L (12 d^2 + 13 d) + 2 d + (V + T) d
 """
 SIZES: dict[str, tuple[int, int, int]] = {
-    "nano": (2, 128, 4),       # 0.41M  (paper's smallest: ~405K)
+    "nano": (2, 128, 4),       # 0.41M  (the study's smallest: ~405K)
     "micro": (3, 192, 6),      # 1.35M
     "small": (6, 256, 8),      # 4.76M
     "medium": (8, 448, 7),     # 19.4M
-    "large": (12, 768, 12),    # 85.1M  (paper: ~85M)
-    "xlarge": (12, 1024, 16),  # 151.3M (paper: ~151M)
+    "large": (12, 768, 12),    # 85.1M  (the study: ~85M)
+    "xlarge": (12, 1024, 16),  # 151.3M (the study: ~151M)
 }
+
+from .tasks import VOCAB  # noqa: E402 (torch-free)
+
+VOCAB_SIZE = len(VOCAB)  # the tasks' shared vocabulary
+
+
+def layer_names(n_layer: int) -> list[str]:
+    """Names of the hidden states a model returns, input side first:
+    ``embed`` (token + position embedding), ``block0`` .. ``block{n-1}`` (residual stream
+    after each block), ``ln_final`` (after the final LayerNorm, what the head reads)."""
+    return ["embed"] + [f"block{i}" for i in range(n_layer)] + ["ln_final"]
+
+
+def n_params(size: str, vocab_size: int = VOCAB_SIZE, block_size: int = 64) -> int:
+    """Parameter count of a size without building it: L(12d^2 + 13d) + 2d + (V + T)d."""
+    L, d, _ = SIZES[size]
+    return L * (12 * d * d + 13 * d) + 2 * d + (vocab_size + block_size) * d

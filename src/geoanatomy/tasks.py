@@ -227,7 +227,7 @@ def make_task(task: str, level: str, params: dict | None = None) -> TaskSpec:
     raise AssertionError(task)
 
 
-def _seed(*parts) -> int:
+def stable_seed(*parts) -> int:
     """Stable 64-bit seed from mixed parts (strings hashed, not Python's salted hash)."""
     h = hashlib.sha256("|".join(str(p) for p in parts).encode()).digest()
     return int.from_bytes(h[:8], "little")
@@ -242,7 +242,7 @@ class TaskData:
         space = 10 ** spec.space_log10
         cap = max(1, int(np.floor(heldout_frac * space + 1e-9)))
         self.n_heldout = int(min(n_heldout, cap))
-        rng = np.random.default_rng(_seed(seed, spec.task, spec.level, "heldout"))
+        rng = np.random.default_rng(stable_seed(seed, spec.task, spec.level, "heldout"))
         keys_seen: dict[int, None] = {}
         rows = []
         while len(rows) < self.n_heldout:
@@ -264,7 +264,7 @@ class TaskData:
 
     def train_inputs(self, step: int, batch_size: int) -> np.ndarray:
         """Training inputs for ``step`` (B, n_in): depends only on (seed, step), never held out."""
-        rng = np.random.default_rng(_seed(self.seed, self.spec.task, self.spec.level, "train", step))
+        rng = np.random.default_rng(stable_seed(self.seed, self.spec.task, self.spec.level, "train", step))
         x = self.spec.draw(rng, batch_size)
         bad = self.is_heldout(x)
         while bad.any():

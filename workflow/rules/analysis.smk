@@ -1,4 +1,4 @@
-# Cross-run analysis -> results/summary/ (geoanatomy.analysis; README "Summary and analysis").
+# Cross-run analysis -> results/summary/ (geoanatomy.analysis; docs/analysis.md).
 #   summary_tables      precursor.json of every run -> precursor_rates, transitions, collapse_floors, floor_spread,
 #                       top_down, emergence, probes (.csv) + floor_summary / top_down_summary (.json)
 #   summary_scale       precursor.json (+ Pythia's pythia_scale.json) -> scale_invariance.json
@@ -58,7 +58,7 @@ rule summary_tables:
         out=lambda w, output: _dirname(output.rates),
     threads: 1
     resources:
-        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (README: measured runtime)
+        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
     log:
         f"{SUMMARY}/logs/tables.log",
     benchmark:
@@ -82,7 +82,7 @@ rule summary_scale:
         pythia=lambda w, input: f"--pythia {input.pythia[0]}" if input.pythia else "",
     threads: 1
     resources:
-        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (README: measured runtime)
+        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
     log:
         f"{SUMMARY}/logs/scale.log",
     benchmark:
@@ -104,7 +104,7 @@ rule summary_prediction:
         out=lambda w, output: _dirname(output[0]),
     threads: 1
     resources:
-        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (README: measured runtime)
+        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
     log:
         f"{SUMMARY}/logs/prediction.log",
     benchmark:
@@ -135,7 +135,7 @@ rule summary_figures:
         out=lambda w, output: _dirname(output.floors, 2),
     threads: 1
     resources:
-        mem_mb=2048, runtime=30,  # SLURM; the aggregates are light (README: measured runtime)
+        mem_mb=2048, runtime=30,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
     log:
         f"{SUMMARY}/logs/figures.log",
     benchmark:
@@ -158,7 +158,7 @@ rule summary_html:
         out=lambda w, output: _dirname(output[0]),
     threads: 1
     resources:
-        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (README: measured runtime)
+        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
     log:
         f"{SUMMARY}/logs/html.log",
     benchmark:

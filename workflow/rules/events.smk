@@ -10,7 +10,7 @@ rule events:
         precursor=f"{RESULTS}/{{run}}/precursor.json",
         figure=f"{RESULTS}/{{run}}/trajectory.png",
     params:
-        spec=lambda w: spec_param(w.run, with_events=True),
+        spec=lambda w: spec_param("events", w.run),
     threads: CFG["threads"]["events"]
     resources:
         runtime=cluster_resource("events", "runtime"),
@@ -22,4 +22,4 @@ rule events:
     conda:
         "../../environment.yml"
     shell:
-        THREAD_ENV + " geoanatomy events --spec {params.spec} --threads {threads} > {log} 2>&1"
+        stage_shell("events")

@@ -9,8 +9,7 @@ rule measures:
         f"{RESULTS}/{{run}}/measures.csv",
     params:
         # event settings pick checkpoints only when measures.events is non-empty
-        spec=lambda w: spec_param(w.run, with_events=bool(CFG["measures"]["events"]),
-                                  blocks=("measures",)),
+        spec=lambda w: spec_param("measures", w.run),
     threads: CFG["threads"]["measures"]
     resources:
         runtime=cluster_resource("measures", "runtime"),
@@ -22,4 +21,4 @@ rule measures:
     conda:
         "../../environment.yml"
     shell:
-        THREAD_ENV + " geoanatomy measures --spec {params.spec} --threads {threads} > {log} 2>&1"
+        stage_shell("measures")

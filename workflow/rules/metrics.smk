@@ -6,7 +6,7 @@ rule metrics:
     output:
         f"{RESULTS}/{{run}}/metrics.csv",
     params:
-        spec=lambda w: spec_param(w.run),
+        spec=lambda w: spec_param("metrics", w.run),
     threads: CFG["threads"]["metrics"]
     resources:
         runtime=cluster_resource("metrics", "runtime"),
@@ -18,4 +18,4 @@ rule metrics:
     conda:
         "../../environment.yml"
     shell:
-        THREAD_ENV + " geoanatomy metrics --spec {params.spec} --threads {threads} > {log} 2>&1"
+        stage_shell("metrics")

@@ -7,7 +7,7 @@ rule probes:
     output:
         f"{RESULTS}/{{run}}/probes.csv",
     params:
-        spec=lambda w: spec_param(w.run, blocks=("probes",)),
+        spec=lambda w: spec_param("probes", w.run),
     threads: CFG["threads"]["probes"]
     resources:
         runtime=cluster_resource("probes", "runtime"),
@@ -19,4 +19,4 @@ rule probes:
     conda:
         "../../environment.yml"
     shell:
-        THREAD_ENV + " geoanatomy probes --spec {params.spec} --threads {threads} > {log} 2>&1"
+        stage_shell("probes")

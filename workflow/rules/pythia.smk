@@ -1,4 +1,4 @@
-# Pythia validation branch (geoanatomy.pythia; README "Pythia validation"):
+# Pythia validation branch (geoanatomy.pythia; docs/pythia.md):
 #   pythia_extract  one job per model: every selected revision -> load, sha256 fingerprint,
 #                   score the benchmarks -> results/pythia_<name>/{metrics.csv, duplicates.json,
 #                   extract.json} (partial/ keeps finished revisions, so a rerun resumes)
@@ -6,7 +6,7 @@
 #   pythia_scale    cross-size Spearman (exact permutation p) -> results/summary/pythia_scale.json
 # Targets exist only when pythia.enabled is true (PYTHIA_TARGETS is empty otherwise).
 # No resources here: mem_mb / runtime / gpu for pythia_extract belong in the SLURM profile's
-# set-resources (a rule asking for a GPU is rejected on clusters without one: pitfalls.md).
+# set-resources (a rule asking for a GPU is rejected on clusters without one).
 # No torch import here (parse time).
 import json as _json
 import shlex as _shlex

@@ -5,7 +5,7 @@ rule train:
     output:
         f"{RESULTS}/{{run}}/train.json",
     params:
-        spec=lambda w: spec_param(w.run, for_train=True),
+        spec=lambda w: spec_param("train", w.run),
     threads: CFG["threads"]["train"]
     resources:
         runtime=cluster_resource("train", "runtime"),
@@ -18,4 +18,4 @@ rule train:
     conda:
         "../../environment.yml"
     shell:
-        THREAD_ENV + " geoanatomy train --spec {params.spec} --threads {threads} > {log} 2>&1"
+        stage_shell("train")

@@ -18,7 +18,7 @@ Modules (one purpose each):
 * ``figures``     the summary figures
 * ``summarize``   the entry points the CLI and the Snakemake rules call
 
-Settings (``summary:`` block of the config; defaults in ``DEFAULT_SETTINGS``):
+Settings (``summary:`` block of the config; defaults in ``geoanatomy.config.DEFAULTS``):
 
 coincide_log10_tol
     A transition "coincides with the loss-plateau exit" when
@@ -34,19 +34,13 @@ topdown_require_collapse
     argmin is noise).
 """
 
-DEFAULT_SETTINGS: dict = {
-    "coincide_log10_tol": 0.1,
-    "exact_max_n": 9,
-    "n_resamples": 20000,
-    "seed": 0,
-    "alpha": 0.05,
-    "topdown_require_collapse": True,
-}
 
 
 def settings(user: dict | None = None) -> dict:
-    """DEFAULT_SETTINGS updated by ``user``; unknown keys are an error naming them."""
-    out = dict(DEFAULT_SETTINGS)
+    """The ``summary`` block's defaults (``config.DEFAULTS``) updated by ``user``; unknown
+    keys are an error naming them."""
+    from ..config import DEFAULTS
+    out = dict(DEFAULTS["summary"])
     extra = sorted(set(user or {}) - set(out))
     if extra:
         raise ValueError(f"summary settings: unknown keys {extra}; allowed: {sorted(out)}")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..runtime import atomic_write_bytes
+from ..files import atomic_write_bytes
 
 DIFF_COLOUR = {"easy": "tab:green", "hard": "tab:orange", "unlearned": "0.55", "diverged": "tab:red"}
 EVENT_LINES = {  # key in precursor.json (or measure entry) -> (label, colour, linestyle)

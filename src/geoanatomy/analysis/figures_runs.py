@@ -11,30 +11,15 @@ import pandas as pd
 
 from .figstyle import DIFF_COLOUR, EVENT_LINES, grid, lean_log_x, params_label, placeholder, plt, save, xstep
 from .behaviour import probes_entry
+from ..table import TableError, curve, read_table
 from .load import SummaryInputError, level_order, size_order, task_order
 
-_METRIC_COLS = ["step", "measure", "layer", "layer_index", "position", "variant", "n_samples", "value"]
-
-
 def read_metrics(path) -> pd.DataFrame:
-    """The columns of a run's metrics.csv the figures need (no torch import: not extract.read_table)."""
+    """A run's per-run table (``geoanatomy.table``); errors name the file."""
     try:
-        df = pd.read_csv(path, keep_default_na=False, na_values=["nan"], usecols=lambda c: c in _METRIC_COLS,
-                         dtype={"layer": str, "position": str, "variant": str})
-    except (OSError, ValueError) as e:
-        raise SummaryInputError(f"{path}: metrics table unreadable ({e}); rerun its metrics job") from e
-    missing = set(_METRIC_COLS) - set(df.columns)
-    if missing:
-        raise SummaryInputError(f"{path}: metrics table lacks columns {sorted(missing)}")
-    return df
-
-
-def curve(df: pd.DataFrame, measure: str, **match):
-    m = df["measure"] == measure
-    for k, v in match.items():
-        m &= df[k] == v
-    sub = df[m].sort_values("step")
-    return sub["step"].to_numpy(float), sub["value"].to_numpy(float)
+        return read_table(path)
+    except TableError as e:
+        raise SummaryInputError(str(e)) from e
 
 
 def _grid(pres):

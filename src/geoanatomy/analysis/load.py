@@ -129,12 +129,6 @@ def extreme(entry: dict) -> tuple[str, float | None, int | None]:
     return "floor", entry.get("floor"), step_or_none(entry.get("floor_step"))
 
 
-def measure_names(pres: list[dict]) -> list[str]:
-    """Geometric measure names present in any run, rankme first, then in first-seen order."""
-    names = dict.fromkeys(n for p in pres for n in geometric_measures(p))
-    return sorted(names, key=lambda n: (n != "rankme", list(names).index(n)))
-
-
 def run_facts(pre: dict) -> dict:
     """The per-run columns every table starts with."""
     return {"run": pre["run"], "task": pre["task"], "level": pre["level"], "size": pre["size"],

@@ -4,7 +4,7 @@ Spearman's rho = Pearson correlation of the (average-tie) ranks. Its two-sided
 p-value is the share of all n! re-pairings of the ranks whose |rho| is at least
 the observed |rho| (exact permutation distribution; ties are kept, so tied data
 are handled exactly too). scipy's default p-value is asymptotic and only right
-for large n (pitfalls.md); the smallest exact two-sided p at n = 6 is 2/720
+for large n (its docs say > 500); the smallest exact two-sided p at n = 6 is 2/720
 (only the identity and the reversal reach |rho| = 1). Above ``exact_max_n``,
 ``scipy.stats.permutation_test`` (pairings, ``n_resamples`` random
 permutations, fixed seed) estimates it.

@@ -17,7 +17,7 @@ import json
 import time
 from pathlib import Path
 
-from ..runtime import atomic_write_json, atomic_write_text
+from ..files import atomic_write_json, atomic_write_text
 from . import behaviour, figures_runs, figures_summary, floors, prediction, rates, scale, topdown
 from .load import class_counts, load_precursors
 from .tables import header_lines, read_table, tables_html, write_csv
@@ -105,12 +105,6 @@ def write_prediction(pres, out: Path, st: dict) -> str:
     res.update(_provenance(pres, st))
     atomic_write_json(Path(out) / "prediction.json", res)
     return str(Path(out) / "prediction.json")
-
-
-def figure_files(levels) -> list[str]:
-    """Figure paths relative to OUT (PNG; SVGs are written beside some)."""
-    return ([f"figures/trajectories_{lv}.png" for lv in levels] + [f"figures/rankme_heatmap_{lv}.png" for lv in levels]
-            + ["figures/floors_by_task.png", "figures/lead_lag.png", "figures/probes.png", "figures/rho_matrix.png"])
 
 
 def write_figures(pres, metrics_paths, scale_json, out: Path, st: dict) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..runtime import atomic_write_text
+from ..files import atomic_write_text
 
 
 def _integral_to_int(df: pd.DataFrame) -> pd.DataFrame:

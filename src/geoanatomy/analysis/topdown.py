@@ -3,7 +3,8 @@
 For each run and each geometric measure with ``per_layer`` events (RankMe: embed,
 block0, ..., ln_final at the events position/variant), layers are ranked by
 ``floor_step``. Excluded: layers flagged ``constant_by_construction`` (embed at
-position "first" is rank one for every example: pitfalls.md) and, with
+position "first" is the same token at the same position for every example,
+so its RankMe is exactly 1) and, with
 ``topdown_require_collapse`` (default), layers whose curve did not collapse (a
 flat curve's argmin is noise). Depth = index in the network (embed 0,
 block i -> i + 1, ln_final last).

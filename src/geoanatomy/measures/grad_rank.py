@@ -2,7 +2,7 @@
 
 Per-sample gradients over *all* parameters, G (N samples x P parameters), row i =
 d loss_i / d theta, where loss_i is the task's answer loss of example i alone
-(mean cross-entropy over its answer tokens, ``train.answer_loss``). G^T G / N is the
+(mean cross-entropy over its answer tokens, ``model.answer_loss``). G^T G / N is the
 empirical Fisher. P is far larger than N, so the spectrum is taken through the
 N x N Gram matrix::
 
@@ -91,7 +91,7 @@ def gram_effective_ranks(K: torch.Tensor, eps: float = 1e-7) -> dict[str, dict[s
 
 # ------------------------------------------------------- per-sample gradients
 def _answer_loss_fn(n_answer: int):
-    """loss(model_fn, seq (B, S)) = mean CE over the last n_answer tokens (train.answer_loss)."""
+    """loss(model_fn, seq (B, S)) = mean CE over the last n_answer tokens (model.answer_loss)."""
     def loss(call, seq: torch.Tensor) -> torch.Tensor:
         x, y = seq[:, :-1], seq[:, 1:]                                   # (B, S-1)
         logits = call(x)[:, -n_answer:, :]                               # (B, n_answer, V)

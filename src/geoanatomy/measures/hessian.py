@@ -99,12 +99,12 @@ def plain_power_iteration(loss_fn: Callable[[], torch.Tensor], params: Sequence[
 
 def hessian_top(model: torch.nn.Module, seq: torch.Tensor, n_answer: int, max_iter: int = 100,
                 tol: float = 1e-3, seed: int = 0, plain: bool = False) -> dict:
-    """Top eigenvalue of the Hessian of ``train.answer_loss`` on the batch seq (B, S), all parameters.
+    """Top eigenvalue of the Hessian of ``model.answer_loss`` on the batch seq (B, S), all parameters.
 
     Eval mode and explicit attention for the call (restored after). Returns the dict of
     ``power_iteration`` plus "batch_size", "n_params", "loss".
     """
-    from ..train import answer_loss
+    from ..model import answer_loss
 
     was_training = model.training
     impl = getattr(getattr(model, "cfg", None), "attn_impl", None)

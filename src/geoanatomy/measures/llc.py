@@ -163,6 +163,6 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
 
 
 def llc_at_checkpoint(model: torch.nn.Module, pool: torch.Tensor, n_answer: int, **kw) -> dict:
-    """LLC of ``train.answer_loss`` on a pool of token sequences (n, S); keywords as ``estimate_llc``."""
-    from ..train import answer_loss
+    """LLC of ``model.answer_loss`` on a pool of token sequences (n, S); keywords as ``estimate_llc``."""
+    from ..model import answer_loss
     return estimate_llc(model, lambda m, b: answer_loss(m, b, n_answer), pool, **kw)

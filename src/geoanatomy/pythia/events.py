@@ -26,19 +26,19 @@ from pathlib import Path
 import numpy as np
 
 from .. import events as ev
+from ..files import json_safe
+from ..table import select
 
 
 def _curve(df, measure: str, **match):
-    m = df["measure"] == measure
-    for k, v in match.items():
-        m &= df[k] == v
-    sub = df[m].sort_values("step")
+    """(steps, values, rows) of one curve (the rows carry each point's settings)."""
+    sub = select(df, measure, **match)
     return sub["step"].to_numpy(np.int64), sub["value"].to_numpy(np.float64), sub
 
 
 def build_precursor(df, run: str, bench: str, extract: dict, dups: dict, e: dict) -> dict:
     """precursor.json dict for one model x benchmark; ``df`` = that run's rows only."""
-    from ..config import ConfigError
+    from ..errors import ConfigError
 
     p = e["persist"]
     steps, acc_norm, sub = _curve(df, "accuracy_norm")
@@ -90,13 +90,13 @@ def build_precursor(df, run: str, bench: str, extract: dict, dups: dict, e: dict
                                 "n_samples": n_items, "eps": float(extract["rankme_eps"]), **head,
                                 "per_layer": per_layer}},
     }
-    return ev.json_safe(out)
+    return json_safe(out)
 
 
 def run_events(run_dir: str | Path, benchmarks: list[str], e: dict, log=print) -> dict[str, dict]:
     """precursor.json + trajectory.png for every benchmark of one model."""
-    from ..extract import read_table
-    from ..runtime import atomic_write_json
+    from ..table import read_table
+    from ..files import atomic_write_json
     from .plot import plot_pythia_run
 
     run_dir = Path(run_dir)

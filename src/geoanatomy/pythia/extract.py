@@ -2,7 +2,7 @@
 
 Outputs in ``results/pythia_<name>/`` (``<name>`` e.g. 160m):
 
-metrics.csv      long table, ``geoanatomy.extract.COLUMNS``; ``run`` = pythia_<name>_<benchmark>;
+metrics.csv      long table, ``geoanatomy.table.COLUMNS``; ``run`` = pythia_<name>_<benchmark>;
                  duplicate revisions have no rows (excluded from event detection)
 duplicates.json  every revision's sha256 and the duplicates (revision -> earliest identical)
 extract.json     provenance: source, versions, model shape, layer names, items, timings
@@ -34,11 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import settings_hash
-from ..events import json_safe
-from ..extract import rows_to_csv
+from ..spec import settings_hash
+from ..files import json_safe
+from ..table import write_table
 from ..measures.rankme import rankme
-from ..runtime import atomic_write_json, atomic_write_text, pick_device
+from ..files import atomic_write_json
+from ..runtime import pick_device
 from .benchmarks import load_benchmark
 from .fingerprint import duplicates, weights_sha256
 from .loading import cached_revision_bytes, delete_cached_revision, load_model, load_tokenizer
@@ -199,7 +200,7 @@ def extract_model(spec: dict, out_dir: str | Path, log=print) -> dict:
     sha_of = dict(fps)
     order = {b: i for i, b in enumerate(spec["benchmarks"])}
     all_rows.sort(key=lambda r: (order[r["run"][len(spec["run"]) + 1:]], r["step"]))
-    atomic_write_text(out_dir / "metrics.csv", rows_to_csv(all_rows))
+    write_table(out_dir / "metrics.csv", all_rows)
     dup_doc = {
         "run": spec["run"], "source": spec["source"], "n_revisions": len(fps),
         "n_unique": len(fps) - len(dups), "n_duplicates": len(dups),

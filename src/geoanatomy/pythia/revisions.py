@@ -3,7 +3,8 @@
 EleutherAI published every Pythia model at 154 git branches of its hub repository:
 ``step0``, ``step1``, ``step2``, ``step4``, ..., ``step512`` (powers of two), then
 ``step1000`` ... ``step143000`` every 1000 steps. ``main`` is ``step143000``.
-(pitfalls.md, "Pythia".)
+Many of these branches hold byte-identical weights (step0 = step1 = step2 in every size,
+EleutherAI/pythia#83, #198), so every loaded checkpoint is fingerprinted.
 
 Selection (config ``pythia.revisions``):
 

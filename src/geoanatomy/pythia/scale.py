@@ -10,8 +10,7 @@ with an exact two-sided permutation p-value:
 
 over all n! permutations for n <= ``EXACT_MAX_N`` (10: 3.6M permutations); above that, a
 Monte-Carlo estimate with ``n_resamples`` random permutations, (1 + #extreme) / (1 + R).
-scipy's default Spearman p-value assumes large n (its docs: > 500) and is not used
-(pitfalls.md). The smallest exact two-sided p at n = 6 is 2/720.
+scipy's default Spearman p-value assumes large n (its docs: > 500) and is not used. The smallest exact two-sided p at n = 6 is 2/720.
 """
 from __future__ import annotations
 

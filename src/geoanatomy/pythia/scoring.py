@@ -1,7 +1,8 @@
 """Multiple-choice scoring by log-likelihood and hidden states at the last prompt token.
 
 Tokenisation: prompt and option are encoded separately without special tokens (no BOS:
-Pythia's tokenizer adds none, and a prepended BOS changes RankMe: pitfalls.md) and
+Pythia's tokenizer adds none, and a prepended BOS changes RankMe, since every prompt then
+shares a first token) and
 concatenated, ids = enc(prompt) + enc(option). Every (item, option) pair is one
 sequence; sequences are right-padded into batches (rotary positions start at 0 in every
 row, padding is masked and never read).

@@ -39,7 +39,7 @@ DEDUCTION_BENCHMARKS = {"deduction3": 3, "deduction5": 5, "deduction7": 7}
 BENCHMARKS = FIXED_BENCHMARKS + list(DEDUCTION_BENCHMARKS)
 DEDUCTION_DEFAULT_ITEMS = 50
 # Bump when the extraction code changes what it measures: it is part of the job's params,
-# so Snakemake reruns the extraction (edits under src/ alone do not: pitfalls.md).
+# so Snakemake reruns the extraction (edits under src/ alone do not trigger reruns).
 EXTRACT_VERSION = 1
 EVENTS_VERSION = 1
 
@@ -49,7 +49,7 @@ STEP_DIR = re.compile(r"^step(0|[1-9][0-9]*)$")
 
 
 def _err(field: str, msg: str):
-    from ..config import ConfigError
+    from ..errors import ConfigError
     return ConfigError(f"config field '{field}': {msg}")
 
 
@@ -166,7 +166,7 @@ def extract_spec(cfg: dict, name: str) -> dict:
     p = cfg["pythia"]
     by_name = {m["name"]: m for m in models(cfg)}
     if name not in by_name:
-        from ..config import ConfigError
+        from ..errors import ConfigError
         raise ConfigError(f"pythia model {name!r} is not configured; models: {sorted(by_name)}")
     m = by_name[name]
     return {

@@ -1,9 +1,10 @@
-"""Cluster resources per job (wall time, memory, checkpoint disk) from the model size and
-the configured steps, checkpoints and measure settings. Torch-free: imported at Snakefile
-parse time and evaluated once per job when the DAG is built.
+"""Cost model: cluster resources per job (wall time, memory, checkpoint disk) from the
+model size and the configured steps, checkpoints and measure settings, and the cost table
+of a grid. Torch-free: imported at Snakefile parse time and evaluated once per job when
+the DAG is built (workflow/rules/common.smk caches the answers per job).
 
 Used by the rules' ``resources:`` (workflow/rules/common.smk ``cluster_resource``) and by
-the README's cost table (``python benchmarks/bench_step_time.py --table config/paper.yaml``).
+the cost table in docs/slurm.md (``python benchmarks/bench_step_time.py --table config/paper.yaml``).
 Which jobs get a GPU is decided only in the SLURM profile (slurm/config.yaml,
 ``gpu_sizes``); ``GPU_SIZES`` here must name the same sizes per rule (tests/test_slurm.py
 checks it) so that wall times are estimated for the device the job will have. With
@@ -36,9 +37,9 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from .sizes import SIZES
+from .sizes import SIZES, VOCAB_SIZE, n_params
 
-VOCAB = 32
+VOCAB = VOCAB_SIZE
 STAGES = ("train", "metrics", "measures", "probes", "events")
 
 # Sizes whose jobs get one GPU in slurm/config.yaml (variable gpu_sizes); rules not named
@@ -93,12 +94,6 @@ IO_BYTES_PER_S = 200e6    # checkpoint write/read
 
 
 # ------------------------------------------------------------------ FLOP counts
-def n_params(size: str, vocab: int = VOCAB, block_size: int = 64) -> int:
-    """Parameter count, as geoanatomy.model.count_params: L(12d^2 + 13d) + 2d + (V + T)d."""
-    L, d, _ = SIZES[size]
-    return L * (12 * d * d + 13 * d) + 2 * d + (vocab + block_size) * d
-
-
 def forward_flops_per_token(size: str, positions: int, vocab: int = VOCAB) -> float:
     L, d, _ = SIZES[size]
     return L * (24 * d * d + 4 * positions * d) + 2 * vocab * d
@@ -161,11 +156,6 @@ def job_device(cfg: dict, stage: str, size: str) -> str:
     return "gpu" if size in GPU_SIZES.get(stage, ()) and cfg.get("device", "auto") != "cpu" else "cpu"
 
 
-# Caches keyed by id(config): the Snakefile's CFG is built once and never mutated.
-_CFGS: dict[int, dict] = {}                 # holds each config, so its id stays unique
-_SHAPES: dict[tuple[int, str], dict] = {}
-
-
 @lru_cache(maxsize=None)
 def _n_checkpoints(steps: int, n_log: int, log_end: float, n_uniform: int) -> int:
     from .schedule import checkpoint_steps
@@ -179,12 +169,7 @@ def _every_k(n: int, k: int) -> int:
 
 
 def run_shape(cfg: dict, run: str) -> dict:
-    """Steps, checkpoints, batch, positions, answer length and eval samples of one run.
-
-    Cached per (config object, run): it is asked for every job while the DAG is built."""
-    key = (id(cfg), run)
-    if key in _SHAPES:
-        return _SHAPES[key]
+    """Steps, checkpoints, batch, positions, answer length and eval samples of one run."""
     from .config import level_params, train_settings
     from .tasks import make_task
     task, level, size = run.split("_")
@@ -195,8 +180,6 @@ def run_shape(cfg: dict, run: str) -> dict:
              "checkpoints": _n_checkpoints(int(tr["steps"]), int(ck["n_log"]), float(ck["log_end"]),
                                            int(ck["n_uniform"])),
              "positions": t.seq_len - 1, "n_answer": t.n_answer, "eval_n": int(cfg["eval"]["n_samples"])}
-    _CFGS.setdefault(id(cfg), cfg)
-    _SHAPES[key] = shape
     return shape
 
 
@@ -242,9 +225,12 @@ def work_seconds(cfg: dict, stage: str, run: str, device: str | None = None) -> 
     raise ValueError(f"unknown stage {stage!r}; expected one of {STAGES}")
 
 
-@lru_cache(maxsize=None)
-def _resources(cfg_key: int, stage: str, run: str, attempt: int) -> dict:
-    cfg = _CFGS[cfg_key]
+def job_resources(cfg: dict, stage: str, run: str, attempt: int = 1) -> dict:
+    """{'runtime': minutes, 'mem_mb': MB[, 'disk_mb': checkpoint MB]} for a rule's resources.
+
+    runtime and mem_mb grow with the retry ``attempt`` (x attempt, +50% per retry)."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; expected one of {STAGES}")
     size = run.rsplit("_", 1)[-1]
     gpu = job_device(cfg, stage, size) == "gpu"
     minutes = max(MIN_RUNTIME_MIN, math.ceil(SAFETY * (STARTUP_S + work_seconds(cfg, stage, run)) / 60))
@@ -255,16 +241,6 @@ def _resources(cfg_key: int, stage: str, run: str, attempt: int) -> dict:
     if stage == "train":
         out["disk_mb"] = checkpoint_disk_mb(cfg, run)
     return out
-
-
-def job_resources(cfg: dict, stage: str, run: str, attempt: int = 1) -> dict:
-    """{'runtime': minutes, 'mem_mb': MB[, 'disk_mb': checkpoint MB]} for a rule's resources.
-
-    runtime and mem_mb grow with the retry ``attempt`` (x attempt, +50% per retry)."""
-    if stage not in STAGES:
-        raise ValueError(f"unknown stage {stage!r}; expected one of {STAGES}")
-    _CFGS.setdefault(id(cfg), cfg)
-    return _resources(id(cfg), stage, run, int(attempt))
 
 
 def checkpoint_disk_mb(cfg: dict, run: str) -> int:
@@ -306,27 +282,3 @@ def cost_table(cfg: dict) -> list[dict]:
         })
     return rows
 
-
-def cost_table_markdown(cfg: dict) -> str:
-    """The README's cost table for a config (hours per run, then totals for the grid)."""
-    rows = cost_table(cfg)
-    out = ["| size | params | runs | steps / checkpoints | CPU s/step, 1 thread | GPU s/step (assumed) "
-           "| train | metrics | measures | probes | checkpoints | grid total |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-
-    def cell(dev: str, h: float, n: int) -> str:
-        return "-" if h == 0 else f"{h / n:.2g} {dev.upper()}-h"
-
-    for r in rows:
-        n = r["runs"]
-        st = r["stages"]
-        steps = "/".join(map(str, r["steps"])) + " / " + "/".join(map(str, r["checkpoints"]))
-        out.append(
-            f"| {r['size']} | {r['n_params'] / 1e6:.2f}M | {n} | {steps} | {r['cpu_s_per_step_ref']:.3f} "
-            f"({'measured' if r['measured'] else 'extrapolated'}) | {r['gpu_s_per_step_ref']:.3f} | "
-            + " | ".join(cell(*st[s], n) for s in ("train", "metrics", "measures", "probes"))
-            + f" | {r['disk_gb'] / n:.1f} GB/run | {r['cpu_hours']:.0f} CPU-h + {r['gpu_hours']:.1f} GPU-h |")
-    tot_c, tot_g, tot_d = (sum(r[k] for r in rows) for k in ("cpu_hours", "gpu_hours", "disk_gb"))
-    out.append(f"| **all** | | {sum(r['runs'] for r in rows)} | | | | | | | | {tot_d / 1e3:.1f} TB | "
-               f"**{tot_c:.0f} CPU-h + {tot_g:.0f} GPU-h** |")
-    return "\n".join(out)

@@ -1,6 +1,7 @@
-"""The expensive measures of a run on a subset of its checkpoints -> ``results/{run}/measures.csv``.
+"""The measures stage: the expensive measures of a run on a subset of its checkpoints ->
+``results/{run}/measures.csv`` (format: ``geoanatomy.table``).
 
-Measures (all on the task's answer loss, ``train.answer_loss``, over *all* parameters;
+Measures (all on the task's answer loss, ``model.answer_loss``, over *all* parameters;
 ``layer`` = "all_params", ``layer_index`` = -1, ``position`` = "answer"):
 
 =================  ======================  =============================================
@@ -39,44 +40,34 @@ checkpoint and ``around_events`` checkpoints on each side.
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
 
 import numpy as np
+import torch
+
+from .. import events as ev
+from ..checkpoints import iter_checkpoints
+from ..measures.grad_rank import grad_ranks
+from ..measures.hessian import hessian_top
+from ..measures.llc import llc_at_checkpoint
+from ..spec import RunSpec
+from ..table import curve, read_table, write_table
+from ..tasks import stable_seed
+from .common import open_run
 
 EVENT_NAMES = ("acquisition", "rankme_collapse", "rankme_floor", "rankme_recovery")
 MEASURE_KINDS = ("grad_rank", "hessian", "llc")
 
 
-def measure_defaults() -> dict:
-    from .config import DEFAULTS
-    return json.loads(json.dumps(DEFAULTS["measures"]))
-
-
-def _merged(cfg_measures: dict | None) -> dict:
-    from .config import _deep_merge
-    return _deep_merge(measure_defaults(), cfg_measures or {})
-
-
 # ----------------------------------------------------------- checkpoint subset
 def detect_events(metrics_df, cfg_events: dict) -> dict[str, int | None]:
     """Steps of acquisition and the headline RankMe collapse/floor/recovery from metrics.csv rows."""
-    from . import events as ev
-
-    def curve(measure, **match):
-        m = metrics_df["measure"] == measure
-        for k, v in match.items():
-            m &= metrics_df[k] == v
-        sub = metrics_df[m].sort_values("step")
-        return sub["step"].to_numpy(np.int64), sub["value"].to_numpy(np.float64)
-
     e = cfg_events
-    s, a = curve("accuracy_norm")
+    s, a = curve(metrics_df, "accuracy_norm")
     out: dict[str, int | None] = {"acquisition": ev.acquisition_step(s, a, e["acquisition_threshold"], e["persist"])}
-    layer = "ln_final" if e["layer"] == "final" else e["layer"]
-    s, v = curve("rankme", layer=layer, position=e["position"], variant=e["variant"])
+    s, v = curve(metrics_df, "rankme", layer=ev.headline_layer(e), position=e["position"], variant=e["variant"])
     cev = ev.curve_events(s, v, e["collapse_drop"], e["collapse_half"], e["recovery_rise"], e["persist"])
     for k in ("collapse", "floor", "recovery"):
         out[f"rankme_{k}"] = cev[f"{k}_step"]
@@ -109,9 +100,8 @@ def select_checkpoints(steps: list[int], every_k: int, around: int = 0,
 # ------------------------------------------------------------------- data
 def train_sample(data, n: int, tag: str) -> np.ndarray:
     """A fixed seeded sample (n, S) of training-distribution sequences (no held-out inputs)."""
-    from .tasks import _seed
     spec = data.spec
-    rng = np.random.default_rng(_seed(data.seed, spec.task, spec.level, "measures", tag))
+    rng = np.random.default_rng(stable_seed(data.seed, spec.task, spec.level, "measures", tag))
     x = spec.draw(rng, n)
     bad = data.is_heldout(x)
     while bad.any():
@@ -134,10 +124,6 @@ def measure_checkpoint(model, pools: dict, n_answer: int, cfg: dict, seeds: dict
     ``measures`` block; seeds {"hessian": int, "llc": int}. ``timings`` (optional dict) is
     incremented with the CPU seconds of each measure.
     """
-    from .measures.grad_rank import grad_ranks
-    from .measures.hessian import hessian_top
-    from .measures.llc import llc_at_checkpoint
-
     rows, lam_top = [], None
     common = {"loss": "answer cross-entropy, mean over answer tokens", "data": "fixed training-distribution sample"}
     for kind in kinds:
@@ -188,22 +174,15 @@ def measure_checkpoint(model, pools: dict, n_answer: int, cfg: dict, seeds: dict
 
 
 # ------------------------------------------------------------------ one run
-def measures_run(spec, run_dir, out_csv, cfg_measures: dict | None, cfg_events: dict, device: str = "auto",
-                 log=print) -> dict:
-    """Compute the expensive measures of a trained run on its checkpoint subset; write measures.csv.
-
-    Reads ``run_dir/metrics.csv`` (if present) for the events that pick checkpoints.
+def run(spec: RunSpec, run_dir: str | Path, cfg_measures: dict, cfg_events: dict | None = None,
+        device: str = "auto", log=print) -> dict:
+    """Compute the expensive measures of a trained run on its checkpoint subset; write
+    ``run_dir/measures.csv``. ``cfg_measures``: the resolved ``measures`` block;
+    ``cfg_events``: the ``events`` block, needed when ``measures.events`` picks checkpoints
+    around the events of ``run_dir/metrics.csv``.
     Returns {"steps": {step: reasons}, "rows", "cpu_seconds", "cpu_seconds_by_measure"}.
     """
-    import torch
-
-    from .checkpoints import CheckpointError, list_checkpoints, load_weights
-    from .extract import read_table, rows_to_csv
-    from .runtime import atomic_write_text, pick_device
-    from .tasks import _seed
-    from .train import build
-
-    cfg = _merged(cfg_measures)
+    cfg = cfg_measures
     kinds = list(cfg["which"])
     bad = sorted(set(kinds) - set(MEASURE_KINDS))
     if bad:
@@ -212,41 +191,41 @@ def measures_run(spec, run_dir, out_csv, cfg_measures: dict | None, cfg_events: 
     if bad:
         raise ValueError(f"measures.events: unknown {bad}; allowed: {list(EVENT_NAMES)}")
     run_dir = Path(run_dir)
+    out_csv = run_dir / "measures.csv"
     if spec.size not in cfg["sizes"]:
-        atomic_write_text(out_csv, rows_to_csv([]))
+        write_table(out_csv, [])
         log(f"[measures] {spec.name}: size {spec.size!r} not in measures.sizes {cfg['sizes']}; wrote an empty table")
         return {"steps": {}, "events": {}, "rows": 0, "cpu_seconds": 0.0, "wall_seconds": 0.0,
                 "cpu_seconds_by_measure": {}}
-    ckdir = run_dir / "checkpoints"
-    steps = list_checkpoints(ckdir)
-    if not steps:
-        raise CheckpointError(f"no checkpoints in {ckdir}: run the training job first")
+    model, data, ckdir, steps, device = open_run(spec, run_dir, device)
     metrics = run_dir / "metrics.csv"
     ev_steps = {}
-    if metrics.exists():
-        found = detect_events(read_table(metrics), cfg_events)
-        ev_steps = {k: found[k] for k in cfg["events"]}
-    else:
-        log(f"[measures] {spec.name}: no {metrics}; measuring every {cfg['every_k']}-th checkpoint only")
+    if cfg["events"]:
+        if cfg_events is None:
+            raise ValueError(f"measures.events {cfg['events']} picks checkpoints around events: "
+                             f"give the events block")
+        if metrics.exists():
+            found = detect_events(read_table(metrics), cfg_events)
+            ev_steps = {k: found[k] for k in cfg["events"]}
+        else:
+            log(f"[measures] {spec.name}: no {metrics}; measuring every {cfg['every_k']}-th checkpoint only")
     sel = select_checkpoints(steps, int(cfg["every_k"]), int(cfg["around_events"]), ev_steps)
 
-    device = pick_device(device)
-    model, data = build(spec, device)
     need = {"grad": int(cfg["grad"]["n_samples"]), "hessian": int(cfg["hessian"]["batch_size"]),
             "llc": int(cfg["llc"]["n_data"])}
     pools = {k: torch.as_tensor(train_sample(data, n, k), device=device) for k, n in need.items()}
-    seeds = {k: _seed(spec.seed, spec.name, k) % (2**31) for k in ("hessian", "llc")}
+    seeds = {k: stable_seed(spec.seed, spec.name, k) % (2**31) for k in ("hessian", "llc")}
     na = data.spec.n_answer
     t0, w0 = time.process_time(), time.time()
     timings: dict[str, float] = {}
     rows: list[dict] = []
-    for step, why in sel.items():
-        load_weights(ckdir / f"step_{step:06d}.safetensors", model)
+    for step in iter_checkpoints(ckdir, model, list(sel)):
+        why = sel[step]
         for r in measure_checkpoint(model, pools, na, cfg, seeds, kinds, timings):
             r["settings"]["selected_because"] = why
             r.update(run=spec.name, step=step)
             rows.append(r)
-    atomic_write_text(out_csv, rows_to_csv(rows))
+    write_table(out_csv, rows)
     cpu, wall = time.process_time() - t0, time.time() - w0
     per = ", ".join(f"{k} {v / len(sel):.2f}" for k, v in timings.items())
     log(f"[measures] {spec.name}: {len(sel)} of {len(steps)} checkpoints {list(sel)}; events {ev_steps}; "
@@ -254,12 +233,3 @@ def measures_run(spec, run_dir, out_csv, cfg_measures: dict | None, cfg_events: 
     return {"steps": sel, "events": ev_steps, "rows": len(rows), "cpu_seconds": cpu, "wall_seconds": wall,
             "cpu_seconds_by_measure": timings}
 
-
-def flagged(settings_json: str) -> bool:
-    """True when a measures.csv row is not clean: LLC flags (negative, chains_disagree, nonfinite)
-    or a power iteration that did not converge within max_iter."""
-    try:
-        st = json.loads(settings_json) if isinstance(settings_json, str) else dict(settings_json)
-    except (TypeError, ValueError):
-        return False
-    return bool(st.get("flags")) or st.get("converged") is False

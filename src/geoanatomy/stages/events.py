@@ -1,5 +1,9 @@
-"""precursor.json entries for the expensive measures (measures.csv) and the probes (probes.csv).
+"""The events stage: a run's ``precursor.json`` and ``trajectory.png`` from its tables.
 
+precursor.json (docs/outputs.md): top-level run facts and behavioural events, then
+``measures.<name>`` per geometric measure with the headline layer's curve events and
+precursor verdict, plus ``per_layer`` events for every layer; with probes.csv a
+top-level ``probes`` entry. The detectors are ``geoanatomy.events``.
 Thresholds are the ``events:`` block's (drop/half/rise/persist/transition/min gap), so
 every measure is judged by the same numbers as RankMe.
 
@@ -34,11 +38,18 @@ first checkpoint whose chance-normalised probe accuracy (acc - chance) / (1 - ch
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 
 from .. import events as ev
+from ..files import atomic_write_json, json_safe
+from ..spec import RunSpec
+from ..table import curve
+from ..table import read_table, select
+from ..tasks import TaskData, make_task, marginal_logprob
 
+SCHEMA_VERSION = 1
 DIRECTIONS = {"grad_erank": "collapse", "grad_cov_erank": "collapse", "hessian_top": "rise", "llc": "rise"}
 HEADLINE_VARIANT = {"grad_erank": "roy_vetterli", "grad_cov_erank": "roy_vetterli",
                     "hessian_top": "power_iteration", "llc": "sgld"}
@@ -48,23 +59,71 @@ _PER_POINT = {"selected_because", "iterations", "converged", "batch_loss", "std"
               "mean_sampled_loss", "flags", "clean", "drift", "top_singular_value"}
 
 
-def rise_events(steps, values, collapse_drop: float = 0.3, collapse_half: float = 0.5,
-                recovery_rise: float = 0.25, persist: int = 3) -> dict:
-    """init, peak, peak_step, risen, rise_step, settle_step, final of a rising curve (module doc)."""
-    s, v = ev._clean(steps, values)
-    out = {"init": None, "peak": None, "peak_step": None, "risen": False, "rise_step": None,
-           "settle_step": None, "final": None}
-    if len(v) == 0:
-        return out
-    init, k = float(v[0]), int(np.argmax(v))
-    peak = float(v[k])
-    out.update(init=init, peak=peak, peak_step=int(s[k]), final=float(v[-1]))
-    if peak > 0 and init <= (1.0 - collapse_drop) * peak:
-        out["risen"] = True
-        out["rise_step"] = int(s[np.argmax(v >= init + collapse_half * (peak - init))])
-        after = slice(k + 1, None)
-        out["settle_step"] = ev.first_sustained(s[after], v[after] <= peak / (1.0 + recovery_rise), persist)
-    return out
+
+def build_precursor(spec: RunSpec, train_summary: dict, df, cfg_events: dict, measures_df=None,
+                    probes_df=None) -> dict:
+    """The precursor.json dict for one run (see module and ``events`` docs).
+
+    With ``measures_df`` (measures.csv) ``measures`` also gets grad_erank, grad_cov_erank,
+    hessian_top and llc; with ``probes_df`` (probes.csv) a top-level ``probes`` entry
+    (definitions: ``measures.transitions``)."""
+    e = cfg_events
+    p = e["persist"]
+    data = TaskData(make_task(spec.task, spec.level, spec.level_params), spec.seed,
+                    spec.data["n_heldout"], spec.data["heldout_frac"])
+    n_eval = int(spec.eval["n_samples"])
+    answers = data.eval_set(n_eval)[:, -data.spec.n_answer:]
+    baseline = marginal_logprob(answers)
+
+    steps, acc_norm = curve(df, "accuracy_norm")
+    _, acc = curve(df, "accuracy")
+    t_acq = ev.acquisition_step(steps, acc_norm, e["acquisition_threshold"], p)
+    s_lp, lp = curve(df, "logprob_per_token")
+    t_lp = ev.emergence_step(s_lp, lp, baseline, e["logprob_margin"], p)
+    s_tl, tl = curve(df, "train_loss")
+    t_plateau = ev.plateau_exit_step(s_tl, tl, baseline, e["logprob_margin"], p)
+    diverged = bool(train_summary.get("diverged", False)) or not np.all(np.isfinite(tl))
+    acc_rows = df.loc[df["measure"] == "accuracy_norm", "settings"]
+    chance = float(json.loads(acc_rows.iloc[0])["chance"]) if len(acc_rows) else None
+
+    layer = ev.headline_layer(e)
+    layers = list(dict.fromkeys(df.loc[df["measure"] == "rankme"].sort_values("layer_index")["layer"]))
+    per_layer = {}
+    for name in layers:
+        s, v = curve(df, "rankme", layer=name, position=e["position"], variant=e["variant"])
+        cev = ev.curve_events(s, v, e["collapse_drop"], e["collapse_half"], e["recovery_rise"], p)
+        cev["constant_by_construction"] = bool(name == "embed" and e["position"] == "first")
+        per_layer[name] = cev
+    head = dict(per_layer.get(layer) or ev.curve_events([], []))
+    head.update(ev.precursor(head, t_acq, e["transition"], e["precursor_min_gap_frac"]))
+    rankme_entry = {"layer": layer, "position": e["position"], "variant": e["variant"],
+                    "n_samples": n_eval, "eps": float(spec.eval["rankme_eps"]), **head,
+                    "per_layer": per_layer}
+
+    out = {
+        "schema_version": SCHEMA_VERSION,
+        "run": spec.name, "task": spec.task, "level": spec.level, "size": spec.size,
+        "level_params": spec.level_params,
+        "n_params": train_summary.get("n_params"), "steps": spec.train["steps"],
+        "n_checkpoints": int(len(steps)), "diverged": diverged,
+        "acquired": t_acq is not None, "acquisition_step": t_acq,
+        "logprob_emergence_step": t_lp, "loss_plateau_exit_step": t_plateau,
+        "difficulty": ev.difficulty(t_acq, spec.train["steps"], e["easy_max_frac"], diverged),
+        "final_accuracy": float(acc[-1]) if len(acc) else None,
+        "max_accuracy": float(np.nanmax(acc)) if len(acc) and np.isfinite(acc).any() else None,
+        "chance_accuracy": chance, "marginal_logprob_per_token": baseline,
+        "eval": {"n_samples": n_eval, "split": "held-out", "positions": {
+            "first": "position predicting the first answer token",
+            "answer_mean": "mean over positions predicting answer tokens"}},
+        "events_settings": dict(e),
+        "measures": {"rankme": rankme_entry},
+    }
+    if measures_df is not None or probes_df is not None:
+        if measures_df is not None:
+            out["measures"].update(measure_entries(measures_df, t_acq, e))
+        if probes_df is not None and len(probes_df):
+            out["probes"] = probe_entry(probes_df, t_acq, e, layer)
+    return json_safe(out)
 
 
 def _flagged(settings: str) -> bool:
@@ -76,7 +135,7 @@ def measure_entry(mdf, measure: str, t_acq, cfg_events: dict) -> dict:
     """The precursor.json entry of one expensive measure from measures.csv rows (DataFrame)."""
     e = cfg_events
     variant = HEADLINE_VARIANT[measure]
-    sub = mdf[(mdf["measure"] == measure) & (mdf["variant"] == variant)].sort_values("step")
+    sub = select(mdf, measure, variant=variant)
     flags = np.array([_flagged(x) for x in sub["settings"]], dtype=bool)
     steps = sub["step"].to_numpy(np.int64)
     vals = sub["value"].to_numpy(np.float64).copy()
@@ -95,7 +154,7 @@ def measure_entry(mdf, measure: str, t_acq, cfg_events: dict) -> dict:
     if direction == "collapse":
         entry.update(ev.precursor(col, t_acq, e["transition"], e["precursor_min_gap_frac"]))
     else:
-        rise = rise_events(steps, vals, e["collapse_drop"], e["collapse_half"], e["recovery_rise"], e["persist"])
+        rise = ev.rise_events(steps, vals, e["collapse_drop"], e["collapse_half"], e["recovery_rise"], e["persist"])
         entry.update(rise)
         like = {"collapsed": rise["risen"], "collapse_step": rise["rise_step"], "floor_step": rise["peak_step"],
                 "recovery_step": rise["settle_step"]}
@@ -154,3 +213,27 @@ def probe_entry(pdf, t_acq, cfg_events: dict, headline_layer: str = "ln_final") 
                                   "constant_by_construction")},
         "per_layer": per_layer,
     }
+
+
+def precursor_of_run(spec: RunSpec, run_dir: str | Path, cfg_events: dict):
+    """(precursor dict, metrics DataFrame) of a run folder, writing nothing."""
+    run_dir = Path(run_dir)
+    summary = json.loads((run_dir / "train.json").read_text())
+    extra = {f"{k}_df": read_table(run_dir / f"{k}.csv")          # expensive measures, probes
+             for k in ("measures", "probes") if (run_dir / f"{k}.csv").exists()}
+    df = read_table(run_dir / "metrics.csv")
+    return build_precursor(spec, summary, df, cfg_events, **extra), df
+
+
+def run(spec: RunSpec, run_dir: str | Path, cfg_events: dict, log=print) -> dict:
+    """Write ``run_dir/precursor.json`` and ``run_dir/trajectory.png`` from train.json,
+    metrics.csv and (when present) measures.csv and probes.csv. Returns the precursor dict."""
+    from ..plots import plot_run
+    run_dir = Path(run_dir)
+    pre, df = precursor_of_run(spec, run_dir, cfg_events)
+    atomic_write_json(run_dir / "precursor.json", pre)
+    plot_run(df, pre, run_dir / "trajectory.png")
+    rm = pre["measures"]["rankme"]
+    log(f"[events] {spec.name}: {pre['difficulty']}, acquisition {pre['acquisition_step']}, "
+        f"rankme floor {rm['floor']} @ {rm['floor_step']}, precursor {rm['precursor']}, gap {rm['gap_steps']}")
+    return pre

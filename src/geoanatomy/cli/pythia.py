@@ -19,7 +19,7 @@ def _spec(args, kind: str) -> dict:
     if not args.config:
         sys.exit("give --spec JSON, or --config FILE (and --model NAME)")
     from ..config import load_config
-    from . import settings
+    from ..pythia import settings
     cfg = load_config(args.config)
     if kind == "scale":
         return settings.scale_spec(cfg)
@@ -44,25 +44,25 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     if args.cmd == "revisions":
-        from .revisions import published_revisions
+        from ..pythia.revisions import published_revisions
         print("\n".join(published_revisions()))
         return 0
-    from ..config import ConfigError
+    from ..errors import ConfigError
     try:
         from ..runtime import limit_threads
         spec = _spec(args, args.cmd)
         limit_threads(args.threads)
         if args.cmd == "extract":
-            from .extract import extract_model
+            from ..pythia.extract import extract_model
             if args.device:
                 spec["device"] = args.device
             extract_model(spec, Path(spec["results_dir"]) / spec["run"])
         elif args.cmd == "events":
-            from .events import run_events
+            from ..pythia.events import run_events
             run_events(Path(spec["results_dir"]) / spec["run"], spec["benchmarks"], spec["events"])
         else:
-            from ..runtime import atomic_write_json
-            from .scale import build_from_results
+            from ..files import atomic_write_json
+            from ..pythia.scale import build_from_results
             out = Path(spec["results_dir"]) / "summary" / "pythia_scale.json"
             summary = build_from_results(spec["results_dir"], spec["names"], spec["benchmarks"])
             atomic_write_json(out, summary)

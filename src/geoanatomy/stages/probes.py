@@ -1,4 +1,5 @@
-"""Linear probes: can the answer be read off frozen hidden states, per layer and checkpoint?
+"""The probes stage: can the answer be read off frozen hidden states, per layer and
+checkpoint? -> ``results/{run}/probes.csv`` (format: ``geoanatomy.table``).
 
 For each checkpoint, one forward pass over the first ``n_samples`` held-out examples
 (never trained on), hidden states of every layer (``model.layer_names()``: embed,
@@ -25,8 +26,7 @@ position for every example (constant by construction): its probe can only reach 
 Runs whose size is not in ``probes.sizes`` get a header-only table.
 
 BLAS threads are limited (threadpoolctl) to the job's thread count: a 100-class
-LogisticRegression took 3.95 s with 2 threads vs 0.10 s with 1 on a busy 2-core machine
-(pitfalls.md).
+LogisticRegression took 3.95 s with 2 threads vs 0.10 s with 1 on a busy 2-core machine.
 """
 from __future__ import annotations
 
@@ -35,11 +35,13 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import torch
 
-
-def probe_defaults() -> dict:
-    from .config import DEFAULTS
-    return dict(DEFAULTS["probes"])
+from ..checkpoints import iter_checkpoints
+from ..spec import RunSpec
+from ..table import write_table
+from ..tasks import stable_seed
+from .common import open_run
 
 
 def split_indices(n: int, test_frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -108,8 +110,6 @@ def probe_checkpoint(model, seq, first_pred_pos: int, n_answer: int, train_idx, 
     Targets: seq[:, first_pred_pos + 1 + j] (answer token j) from hidden states at
     position first_pred_pos + j of the model input seq[:, :-1].
     """
-    import torch
-
     if positions not in ("first", "all"):
         raise ValueError(f"probes.positions must be 'first' or 'all', got {positions!r}")
     was = model.training
@@ -159,52 +159,38 @@ def probe_steps(steps: list[int], every_k: int) -> list[int]:
     return out
 
 
-def probes_run(spec, run_dir, out_csv, cfg_probes: dict | None = None, threads: int = 1,
-               device: str = "auto", log=print) -> dict:
-    """Probe every layer at the selected checkpoints of a trained run; write probes.csv atomically.
-
-    Rows use metrics.csv's columns (``extract.COLUMNS``); settings = JSON of the probe settings.
-    """
-    import torch
+def run(spec: RunSpec, run_dir: str | Path, cfg_probes: dict, threads: int = 1, device: str = "auto",
+        log=print) -> dict:
+    """Probe every layer at the selected checkpoints of a trained run; write
+    ``run_dir/probes.csv`` atomically. ``cfg_probes``: the resolved ``probes`` block."""
     from threadpoolctl import threadpool_limits
 
-    from .checkpoints import CheckpointError, list_checkpoints, load_weights
-    from .extract import rows_to_csv
-    from .runtime import atomic_write_text, pick_device
-    from .tasks import _seed
-    from .train import build
-
-    c = {**probe_defaults(), **(cfg_probes or {})}
+    c = cfg_probes
     run_dir = Path(run_dir)
+    out_csv = run_dir / "probes.csv"
     if spec.size not in c["sizes"]:
-        atomic_write_text(out_csv, rows_to_csv([]))
+        write_table(out_csv, [])
         log(f"[probes] {spec.name}: size {spec.size!r} not in probes.sizes {c['sizes']}; wrote an empty table")
         return {"checkpoints": 0, "rows": 0, "cpu_seconds": 0.0, "wall_seconds": 0.0}
-    ckdir = run_dir / "checkpoints"
-    steps = list_checkpoints(ckdir)
-    if not steps:
-        raise CheckpointError(f"no checkpoints in {ckdir}: run the training job first")
-    device = pick_device(device)
-    model, data = build(spec, device)
+    model, data, ckdir, steps, device = open_run(spec, run_dir, device)
     n = int(c["n_samples"])
     if n > data.n_heldout:
         raise ValueError(f"probes.n_samples={n} exceeds the held-out set of {spec.name} ({data.n_heldout})")
     seq = torch.as_tensor(data.eval_set(n), device=device)              # (n, S)
-    split_seed = _seed(spec.seed, spec.name, "probe_split") % (2**32)
+    split_seed = stable_seed(spec.seed, spec.name, "probe_split") % (2**32)
     tr, te = split_indices(n, float(c["test_frac"]), split_seed)
     settings = {"test_frac": c["test_frac"], "split_seed": int(split_seed), "n_examples": n}
     sel = probe_steps(steps, int(c["every_k"]))
     t0, rows = time.process_time(), []
     w0 = time.time()
     with threadpool_limits(limits=max(1, int(threads))):
-        for step in sel:
-            load_weights(ckdir / f"step_{step:06d}.safetensors", model)
+        for step in iter_checkpoints(ckdir, model, sel):
             for r in probe_checkpoint(model, seq, data.spec.first_answer_pred_pos, data.spec.n_answer, tr, te,
                                       c["positions"], float(c["C"]), int(c["max_iter"]), bool(c["standardize"]),
                                       settings):
                 r.update(run=spec.name, step=step)
                 rows.append(r)
-    atomic_write_text(out_csv, rows_to_csv(rows))
+    write_table(out_csv, rows)
     cpu, wall = time.process_time() - t0, time.time() - w0
     log(f"[probes] {spec.name}: {len(sel)} checkpoints x {len(model.layer_names())} layers, {len(rows)} rows, "
         f"{cpu:.1f} CPU-s ({wall:.1f} s wall, {cpu / len(sel) * 1000:.0f} CPU-ms per checkpoint)")

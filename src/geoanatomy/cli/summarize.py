@@ -38,9 +38,9 @@ def main(argv=None) -> int:
 
     for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
         os.environ[v] = str(max(1, args.threads))
-    from . import settings as make_settings
-    from .load import SummaryInputError
-    from .summarize import run
+    from ..analysis import settings as make_settings
+    from ..analysis.load import SummaryInputError
+    from ..analysis.summarize import run
 
     try:
         st = make_settings(json.loads(args.settings) if args.settings else None)

@@ -2,7 +2,8 @@
 
 Loss: mean cross-entropy over the answer tokens only (the prompt is given).
 Optimizer: AdamW (decoupled weight decay on matrices only), linear warmup then
-cosine decay (``schedule.lr_at``), optional global grad-norm clipping.
+cosine decay (``schedule.lr_at``), optional global grad-norm clipping. The loss is
+``model.answer_loss``.
 
 Resume: at each checkpoint step the weights (``step_NNNNNN.safetensors``), the
 AdamW state (``optim.safetensors``) and the training log (``train_log.csv``)
@@ -14,39 +15,28 @@ metadata differs) are discarded, never mixed in.
 """
 from __future__ import annotations
 
-import csv
-import io
-import json
 import shutil
 import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from . import __version__
-from .checkpoints import (CheckpointError, list_checkpoints, load_optimizer, load_weights,
-                          read_meta, save_optimizer, save_weights)
-from .config import RunSpec
-from .measures.rankme import rankme
-from .model import GPT, ModelConfig
-from .runtime import atomic_write_json, atomic_write_text, code_version, pick_device
-from .schedule import checkpoint_steps, lr_at
-from .tasks import TaskData, _seed, make_task
-
-LOG_FIELDS = ["step", "train_loss", "lr", "grad_norm"]
-
-
-def build(spec: RunSpec, device: str = "cpu") -> tuple[GPT, TaskData]:
-    """Seeded model and data for a run spec (same seed -> same initial weights)."""
-    task = make_task(spec.task, spec.level, spec.level_params)
-    data = TaskData(task, spec.seed, spec.data["n_heldout"], spec.data["heldout_frac"])
-    torch.manual_seed(_seed(spec.seed, spec.name, "init") % (2**63))
-    model = GPT(ModelConfig.from_size(spec.size, block_size=spec.block_size)).to(device)
-    return model, data
+from .. import __version__
+from ..checkpoints import (CheckpointError, checkpoint_dir, ckpt_path, list_checkpoints, load_optimizer,
+                           load_weights, read_meta, read_train_log, save_optimizer, save_weights,
+                           write_train_log)
+from ..files import atomic_write_json
+from ..measures.rankme import rankme
+from ..model import GPT, answer_loss
+from ..runtime import code_version, pick_device
+from ..schedule import checkpoint_steps, lr_at
+from ..spec import RunSpec
+from ..tasks import TaskData
+from .common import build
 
 
 def make_optimizer(model: GPT, tr: dict) -> torch.optim.AdamW:
@@ -55,13 +45,6 @@ def make_optimizer(model: GPT, tr: dict) -> torch.optim.AdamW:
     groups = [{"params": decay, "weight_decay": tr["weight_decay"]},
               {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=tr["lr"], betas=(tr["beta1"], tr["beta2"]))
-
-
-def answer_loss(model: GPT, seq: torch.Tensor, n_answer: int) -> torch.Tensor:
-    """Mean CE over answer tokens. seq (B, S); the answer is seq[:, S-n_answer:]."""
-    x, y = seq[:, :-1], seq[:, 1:]                                       # (B, S-1)
-    logits = model(x)[:, -n_answer:, :]                                   # (B, n_answer, V)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[:, -n_answer:].reshape(-1))
 
 
 @torch.no_grad()
@@ -84,34 +67,18 @@ def _print(msg: str) -> None:
     print(msg, flush=True)
 
 
-def _log_csv(rows: list[dict]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=LOG_FIELDS, lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: (f"{r[k]:.9g}" if isinstance(r[k], float) else r[k]) for k in LOG_FIELDS})
-    return buf.getvalue()
-
-
-def _read_log(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with open(path) as f:
-        return [{"step": int(r["step"]), "train_loss": float(r["train_loss"]), "lr": float(r["lr"]),
-                 "grad_norm": float(r["grad_norm"])} for r in csv.DictReader(f)]
-
-
-def train_run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | None = None,
-              stop_after: int | None = None, log=None) -> dict:
+def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | None = None,
+        on_checkpoint: Callable[[int], None] | None = None, log=None) -> dict:
     """Train one run into ``run_dir``; resume from its newest checkpoint if present.
 
     Writes ``run_dir/checkpoints/`` and, at the end, ``run_dir/train.json`` (summary).
-    ``stop_after`` (tests only) returns after that checkpoint step as if killed.
+    ``on_checkpoint(step)`` is called after each checkpoint is on disk (progress reporting;
+    an exception it raises stops training there, and a later call resumes).
     Returns the summary dict.
     """
     log = log or _print
     run_dir = Path(run_dir)
-    ckdir = run_dir / "checkpoints"
+    ckdir = checkpoint_dir(run_dir)
     device = pick_device(device)
     tr = spec.train
     steps = tr["steps"]
@@ -134,7 +101,7 @@ def train_run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: 
     if have:
         try:
             meta = read_meta(ckdir / "optim.safetensors") if (ckdir / "optim.safetensors").exists() else {}
-            wmeta = read_meta(ckdir / f"step_{have[-1]:06d}.safetensors")
+            wmeta = read_meta(ckpt_path(ckdir, have[-1]))
         except CheckpointError as e:
             log(f"[train] {e}")
             raise
@@ -144,11 +111,11 @@ def train_run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: 
             shutil.rmtree(ckdir)
         elif meta and int(meta["step"]) in have:
             s = int(meta["step"])
-            load_weights(ckdir / f"step_{s:06d}.safetensors", model)
+            load_weights(ckpt_path(ckdir, s), model)
             load_optimizer(ckdir, opt)
-            log_rows = [r for r in _read_log(ckdir / "train_log.csv") if r["step"] <= s]
+            log_rows = [r for r in read_train_log(ckdir) if r["step"] <= s]
             for extra in (c for c in have if c > s):  # weights written after the last optimizer save
-                (ckdir / f"step_{extra:06d}.safetensors").unlink()
+                ckpt_path(ckdir, extra).unlink()
             start = s
             log(f"[train] {spec.name}: resuming from checkpoint step {s}")
     meta_common = {"run": spec.name, "settings_hash": h, "model_config": model.cfg.to_dict(),
@@ -164,13 +131,15 @@ def train_run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: 
         save_weights(ckdir, step, model, meta_common)
         save_optimizer(ckdir, step, opt)
         log_rows.append({"step": step, "train_loss": loss_mean, "lr": lr, "grad_norm": gnorm})
-        atomic_write_text(ckdir / "train_log.csv", _log_csv(log_rows))
+        write_train_log(ckdir, log_rows)
         acc, rm = quick_eval(model, data, min(eval_n, data.n_heldout), device)
         now = time.time()
         sps = (step - s_last) / max(now - t_last, 1e-9)
         t_last, s_last = now, step
         log(f"[train] {spec.name} step {step:>7d}/{steps} loss {loss_mean:.4f} acc {acc:.3f} "
             f"rankme(ln_final,first) {rm:.2f} lr {lr:.2e} {sps:.1f} steps/s")
+        if on_checkpoint is not None:
+            on_checkpoint(step)
 
     if start == 0 and 0 in ck_set:
         with torch.no_grad():
@@ -199,8 +168,6 @@ def train_run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: 
         if done in ck_set:
             checkpoint(done, loss_acc / n_acc, lr, gn)
             loss_acc, n_acc = 0.0, 0
-            if stop_after is not None and done >= stop_after:
-                return {"stopped_at": done}
         if diverged:
             log(f"[train] {spec.name}: loss is {lv} at step {done}: run diverged; stopping")
             if done not in ck_set:
@@ -219,10 +186,3 @@ def train_run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: 
     atomic_write_json(run_dir / "train.json", summary)
     return summary
 
-
-def read_train_log(run_dir: str | Path) -> list[dict]:
-    return _read_log(Path(run_dir) / "checkpoints" / "train_log.csv")
-
-
-def dump(obj) -> str:
-    return json.dumps(obj, indent=2)

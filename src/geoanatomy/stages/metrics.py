@@ -3,7 +3,7 @@
 Evaluation set: the first ``eval.n_samples`` held-out examples of the run's
 task and level (never seen in training), identical at every checkpoint.
 
-Rows of the per-run table ``metrics.csv`` (tidy, long format)::
+Rows of the per-run table ``metrics.csv`` (format: ``geoanatomy.table``)::
 
     run, step, measure, layer, layer_index, position, variant, n_samples, value, settings
 
@@ -33,9 +33,6 @@ for every example, so ``embed``/``first`` is rank one by construction
 """
 from __future__ import annotations
 
-import csv
-import io
-import json
 import time
 import warnings
 from pathlib import Path
@@ -43,14 +40,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .checkpoints import CheckpointError, list_checkpoints, load_weights
-from .config import RunSpec
-from .measures.rankme import rankme
-from .runtime import atomic_write_text, pick_device
-from .train import build, read_train_log
-
-COLUMNS = ["run", "step", "measure", "layer", "layer_index", "position", "variant", "n_samples",
-           "value", "settings"]
+from ..checkpoints import iter_checkpoints, read_train_log
+from ..measures.rankme import rankme
+from ..spec import RunSpec
+from ..table import write_table
+from .common import open_run
 
 
 def chance_accuracy(answers: np.ndarray) -> float:
@@ -91,46 +85,22 @@ def measure_checkpoint(model, seq: torch.Tensor, n_answer: int, eps: float = 1e-
     return rows
 
 
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return "nan" if v != v else f"{v:.10g}"
-    if isinstance(v, dict):
-        return json.dumps(v, sort_keys=True)
-    return str(v)
-
-
-def rows_to_csv(rows: list[dict]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: _fmt(r.get(k, "")) for k in COLUMNS})
-    return buf.getvalue()
-
-
-def extract_run(spec: RunSpec, run_dir: str | Path, out_csv: str | Path, device: str = "auto",
-                log=print) -> dict:
-    """Measure every checkpoint of a trained run; write the long table atomically."""
+def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> dict:
+    """Measure every checkpoint of a trained run; write ``run_dir/metrics.csv`` atomically."""
     run_dir = Path(run_dir)
-    device = pick_device(device)
-    ckdir = run_dir / "checkpoints"
-    steps = list_checkpoints(ckdir)
-    if not steps:
-        raise CheckpointError(f"no checkpoints in {ckdir}: run the training job first")
-    model, data = build(spec, device)
+    model, data, ckdir, steps, device = open_run(spec, run_dir, device)
     n = int(spec.eval["n_samples"])
     eps = float(spec.eval["rankme_eps"])
     seq = torch.as_tensor(data.eval_set(n), device=device)                # (n, S)
     na = data.spec.n_answer
     chance = chance_accuracy(data.eval_set(n)[:, -na:])
-    train_log = {r["step"]: r for r in read_train_log(run_dir)}
+    train_log = {r["step"]: r for r in read_train_log(ckdir)}
     if n < model.cfg.d_model:
         log(f"[metrics] {spec.name}: warning: n_samples={n} < d_model={model.cfg.d_model}, "
             f"so RankMe is capped at {n}")
     t0 = time.time()
     rows: list[dict] = []
-    for step in steps:
-        load_weights(ckdir / f"step_{step:06d}.safetensors", model)
+    for step in iter_checkpoints(ckdir, model, steps):
         with warnings.catch_warnings():  # the N < d cap is reported once above
             warnings.simplefilter("ignore")
             ck_rows = measure_checkpoint(model, seq, na, eps)
@@ -146,24 +116,9 @@ def extract_run(spec: RunSpec, run_dir: str | Path, out_csv: str | Path, device:
                          "layer_index": -1, "position": "answer", "variant": "",
                          "n_samples": spec.train["batch_size"], "value": train_log[step]["train_loss"],
                          "settings": {"averaged_since_previous_checkpoint": True}})
-    atomic_write_text(out_csv, rows_to_csv(rows))
+    write_table(run_dir / "metrics.csv", rows)
     dt = time.time() - t0
     log(f"[metrics] {spec.name}: {len(steps)} checkpoints, {len(rows)} rows, {dt:.1f} s "
         f"({dt / len(steps) * 1000:.0f} ms per checkpoint) on {device}")
     return {"checkpoints": len(steps), "rows": len(rows), "seconds": dt, "chance": chance}
 
-
-def read_table(path: str | Path):
-    """Load a per-run metrics table as a pandas DataFrame (settings stay JSON strings)."""
-    import pandas as pd
-    p = Path(path)
-    try:
-        df = pd.read_csv(p, keep_default_na=False, na_values=["nan"])
-    except Exception as e:  # noqa: BLE001 - any parse failure is reported with the file name
-        raise CheckpointError(f"table {p} is unreadable ({e}); recompute it with "
-                              f"`geoanatomy clean-run {p.parent}` and rerun snakemake") from e
-    missing = set(COLUMNS) - set(df.columns)
-    if missing:
-        raise CheckpointError(f"table {p} lacks columns {sorted(missing)}; recompute it with "
-                              f"`geoanatomy clean-run {p.parent}` and rerun snakemake")
-    return df

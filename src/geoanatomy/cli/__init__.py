@@ -1,0 +1,119 @@
+"""Command-line interface: what the Snakemake rules call (usable on its own too). The top
+of the library: nothing imports it. ``pythia`` and ``summarize`` are its sub-commands for
+the Pythia branch and the cross-run summary.
+
+    geoanatomy validate --config config.yaml
+    geoanatomy runs     --config config.yaml
+    geoanatomy STAGE    --config config.yaml --run mod_L3_nano [--threads 1] [--device auto]
+    geoanatomy STAGE    --spec JOB_JSON                     (what a rule passes)
+    geoanatomy clean-run results/mod_L3_nano [--checkpoints]
+    geoanatomy summarize tables|scale|prediction|figures|html|all ...   (results/summary/)
+    geoanatomy pythia extract|events|scale|revisions ...                 (Pythia branch)
+
+STAGE is a Snakemake rule name; ``STAGES`` maps each to its module in
+``geoanatomy.stages`` (each has one ``run(...)``). A rule passes ``--spec``, the stage's
+``JobSpec`` as JSON (``config.job_spec``), so Snakemake reruns a job exactly when what
+it reads changes. Heavy imports (torch) happen after the thread limits are set.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import shutil
+import sys
+from pathlib import Path
+
+# rule name -> keyword arguments of its stage's run(), beyond (spec, run_dir), from the job
+STAGES = {
+    "train": lambda job, threads: {"device": job.device},
+    "metrics": lambda job, threads: {"device": job.device},
+    "measures": lambda job, threads: {"cfg_measures": job.blocks["measures"],
+                                      "cfg_events": job.blocks.get("events"), "device": job.device},
+    "probes": lambda job, threads: {"cfg_probes": job.blocks["probes"], "threads": threads,
+                                    "device": job.device},
+    "events": lambda job, threads: {"cfg_events": job.blocks["events"]},
+}
+RUN_FILES = ("metrics.csv", "measures.csv", "probes.csv", "precursor.json", "trajectory.png", "train.json")
+
+
+def _job(args):
+    from ..config import job_spec, load_config
+    from ..spec import JobSpec
+    if args.spec:
+        job = JobSpec.from_json(args.spec)
+        if job.stage != args.cmd:
+            sys.exit(f"geoanatomy {args.cmd}: the --spec is for stage {job.stage!r}")
+    elif args.config and args.run:
+        job = job_spec(load_config(args.config), args.run, args.cmd)
+    else:
+        sys.exit("give --spec JSON, or --config FILE and --run NAME")
+    if args.device:
+        job = JobSpec(job.stage, job.run, job.results_dir, args.device, job.blocks)
+    return job
+
+
+def run_stage(job, threads: int = 1) -> dict:
+    """Run one stage's job (thread limits first, then the stage module's run())."""
+    from ..runtime import describe_device, limit_threads
+    limit_threads(threads)
+    if job.stage != "events":  # the job log states where it runs (CPU or which GPU)
+        print(f"[{job.stage}] {job.run.name}: {describe_device(job.device)}", flush=True)
+    module = importlib.import_module(f"geoanatomy.stages.{job.stage}")
+    return module.run(job.run, job.run_dir, **STAGES[job.stage](job, threads))
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["pythia"]:
+        from .pythia import main as pythia_main
+        return pythia_main(argv[1:])
+    if argv[:1] == ["summarize"]:
+        from .summarize import main as summarize_main
+        return summarize_main(argv[1:])
+    ap = argparse.ArgumentParser(prog="geoanatomy", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("validate", "runs"):
+        p = sub.add_parser(name)
+        p.add_argument("--config", required=True)
+    for name in STAGES:
+        p = sub.add_parser(name)
+        p.add_argument("--config")
+        p.add_argument("--run")
+        p.add_argument("--spec")
+        p.add_argument("--threads", type=int, default=1)
+        p.add_argument("--device", default=None, help="auto | cpu | cuda[:N] (default: from config)")
+    p = sub.add_parser("clean-run", help="delete a run's derived files so snakemake recomputes it")
+    p.add_argument("run_dir")
+    p.add_argument("--checkpoints", action="store_true", help="also delete checkpoints (retrain from scratch)")
+    args = ap.parse_args(argv)
+
+    from ..errors import ConfigError
+    try:
+        return _dispatch(args)
+    except ConfigError as e:
+        print(f"geoanatomy: {e}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(args) -> int:
+    if args.cmd in ("validate", "runs"):
+        from ..config import load_config, run_names
+        names = run_names(load_config(args.config))
+        print(f"{args.config}: valid; {len(names)} runs" if args.cmd == "validate" else "\n".join(names))
+        return 0
+    if args.cmd == "clean-run":
+        d = Path(args.run_dir)
+        for f in RUN_FILES:
+            (d / f).unlink(missing_ok=True)
+        if args.checkpoints and (d / "checkpoints").exists():
+            shutil.rmtree(d / "checkpoints")
+        print(f"cleaned {d} (checkpoints {'deleted' if args.checkpoints else 'kept: training resumes'})")
+        return 0
+    job = _job(args)
+    out = run_stage(job, args.threads)
+    if job.stage == "train":
+        print(f"[train] {job.run.name}: done on {out['device']} ({out['threads']} threads), "
+              f"{out['wall_seconds_this_job']} s this job, diverged={out['diverged']}")
+    return 0
+

@@ -1,0 +1,6 @@
+"""``python -m geoanatomy.cli ...`` is ``geoanatomy ...``."""
+import sys
+
+from . import main
+
+sys.exit(main())
