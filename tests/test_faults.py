@@ -1,7 +1,9 @@
 """Faults: kill -9 mid-training (also mid-checkpoint-write), corrupted files, divergence,
 malicious pickles. Each test fails if its protection is removed."""
+import hashlib
 import json
 import os
+import shutil
 import pickle
 import random
 import signal
@@ -13,11 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from geoanatomy.checkpoints import CheckpointError, list_checkpoints, load_weights
+from geoanatomy.checkpoints import CheckpointError, list_checkpoints, load_weights, save_weights
 from geoanatomy.config import job_spec, resolve, run_spec
 from geoanatomy.spec import JobSpec
+from geoanatomy.stages.events import run as events_run
 from geoanatomy.stages.metrics import run as metrics_run
-from geoanatomy.table import TableError, read_table
+from geoanatomy.table import TableError, read_table, to_csv
 from geoanatomy.stages.events import precursor_of_run
 from geoanatomy.stages.common import build
 from geoanatomy.stages.train import run as train_run
@@ -115,9 +118,78 @@ def test_corrupted_checkpoint_names_file_and_fix(copy_of_trained_run):
 
 
 def test_corrupted_table_names_file(tmp_path):
-    (tmp_path / "metrics.csv").write_text("run,step\nx,1\n")
+    # a complete file (valid end marker) that lacks columns
+    body = "run,step\nx,1\n"
+    (tmp_path / "metrics.csv").write_text(body + f"# end of table: 1 rows, sha256 {hashlib.sha256(body.encode()).hexdigest()}\n")
     with pytest.raises(TableError, match="metrics.csv.*lacks columns.*clean-run"):
         read_table(tmp_path / "metrics.csv")
+
+
+def test_table_cut_anywhere_is_detected(tmp_path):
+    rows = [{"run": "r", "step": s, "measure": "accuracy", "layer": "output", "layer_index": -1,
+             "position": "answer", "variant": "", "n_samples": 8, "value": s / 10, "settings": {"a": s}}
+            for s in range(6)]
+    text = to_csv(rows).encode()
+    path = tmp_path / "metrics.csv"
+    path.write_bytes(text)
+    assert len(read_table(path)) == 6
+    line_ends = [i + 1 for i, b in enumerate(text) if b == ord("\n")]
+    for cut in sorted(set(range(0, len(text), 7)) | set(line_ends[:-1])):   # every line boundary too
+        path.write_bytes(text[:cut])
+        with pytest.raises(TableError, match="metrics.csv"):
+            read_table(path)
+    # one changed digit with the marker intact
+    path.write_bytes(text.replace(b"0.3", b"0.4", 1))
+    with pytest.raises(TableError, match="damaged"):
+        read_table(path)
+
+
+@pytest.mark.slow
+def test_truncated_metrics_of_a_run_is_refused_before_any_result(copy_of_trained_run):
+    cfg, spec, run = copy_of_trained_run
+    text = (run / "metrics.csv").read_bytes()
+    lines = text.splitlines(keepends=True)
+    (run / "metrics.csv").write_bytes(b"".join(lines[: len(lines) // 2]))     # cut at a line boundary
+    with pytest.raises(TableError, match="metrics.csv.*incomplete"):
+        events_run(spec, run, cfg["events"], log=quiet)
+    assert not (run / "precursor.json").exists()
+
+
+@pytest.mark.slow
+def test_foreign_checkpoint_is_refused_by_name(copy_of_trained_run):
+    cfg, spec, run = copy_of_trained_run
+    ck = run / "checkpoints"
+    steps = list_checkpoints(ck)
+    # a checkpoint file from elsewhere dropped in under a step this run never saved
+    stray = ck / "step_000017.safetensors"
+    shutil.copy(ck / f"step_{steps[2]:06d}.safetensors", stray)
+    with pytest.raises(CheckpointError, match="not written by this run.s training.*step_000017.safetensors"):
+        metrics_run(spec, run, device="cpu", log=quiet)
+    stray.unlink()
+    # a recorded step whose file holds another run's weights (metadata names the other run)
+    model, _ = build(spec)
+    load_weights(ck / f"step_{steps[3]:06d}.safetensors", model)
+    save_weights(ck, steps[3], model, {"run": "mod_L1_nano", "settings_hash": "0" * 16})
+    with pytest.raises(CheckpointError, match=f"step_{steps[3]:06d}.safetensors.*another run"):
+        metrics_run(spec, run, device="cpu", log=quiet)
+
+
+@pytest.mark.slow
+def test_metrics_of_another_run_is_refused(copy_of_trained_run, trained_run):
+    cfg, spec, run = copy_of_trained_run
+    df = read_table(run / "metrics.csv")
+    rows = df.drop(df.index[df["step"] == df["step"].max()]).to_dict("records")   # one checkpoint fewer
+    (run / "metrics.csv").write_text(to_csv(rows))
+    with pytest.raises(TableError, match="does not cover the checkpoints of train.json"):
+        events_run(spec, run, cfg["events"], log=quiet)
+
+
+def test_bad_precursor_message_says_how_to_rebuild(tmp_path):
+    from geoanatomy.analysis.load import SummaryInputError, load_precursor
+    p = tmp_path / "precursor.json"
+    p.write_text("{not json")
+    with pytest.raises(SummaryInputError, match=r"rm .*precursor.json.*snakemake"):
+        load_precursor(p)
 
 
 def test_clean_run_deletes_only_derived_files(tmp_path):

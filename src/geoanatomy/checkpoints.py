@@ -120,11 +120,21 @@ def load_optimizer(ckpt_dir: Path, opt: torch.optim.Optimizer) -> int:
     return int(meta["step"])
 
 
-def iter_checkpoints(ckpt_dir: Path, model: torch.nn.Module, steps=None):
+def iter_checkpoints(ckpt_dir: Path, model: torch.nn.Module, steps=None, expect: dict | None = None):
     """Load each checkpoint of ``steps`` (default: all present, in order) into ``model``
-    and yield its step; the model holds that checkpoint's weights until the next one."""
+    and yield its step; the model holds that checkpoint's weights until the next one.
+
+    ``expect`` (e.g. {"run": ..., "settings_hash": ...}): metadata every checkpoint must
+    carry; a checkpoint of another run or other settings is refused by name."""
     for step in (list_checkpoints(ckpt_dir) if steps is None else steps):
-        load_weights(ckpt_path(ckpt_dir, step), model)
+        path = ckpt_path(ckpt_dir, step)
+        meta = load_weights(path, model)
+        for key, want in (expect or {}).items():
+            if meta.get(key) != want:
+                raise CheckpointError(
+                    f"checkpoint {path} belongs to another run or other settings ({key} is "
+                    f"{meta.get(key)!r}, this run's is {want!r}); remove it, or recompute the run with "
+                    f"`geoanatomy clean-run {Path(ckpt_dir).parent}`")
         yield step
 
 

@@ -28,6 +28,12 @@ class SummaryInputError(ValueError):
     """A per-run result file is missing, unreadable or lacks a field; the message names it."""
 
 
+def _redo(p: Path) -> str:
+    """How to rebuild a bad precursor.json: Snakemake does not rerun a job whose output is
+    newer than its inputs, so the file has to go first."""
+    return f"delete it (rm {p}) and run snakemake again, which rebuilds it from the run's tables"
+
+
 def load_precursor(path: str | Path) -> dict:
     """One precursor.json as a dict, checked for the fields the analysis needs."""
     p = Path(path)
@@ -36,12 +42,12 @@ def load_precursor(path: str | Path) -> dict:
     except OSError as e:
         raise SummaryInputError(f"{p}: cannot be read ({e.strerror or e})") from e
     except json.JSONDecodeError as e:
-        raise SummaryInputError(f"{p}: not valid JSON ({e}); rerun its events job") from e
+        raise SummaryInputError(f"{p}: not valid JSON ({e}); {_redo(p)}") from e
     if not isinstance(d, dict):
         raise SummaryInputError(f"{p}: top level must be an object, got {type(d).__name__}")
     missing = [k for k in REQUIRED if k not in d]
     if missing:
-        raise SummaryInputError(f"{p}: lacks field(s) {missing}; rerun its events job")
+        raise SummaryInputError(f"{p}: lacks field(s) {missing}; {_redo(p)}")
     if not isinstance(d["measures"], dict):
         raise SummaryInputError(f"{p}: field 'measures' must be an object")
     if d["difficulty"] not in DIFFICULTIES:

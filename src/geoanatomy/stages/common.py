@@ -2,11 +2,12 @@
 and opening its checkpoints."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
 
-from ..checkpoints import CheckpointError, checkpoint_dir, list_checkpoints
+from ..checkpoints import CheckpointError, checkpoint_dir, ckpt_path, list_checkpoints
 from ..model import GPT, ModelConfig
 from ..runtime import pick_device
 from ..spec import RunSpec
@@ -22,14 +23,47 @@ def build(spec: RunSpec, device: str = "cpu") -> tuple[GPT, TaskData]:
     return model, data
 
 
+def run_record(spec: RunSpec, run_dir: str | Path) -> dict:
+    """The run's train.json, checked against the spec (run name, settings hash)."""
+    path = Path(run_dir) / "train.json"
+    fix = f"recompute the run with `geoanatomy clean-run {run_dir}` and rerun snakemake"
+    try:
+        rec = json.loads(path.read_text())
+    except OSError as e:
+        raise CheckpointError(f"{path} cannot be read ({e.strerror or e}): run the training job first") from e
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path} is not valid JSON ({e}); {fix}") from e
+    for key, want in (("run", spec.name), ("settings_hash", spec.train_hash())):
+        if rec.get(key) != want:
+            raise CheckpointError(f"{path}: {key} is {rec.get(key)!r}, this run's is {want!r} "
+                                  f"(results of another run or of other settings); {fix}")
+    return rec
+
+
 def open_run(spec: RunSpec, run_dir: str | Path, device: str = "auto"):
     """(model, data, checkpoint folder, checkpoint steps, device) of a trained run.
 
-    Raises CheckpointError naming the folder when the run has no checkpoints."""
+    The checkpoint files must be exactly the steps its train.json records: an extra file (a
+    checkpoint copied in from elsewhere) or a missing one is an error naming it. Iterate with
+    ``checkpoints.iter_checkpoints(..., expect=checkpoint_identity(spec))``."""
     ckdir = checkpoint_dir(run_dir)
     steps = list_checkpoints(ckdir)
     if not steps:
         raise CheckpointError(f"no checkpoints in {ckdir}: run the training job first")
+    recorded = [int(s) for s in run_record(spec, run_dir).get("checkpoint_steps", [])]
+    extra = sorted(set(steps) - set(recorded))
+    missing = sorted(set(recorded) - set(steps))
+    if extra or missing:
+        raise CheckpointError(
+            f"{ckdir} does not match {Path(run_dir) / 'train.json'}: "
+            + (f"files not written by this run's training: {[ckpt_path(ckdir, s).name for s in extra]}; " if extra else "")
+            + (f"missing: {[ckpt_path(ckdir, s).name for s in missing]}; " if missing else "")
+            + f"remove the extra files, or recompute with `geoanatomy clean-run {run_dir}`")
     device = pick_device(device)
     model, data = build(spec, device)
     return model, data, ckdir, steps, device
+
+
+def checkpoint_identity(spec: RunSpec) -> dict:
+    """Metadata every checkpoint of this run carries (written by the train stage)."""
+    return {"run": spec.name, "settings_hash": spec.train_hash()}

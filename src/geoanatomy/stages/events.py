@@ -217,12 +217,34 @@ def probe_entry(pdf, t_acq, cfg_events: dict, headline_layer: str = "ln_final") 
 
 def precursor_of_run(spec: RunSpec, run_dir: str | Path, cfg_events: dict):
     """(precursor dict, metrics DataFrame) of a run folder, writing nothing."""
+    from .common import run_record
     run_dir = Path(run_dir)
-    summary = json.loads((run_dir / "train.json").read_text())
-    extra = {f"{k}_df": read_table(run_dir / f"{k}.csv")          # expensive measures, probes
-             for k in ("measures", "probes") if (run_dir / f"{k}.csv").exists()}
-    df = read_table(run_dir / "metrics.csv")
-    return build_precursor(spec, summary, df, cfg_events, **extra), df
+    summary = run_record(spec, run_dir)
+    recorded = sorted(int(x) for x in summary.get("checkpoint_steps", []))
+    tables = {k: read_table(run_dir / f"{k}.csv") for k in ("metrics", "measures", "probes")
+              if k == "metrics" or (run_dir / f"{k}.csv").exists()}
+    for k, df in tables.items():
+        check_table_against_record(df, run_dir / f"{k}.csv", spec.name, recorded, exact=(k == "metrics"))
+    extra = {f"{k}_df": tables[k] for k in ("measures", "probes") if k in tables}
+    return build_precursor(spec, summary, tables["metrics"], cfg_events, **extra), tables["metrics"]
+
+
+def check_table_against_record(df, path: Path, run: str, recorded: list[int], exact: bool) -> None:
+    """A per-run table must be this run's (``run`` column) and its steps must be the
+    checkpoint steps train.json records (all of them when ``exact``; a subset otherwise)."""
+    from ..table import TableError
+    fix = f"recompute it with `geoanatomy clean-run {path.parent}` and rerun snakemake"
+    runs = sorted(set(df["run"].astype(str))) if len(df) else []
+    if runs and runs != [run]:
+        raise TableError(f"table {path} holds rows of runs {runs[:5]}, expected only {run!r}; {fix}")
+    steps = sorted(set(int(x) for x in df["step"])) if len(df) else []
+    if exact and steps != recorded:
+        extra, missing = sorted(set(steps) - set(recorded)), sorted(set(recorded) - set(steps))
+        raise TableError(f"table {path} does not cover the checkpoints of train.json "
+                         f"({len(steps)} steps against {len(recorded)}; extra {extra[:5]}, missing {missing[:5]}); {fix}")
+    if not exact and not set(steps) <= set(recorded):
+        raise TableError(f"table {path} has steps that are not checkpoints of this run: "
+                         f"{sorted(set(steps) - set(recorded))[:5]}; {fix}")
 
 
 def run(spec: RunSpec, run_dir: str | Path, cfg_events: dict, log=print) -> dict:

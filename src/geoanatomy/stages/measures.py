@@ -55,7 +55,7 @@ from ..measures.llc import llc_at_checkpoint
 from ..spec import RunSpec
 from ..table import curve, read_table, write_table
 from ..tasks import stable_seed
-from .common import open_run
+from .common import checkpoint_identity, open_run
 
 EVENT_NAMES = ("acquisition", "rankme_collapse", "rankme_floor", "rankme_recovery")
 MEASURE_KINDS = ("grad_rank", "hessian", "llc")
@@ -219,7 +219,7 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_measures: dict, cfg_events: dict
     t0, w0 = time.process_time(), time.time()
     timings: dict[str, float] = {}
     rows: list[dict] = []
-    for step in iter_checkpoints(ckdir, model, list(sel)):
+    for step in iter_checkpoints(ckdir, model, list(sel), checkpoint_identity(spec)):
         why = sel[step]
         for r in measure_checkpoint(model, pools, na, cfg, seeds, kinds, timings):
             r["settings"]["selected_because"] = why

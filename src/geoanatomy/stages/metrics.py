@@ -44,7 +44,7 @@ from ..checkpoints import iter_checkpoints, read_train_log
 from ..measures.rankme import rankme
 from ..spec import RunSpec
 from ..table import write_table
-from .common import open_run
+from .common import checkpoint_identity, open_run
 
 
 def chance_accuracy(answers: np.ndarray) -> float:
@@ -100,7 +100,7 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> 
             f"so RankMe is capped at {n}")
     t0 = time.time()
     rows: list[dict] = []
-    for step in iter_checkpoints(ckdir, model, steps):
+    for step in iter_checkpoints(ckdir, model, steps, checkpoint_identity(spec)):
         with warnings.catch_warnings():  # the N < d cap is reported once above
             warnings.simplefilter("ignore")
             ck_rows = measure_checkpoint(model, seq, na, eps)

@@ -41,7 +41,7 @@ from ..checkpoints import iter_checkpoints
 from ..spec import RunSpec
 from ..table import write_table
 from ..tasks import stable_seed
-from .common import open_run
+from .common import checkpoint_identity, open_run
 
 
 def split_indices(n: int, test_frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -184,7 +184,7 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_probes: dict, threads: int = 1, 
     t0, rows = time.process_time(), []
     w0 = time.time()
     with threadpool_limits(limits=max(1, int(threads))):
-        for step in iter_checkpoints(ckdir, model, sel):
+        for step in iter_checkpoints(ckdir, model, sel, checkpoint_identity(spec)):
             for r in probe_checkpoint(model, seq, data.spec.first_answer_pred_pos, data.spec.n_answer, tr, te,
                                       c["positions"], float(c["C"]), int(c["max_iter"]), bool(c["standardize"]),
                                       settings):
