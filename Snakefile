@@ -6,27 +6,39 @@
 #
 # The config is validated at parse time (workflow/schemas/config.schema.yaml plus the
 # semantic checks in geoanatomy.config), so a typo fails before any job runs.
-# No torch import here: every cluster job re-parses this file.
+# No torch import here for cpu/auto configs: every cluster job re-parses this file.
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # library importable even without install
-from geoanatomy.config import ConfigError, deep_merge, resolve, run_names  # noqa: E402
+from geoanatomy.config import ConfigError, check_devices, load_config, run_names  # noqa: E402
 from geoanatomy.sizes import SIZES  # noqa: E402
 from geoanatomy.tasks import LEVELS, TASKS  # noqa: E402
-import yaml  # noqa: E402
 
-# Without --configfile use config.yaml; --configfile replaces it entirely (Snakemake would
-# otherwise deep-merge it into config.yaml and leak the default grid's keys); --config
-# KEY=VALUE overrides apply on top either way.
-if workflow.overwrite_configfiles:
-    _user = dict(config)
-else:
-    _user = deep_merge(yaml.safe_load(Path(workflow.basedir, "config.yaml").read_text()) or {}, dict(config))
+# One loader for `geoanatomy validate` and this file (geoanatomy.config.load_config): each
+# --configfile is re-read by it (Snakemake's own parse, the global `config`, is not used:
+# it would accept repeated keys and NaN), in order, replacing config.yaml entirely; without
+# --configfile it reads config.yaml; --config KEY=VALUE overrides apply on top either way.
+# results_dir must lie in the working directory (--directory).
+_files = [str(f) for f in workflow.overwrite_configfiles] or [str(Path(workflow.basedir, "config.yaml"))]
 try:
-    CFG = resolve(_user)
+    CFG = load_config(_files, overrides=dict(workflow.config_settings.config), workdir=os.getcwd(),
+                      check_device=False)
 except ConfigError as e:
     raise SystemExit(f"geoanatomy: invalid configuration: {e}")
+
+
+# An explicit cuda[:N] device is checked when a local run starts, before any job (torch is
+# imported only then): not at parse time, where a dry run or a cluster submission (whose
+# login node may have no GPU) cannot yet be told from a local run, nor in cluster jobs
+# (Snakemake runs them with --no-hooks). cpu and auto never import torch here.
+onstart:
+    if workflow.local_exec:
+        try:
+            check_devices(CFG)
+        except ConfigError as e:
+            raise SystemExit(f"geoanatomy: invalid configuration: {e}")
 
 RESULTS = CFG["results_dir"]
 RUNS = run_names(CFG)

@@ -18,12 +18,14 @@ def checkpoint_steps(steps: int, n_log: int, log_end: float, n_uniform: int) -> 
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     log_stop = max(1, int(round(log_end * steps)))
-    pts = {0, steps}
+    parts = [np.array([0, steps], dtype=np.int64)]
+    # np.rint rounds half to even like round(); vectorised, so 10^5 checkpoints cost milliseconds
     if n_log > 0:
-        pts.update(int(round(v)) for v in np.geomspace(1, log_stop, n_log))
+        parts.append(np.rint(np.geomspace(1, log_stop, n_log)).astype(np.int64))
     if n_uniform > 0:
-        pts.update(int(round(v)) for v in np.linspace(log_stop, steps, n_uniform + 1)[1:])
-    return sorted(p for p in pts if 0 <= p <= steps)
+        parts.append(np.rint(np.linspace(log_stop, steps, n_uniform + 1)[1:]).astype(np.int64))
+    pts = np.unique(np.concatenate(parts))
+    return [int(p) for p in pts if 0 <= p <= steps]
 
 
 def lr_at(step: int, lr: float, warmup: int, steps: int, min_lr_frac: float) -> float:

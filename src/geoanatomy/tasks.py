@@ -233,6 +233,12 @@ def stable_seed(*parts) -> int:
     return int.from_bytes(h[:8], "little")
 
 
+# Bound on the draw loops below: neither can spin forever on a config whose held-out set
+# covers (nearly) the whole input space. geoanatomy.config rejects such configs first (at
+# most half of an input space may be held out), so valid configs never get near it.
+MAX_DRAW_ROUNDS = 1000
+
+
 class TaskData:
     """Held-out set and per-step training batches for one task spec and seed."""
 
@@ -245,7 +251,13 @@ class TaskData:
         rng = np.random.default_rng(stable_seed(seed, spec.task, spec.level, "heldout"))
         keys_seen: dict[int, None] = {}
         rows = []
+        rounds = 0
         while len(rows) < self.n_heldout:
+            if rounds == MAX_DRAW_ROUNDS:
+                raise RuntimeError(f"{spec.task} {spec.level}: only {len(rows)} of {self.n_heldout} distinct "
+                                   f"held-out inputs after {MAX_DRAW_ROUNDS} draw rounds; lower data.n_heldout "
+                                   f"or data.heldout_frac")
+            rounds += 1
             x = spec.draw(rng, 4 * self.n_heldout)
             for row, k in zip(x, spec.keys(x)):
                 if int(k) not in keys_seen:
@@ -267,7 +279,14 @@ class TaskData:
         rng = np.random.default_rng(stable_seed(self.seed, self.spec.task, self.spec.level, "train", step))
         x = self.spec.draw(rng, batch_size)
         bad = self.is_heldout(x)
+        rounds = 0
         while bad.any():
+            if rounds == MAX_DRAW_ROUNDS:
+                raise RuntimeError(f"{self.spec.task} {self.spec.level} step {step}: {int(bad.sum())} of {batch_size} "
+                                   f"training inputs still held out after {MAX_DRAW_ROUNDS} redraw rounds; the "
+                                   f"held-out set covers too much of the input space (lower data.heldout_frac "
+                                   f"or data.n_heldout)")
+            rounds += 1
             x[bad] = self.spec.draw(rng, int(bad.sum()))
             bad = self.is_heldout(x)
         return x
