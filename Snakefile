@@ -44,7 +44,8 @@ RESULTS = CFG["results_dir"]
 RUNS = run_names(CFG)
 
 wildcard_constraints:
-    run=f"({'|'.join(TASKS)})_({'|'.join(LEVELS)})_({'|'.join(SIZES)})",
+    # task_level_size, then _shuffled for the shuffled-label control and _sN for seeds other than 0
+    run=f"({'|'.join(TASKS)})_({'|'.join(LEVELS)})_({'|'.join(SIZES)})(_shuffled)?(_s[1-9][0-9]*)?",
 
 
 include: "workflow/rules/common.smk"

@@ -289,14 +289,17 @@ def test_prediction_concordance_and_reversals():
 
 # ------------------------------------------------------------------ files, CLI, errors
 def _metrics_csv(pre: dict) -> str:
-    lines = ["run,step,measure,layer,layer_index,position,variant,n_samples,value,settings"]
+    from geoanatomy.table import to_csv
+    rows = []
     for step in [0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]:
         acc = 1.0 if pre["acquired"] and step >= pre["acquisition_step"] else 0.0
-        lines.append(f"{pre['run']},{step},accuracy,output,-1,answer,,200,{acc},")
+        rows.append({"run": pre["run"], "step": step, "measure": "accuracy", "layer": "output", "layer_index": -1,
+                     "position": "answer", "variant": "", "n_samples": 200, "value": acc})
         for li, layer in enumerate(["embed", "block0", "ln_final"]):
             v = 1.0 if layer == "embed" else 10.0 / (1 + step) ** 0.3
-            lines.append(f"{pre['run']},{step},rankme,{layer},{li},first,uncentred,200,{v},")
-    return "\n".join(lines) + "\n"
+            rows.append({"run": pre["run"], "step": step, "measure": "rankme", "layer": layer, "layer_index": li,
+                         "position": "first", "variant": "uncentred", "n_samples": 200, "value": v})
+    return to_csv(rows)
 
 
 def test_cli_all_writes_every_file_with_provenance(tmp_path):

@@ -74,8 +74,9 @@ def test_measures_and_probes_via_cli(copy_of_trained_run):
     pre = precursor_of_run(spec, rd, cfg["events"])[0]
     for name in ("grad_erank", "grad_cov_erank", "hessian_top", "llc"):
         e = pre["measures"][name]
-        for k in ("layer", "init", "floor", "floor_step", "collapse_step", "recovery_step", "precursor",
-                  "gap_steps", "transition", "settings", "n_flagged"):
+        keys = (("floor", "floor_step", "collapse_step", "recovery_step", "collapsed") if e["direction"] == "collapse"
+                else ("peak", "peak_step", "rise_step", "settle_step", "risen"))
+        for k in ("layer", "init", "precursor", "gap_steps", "transition", "settings", "n_flagged", *keys):
             assert k in e, (name, k)
         assert e["layer"] == "all_params"
     assert pre["measures"]["llc"]["direction"] == "rise" and "peak_step" in pre["measures"]["llc"]

@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 
-from geoanatomy.tasks import (DEFAULT_LEVELS, LEVELS, SEP, TASKS, TOK, VOCAB, TaskData,
-                              level_hardness, make_task, marginal_logprob)
+from geoanatomy.baselines import order_logprob, training_baselines
+from geoanatomy.tasks import (DEFAULT_LEVELS, LEVELS, SEP, TASKS, TOK, VOCAB, TaskData, hash_uniform,
+                              level_hardness, make_task)
 
 
 def decode(row):
@@ -59,10 +60,91 @@ def test_heldout_never_in_training(task):
     spec = make_task(task, "L1")
     data = TaskData(spec, seed=0, n_heldout=1024)
     held = {tuple(r) for r in data.heldout_inputs}
-    assert len(held) == data.n_heldout
+    assert data.is_heldout(data.heldout_inputs).all()
     for step in range(0, 400, 7):
         x = data.train_inputs(step, 64)
+        assert not data.is_heldout(x).any()
         assert not any(tuple(r) in held for r in x)
+
+
+def _tv(a: np.ndarray, b: np.ndarray) -> float:
+    """Total-variation distance between the empirical distributions of two label arrays."""
+    keys = np.unique(np.concatenate([a, b]))
+    pa = np.array([(a == k).mean() for k in keys])
+    pb = np.array([(b == k).mean() for k in keys])
+    return 0.5 * float(np.abs(pa - pb).sum())
+
+
+@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("level", LEVELS)
+def test_training_and_heldout_have_the_same_answer_distribution(task, level):
+    """The held-out pool and the training stream draw from the same distribution: on 20,000
+    answers each, the first answer token's distribution and the whole answer's most frequent
+    value agree within sampling error (the first version held out the first distinct draws, so
+    cmp L1's EQ was 14.5% of the evaluation set and 3.6% of training)."""
+    spec = make_task(task, level)
+    data = TaskData(spec, seed=0, n_heldout=20_000)
+    held = data.heldout[:, -spec.n_answer:]
+    train = data.training_sample(20_000, "test")[:, -spec.n_answer:]
+    k = len(np.unique(np.concatenate([held[:, 0], train[:, 0]])))
+    # TV of two samples of the same k-valued law ~ sqrt(k / (2 pi n)), n = the smaller side:
+    # 20,000 draws, or the number of distinct held-out inputs in a small space (a fixed random
+    # quarter of mod L1's 1369 inputs differs from the rest by that much whatever the rule)
+    from geoanatomy.config import input_space
+    n = min(20_000, 0.25 * input_space(task, spec.params))
+    bound = lambda k: 4 * np.sqrt(k / (2 * np.pi * n)) + 0.005  # noqa: E731
+    assert _tv(held[:, 0], train[:, 0]) < bound(k)
+    if spec.n_answer > 1:
+        assert _tv(held[:, -1], train[:, -1]) < bound(10)
+
+
+def test_cmp_equal_pairs_not_concentrated_in_heldout():
+    data = TaskData(make_task("cmp", "L1"), seed=0, n_heldout=1024)
+    eq = TOK["EQ"]
+    held = (data.eval_set(1024)[:, -1] == eq).mean()
+    train = (data.training_sample(50_000, "t")[:, -1] == eq).mean()
+    assert abs(held - train) < 0.03, (held, train)
+
+
+def test_heldout_share_of_the_input_space():
+    # mod L1: 37^2 = 1369 inputs enumerated; the hash holds out ~heldout_frac of them
+    spec = make_task("mod", "L1")
+    a, b = np.meshgrid(np.arange(37), np.arange(37), indexing="ij")
+    from geoanatomy.tasks import _digits
+    x = np.concatenate([_digits(a.ravel(), 2), _digits(b.ravel(), 2)], axis=1)
+    for frac in (0.1, 0.25, 0.5):
+        share = TaskData(spec, 0, 64, frac, symmetric=False).is_heldout(x).mean()
+        assert abs(share - frac) < 3 * np.sqrt(frac * (1 - frac) / 1369), (frac, share)
+
+
+def test_symmetric_pairs_held_out_together():
+    spec = make_task("add", "L2")
+    rng = np.random.default_rng(0)
+    x = spec.draw(rng, 5000)
+    swapped = np.concatenate([x[:, 3:], x[:, :3]], axis=1)
+    sym = TaskData(spec, 0, 64, 0.25, symmetric=True)
+    assert np.array_equal(sym.is_heldout(x), sym.is_heldout(swapped))
+    asym = TaskData(spec, 0, 64, 0.25, symmetric=False)
+    assert not np.array_equal(asym.is_heldout(x), asym.is_heldout(swapped))
+    # mul with unequal widths has no (b, a): the setting does not apply
+    assert not TaskData(make_task("mul", "L1"), 0, 64, 0.25, symmetric=True).symmetric
+
+
+def test_hash_uniform_is_uniform_and_salted():
+    u = hash_uniform(np.arange(100_000), 1, "x")
+    assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.005
+    assert not np.array_equal(u, hash_uniform(np.arange(100_000), 2, "x"))
+
+
+def test_shuffled_control_keeps_answer_distribution_but_not_the_rule():
+    spec = make_task("mod", "L3")
+    real, ctrl = TaskData(spec, 0, 2000), TaskData(spec, 0, 2000, control="shuffled")
+    x = spec.draw(np.random.default_rng(5), 20_000)
+    a_real, a_ctrl = real.answer(x), ctrl.answer(x)
+    assert np.array_equal(ctrl.answer(x), a_ctrl)                         # deterministic per input
+    assert (a_real == a_ctrl).all(1).mean() < 0.1                          # the rule is gone
+    assert _tv(a_real[:, 0], a_ctrl[:, 0]) < 0.04                          # ... the answer law is not
+    assert np.array_equal(ctrl.heldout[:, :-spec.n_answer], real.heldout[:, :-spec.n_answer])
 
 
 def test_batches_depend_only_on_seed_and_step():
@@ -91,17 +173,63 @@ def test_levels_are_graded():
         assert make_task(task, "L1").space_log10 < make_task(task, "L3").space_log10
 
 
-def test_small_space_caps_heldout():
-    data = TaskData(make_task("mul", "L1"), 0, n_heldout=1024, heldout_frac=0.25)
-    assert data.n_heldout == 250           # 25% of the 1000 inputs (2-digit x 1-digit)
-    with pytest.raises(ValueError, match="exceeds the held-out set"):
-        data.eval_set(300)
+def test_eval_set_is_the_head_of_the_pool():
+    data = TaskData(make_task("mul", "L1"), 0, n_heldout=300, heldout_frac=0.25)
+    assert np.array_equal(data.eval_set(200), data.heldout[:200])
+    with pytest.raises(ValueError, match="exceeds the held-out pool"):
+        data.eval_set(301)
 
 
-def test_marginal_logprob_closed_form():
-    ans = np.array([[0, 1], [0, 2], [1, 3], [1, 4]])
-    # position 0: two tokens at 1/2 -> -log 2; position 1: four at 1/4 -> -log 4
-    assert marginal_logprob(ans) == pytest.approx(-(np.log(2) + np.log(4)) / 2)
+def test_exact_baselines_on_an_enumerable_task():
+    """mod L1 (p = 37): the training distribution is uniform over the 1369 - held-out inputs;
+    enumerate it and compute chance and the best answer-only predictor exactly."""
+    from collections import Counter
+
+    from geoanatomy.tasks import _digits
+    spec = make_task("mod", "L1")
+    data = TaskData(spec, 0, 64, 0.25)
+    a, b = np.meshgrid(np.arange(37), np.arange(37), indexing="ij")
+    x = np.concatenate([_digits(a.ravel(), 2), _digits(b.ravel(), 2)], axis=1)
+    held = data.is_heldout(x)
+    train = [tuple(r) for r in spec.answer(x[~held])]
+    test = [tuple(r) for r in spec.answer(x[held])]
+    joint, first = Counter(train), Counter(t[0] for t in train)
+    n = len(train)
+    # the constant answer / first token that is most frequent in training, scored on held-out
+    mode = max(joint, key=joint.get)
+    mode0 = max(first, key=first.get)
+    exact_chance = np.mean([t == mode for t in test])
+    exact_first_chance = np.mean([t[0] == mode0 for t in test])
+    # the answer-only predictor p(a0) p(a1 | a0) of the training distribution, on held-out answers
+    lp = [(np.log(first[t[0]] / n) + np.log(joint.get(t, 1e-12) / first[t[0]])) / 2 for t in test]
+    exact_lp = float(np.mean(lp))
+    base = training_baselines(data)
+    assert base["chance_accuracy"] == pytest.approx(exact_chance, abs=0.004)
+    assert base["first_token_chance"] == pytest.approx(exact_first_chance, abs=0.008)
+    assert base["logprob_per_token"] == pytest.approx(exact_lp, abs=0.02)
+    # on a second training sample the same predictor scores the training entropy
+    h = -(sum(c / n * np.log(c / n) for c in first.values())
+          + sum(c / n * np.log(c / first[t[0]]) for t, c in joint.items())) / 2
+    assert base["train_logprob_per_token"] == pytest.approx(-h, abs=0.01)
+
+
+def test_answer_only_predictor_beats_the_marginal_on_sort():
+    """sort: the answer never decreases, so seeing the previous answer token is worth a lot;
+    copy: digits are independent, the marginal is already the best."""
+    base = training_baselines(TaskData(make_task("sort", "L3"), 0, 64))
+    assert base["order"] >= 1
+    assert base["logprob_per_token"] - base["marginal_logprob_per_token"] > 0.3
+    copy = training_baselines(TaskData(make_task("copy", "L1"), 0, 64))
+    assert copy["logprob_per_token"] == pytest.approx(-np.log(10), abs=0.01)
+
+
+def test_order_logprob_closed_form():
+    # a0 uniform over {0, 1}; a1 = a0: order 0 scores -log 2 at both positions, order 1 is
+    # exact at position 1 (add-1/2 smoothing over 32 tokens leaves a small cost)
+    fit = np.array([[0, 0], [1, 1]] * 500)
+    lp0, lp1 = order_logprob(fit, fit, 0), order_logprob(fit, fit, 1)
+    assert lp0[0] == pytest.approx(np.log(500.5 / 1016), abs=1e-9)
+    assert lp1[1] == pytest.approx(np.log(500.5 / 516), abs=1e-9) and lp1[1] > lp0[1]
 
 
 def test_unknown_task_and_level():

@@ -93,7 +93,7 @@ def test_same_seed_same_bytes(tmp_path):
         metrics_run(spec, d, device="cpu", log=quiet)
         digests.append(hashlib.sha256((d / "metrics.csv").read_bytes()).hexdigest())
     assert digests[0] == digests[1]
-    other = run_spec(resolve({**tiny_cfg(), "seed": 1}), "add_L1_nano")
+    other = run_spec(resolve({**tiny_cfg(), "seed": 1}), "add_L1_nano_s1")
     d = tmp_path / "c"
     train_run(other, d, device="cpu", log=quiet)
     metrics_run(other, d, device="cpu", log=quiet)

@@ -36,13 +36,12 @@ import posixpath
 import re
 from pathlib import Path
 
-import numpy as np
 import yaml
 
 from .errors import ConfigError
 from .pythia.settings import BENCHMARKS as PYTHIA_BENCHMARKS
 from .sizes import SIZES, layer_names
-from .spec import JobSpec, RunSpec
+from .spec import JobSpec, RunSpec, parse_run_name, run_name
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 
@@ -53,6 +52,7 @@ MAX_DEPTH = 24                    # nesting of mappings and lists
 MAX_STRING_LEN = 4096             # characters in one string
 KEY_BITS = 62                     # TaskSpec.keys packs a task's inputs into one int64
 HELDOUT_MAX_SHARE = (1, 2)        # the held-out set may take at most half of an input space
+MIN_HELDOUT_INPUTS = 20           # ... and must hold at least this many inputs (expected) to draw from
 RESULTS_DIR_OK = re.compile(r"[A-Za-z0-9._/-]*")
 
 DEFAULTS: dict = {
@@ -68,14 +68,15 @@ DEFAULTS: dict = {
         "checkpoints": {"n_log": 30, "log_end": 0.1, "n_uniform": 50},
     },
     "size_overrides": {},
-    "data": {"n_heldout": 1024, "heldout_frac": 0.25},
+    "data": {"n_heldout": 1024, "heldout_frac": 0.25, "heldout_symmetric": True},
     "eval": {"n_samples": 200, "rankme_eps": 1e-7},
     "events": {
         "layer": "ln_final", "position": "first", "variant": "uncentred",
-        "acquisition_threshold": 0.5, "persist": 3,
+        "acquisition_threshold": 0.5, "persist": 3, "detector": "matched",
+        "onset_frac": 0.1, "extreme_tol": 0.05, "return_frac": 0.25,
         "collapse_drop": 0.3, "collapse_half": 0.5, "recovery_rise": 0.25,
         "transition": "floor", "precursor_min_gap_frac": 0.25,
-        "logprob_margin": 0.1, "easy_max_frac": 0.1,
+        "logprob_margin": 0.1, "plateau_rule": "matched", "easy_max_step": 150,
     },
     # Expensive measures on a checkpoint subset (geoanatomy.expensive documents every key).
     "measures": {
@@ -284,7 +285,8 @@ def read_config_file(path: str | Path) -> dict:
             user = json.loads(text, object_pairs_hook=_json_pairs) if text.strip() else None
         else:
             user = yaml.load(text, Loader=ConfigLoader)
-    except _DuplicateKey as d:
+    except _DuplicateKey as first:
+        d = first
         if is_json:  # line numbers from the YAML composer (JSON is YAML); without them if it balks
             try:
                 yaml.load(text, Loader=ConfigLoader)
@@ -464,8 +466,9 @@ def _dedupe_grid(user: dict) -> dict:
         return user
     blocks, seen = [], set()
     for b in user["grid"]:
-        nb = {k: list(dict.fromkeys(b[k])) for k in ("tasks", "levels", "sizes")}
-        key = tuple(tuple(nb[k]) for k in ("tasks", "levels", "sizes"))
+        nb = {**b, **{k: list(dict.fromkeys(b[k])) for k in ("tasks", "levels", "sizes", "seeds") if k in b}}
+        key = (tuple(tuple(nb[k]) for k in ("tasks", "levels", "sizes")), tuple(nb.get("seeds", ())),
+               nb.get("control", ""))
         if key not in seen:
             seen.add(key)
             blocks.append(nb)
@@ -552,32 +555,40 @@ def train_settings(cfg: dict, size: str) -> dict:
     return deep_merge(cfg["train"], cfg.get("size_overrides", {}).get(size, {}) or {})
 
 
-def runs(cfg: dict) -> list[tuple[str, str, str]]:
-    """(task, level, size) of every run, in grid order, without duplicates."""
+def runs(cfg: dict) -> list[tuple[str, str, str, str, int]]:
+    """(task, level, size, control, seed) of every run, in grid order, without duplicates.
+    A block's ``seeds`` default to [the top-level seed]; ``control`` to "" (the task itself)."""
     seen: dict[tuple, None] = {}
     for block in cfg["grid"]:
         sizes, levels = list(dict.fromkeys(block["sizes"])), list(dict.fromkeys(block["levels"]))
+        seeds = [int(x) for x in dict.fromkeys(block.get("seeds") or [cfg["seed"]])]
+        control = block.get("control", "none")
+        control = "" if control == "none" else control
         for t in dict.fromkeys(block["tasks"]):
             for lv in levels:
                 for s in sizes:
-                    seen[(t, lv, s)] = None
+                    for seed in seeds:
+                        seen[(t, lv, s, control, seed)] = None
     return list(seen)
 
 
 def run_names(cfg: dict) -> list[str]:
-    return [f"{t}_{lv}_{s}" for t, lv, s in runs(cfg)]
+    return [run_name(*r) for r in runs(cfg)]
 
 
 def run_spec(cfg: dict, name: str) -> RunSpec:
-    try:
-        task, level, size = name.split("_")
-    except ValueError:
-        raise ConfigError(f"run name {name!r} is not task_level_size") from None
-    if (task, level, size) not in set(runs(cfg)):
-        raise ConfigError(f"run {name!r} is not in the config grid; runs: {run_names(cfg)}")
+    parts = parse_run_name(name)
+    if parts is None:
+        raise ConfigError(f"run name {name!r} is not task_level_size[_shuffled][_sSEED]") from None
+    key = (parts["task"], parts["level"], parts["size"], parts["control"], parts["seed"])
+    if key not in set(runs(cfg)):
+        names = run_names(cfg)
+        raise ConfigError(f"run {name!r} is not in the config grid; runs: {names[:20]}"
+                          + (f" ... ({len(names)} in all)" if len(names) > 20 else ""))
+    task, level, size, control, seed = key
     return RunSpec(task=task, level=level, size=size, level_params=level_params(cfg, task, level),
-                   train=train_settings(cfg, size), data=dict(cfg["data"]), seed=int(cfg["seed"]),
-                   block_size=int(cfg["model"]["block_size"]), eval=dict(cfg["eval"]))
+                   train=train_settings(cfg, size), data=dict(cfg["data"]), seed=seed,
+                   block_size=int(cfg["model"]["block_size"]), eval=dict(cfg["eval"]), control=control)
 
 
 # Config blocks each stage reads besides the run itself (the job's Snakemake params carry
@@ -644,7 +655,7 @@ def check_semantics(cfg: dict) -> None:
                     f"'{LEVEL_PARAM[task]}' ({level_params(cfg, task, LEVELS[i])} vs "
                     f"{level_params(cfg, task, LEVELS[i + 1])})")
 
-    used_sizes = sorted({s for _, _, s in runs(cfg)})
+    used_sizes = sorted({r[2] for r in runs(cfg)})
     for size in ["<train>"] + used_sizes:
         tr = cfg["train"] if size == "<train>" else train_settings(cfg, size)
         where = "train" if size == "<train>" else f"size_overrides.{size}"
@@ -664,7 +675,7 @@ def check_semantics(cfg: dict) -> None:
     n_eval, n_probe = cfg["eval"]["n_samples"], cfg["probes"]["n_samples"]
     n_heldout, frac = cfg["data"]["n_heldout"], cfg["data"]["heldout_frac"]
     num, den = HELDOUT_MAX_SHARE
-    for task, lv in dict.fromkeys((t, lv) for t, lv, _ in runs(cfg)):
+    for task, lv in dict.fromkeys(r[:2] for r in runs(cfg)):
         params = level_params(cfg, task, lv)
         pname = LEVEL_PARAM[task]
         spec = make_task(task, lv, params)
@@ -679,18 +690,19 @@ def check_semantics(cfg: dict) -> None:
             raise ConfigError(f"config field 'model.block_size': {task} {lv} needs {spec.seq_len - 1} positions, "
                               f"block_size is {cfg['model']['block_size']}")
         space = input_space(task, params)
-        # the held-out size exactly as TaskData computes it
-        n_held = int(min(n_heldout, max(1, int(np.floor(frac * 10 ** spec.space_log10 + 1e-9)))))
-        if n_held * den > space * num:
-            which = "data.n_heldout" if n_held == n_heldout else "data.heldout_frac"
-            raise ConfigError(f"config field '{which}': the held-out set of {task} {lv} would be {n_held} of its "
-                              f"{space} inputs (min(data.n_heldout, data.heldout_frac x {space})); at most "
-                              f"{num}/{den} of an input space ({space * num // den}) may be held out, so that "
-                              f"training draws from the rest")
+        # each input is held out with probability heldout_frac (a hash of the input): the held-out
+        # part must leave the larger share to training and hold enough inputs to draw from
+        if frac * den > num:
+            raise ConfigError(f"config field 'data.heldout_frac': {frac} would hold out more than {num}/{den} of "
+                              f"every input space; training must draw from the larger part")
+        if frac * space < MIN_HELDOUT_INPUTS:
+            raise ConfigError(f"config field 'data.heldout_frac': {task} {lv} has {space} inputs, so "
+                              f"heldout_frac = {frac} holds out about {frac * space:.1f} of them; at least "
+                              f"{MIN_HELDOUT_INPUTS} are needed (raise heldout_frac or make the level larger)")
         for field, n in (("eval.n_samples", n_eval), ("probes.n_samples", n_probe)):
-            if n > n_held:
-                raise ConfigError(f"config field '{field}': {n} exceeds the held-out set of {task} {lv} "
-                                  f"({n_held} = min(data.n_heldout, data.heldout_frac x {space} inputs))")
+            if n > n_heldout:
+                raise ConfigError(f"config field '{field}': {n} exceeds the held-out pool of {task} {lv} "
+                                  f"(data.n_heldout = {n_heldout} draws)")
     llc = cfg["measures"]["llc"]
     if llc["batch_size"] > llc["n_data"]:
         raise ConfigError(f"config field 'measures.llc.batch_size': {llc['batch_size']} exceeds the SGLD data pool "

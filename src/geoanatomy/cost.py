@@ -38,6 +38,7 @@ import math
 from functools import lru_cache
 
 from .sizes import SIZES, VOCAB_SIZE, n_params
+from .spec import parse_run_name
 
 VOCAB = VOCAB_SIZE
 STAGES = ("train", "metrics", "measures", "probes", "events")
@@ -172,7 +173,8 @@ def run_shape(cfg: dict, run: str) -> dict:
     """Steps, checkpoints, batch, positions, answer length and eval samples of one run."""
     from .config import level_params, train_settings
     from .tasks import make_task
-    task, level, size = run.split("_")
+    r = parse_run_name(run)
+    task, level, size = r["task"], r["level"], r["size"]
     tr = train_settings(cfg, size)
     ck = tr["checkpoints"]
     t = make_task(task, level, level_params(cfg, task, level))
@@ -231,7 +233,7 @@ def job_resources(cfg: dict, stage: str, run: str, attempt: int = 1) -> dict:
     runtime and mem_mb grow with the retry ``attempt`` (x attempt, +50% per retry)."""
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}; expected one of {STAGES}")
-    size = run.rsplit("_", 1)[-1]
+    size = parse_run_name(run)["size"]
     gpu = job_device(cfg, stage, size) == "gpu"
     minutes = max(MIN_RUNTIME_MIN, math.ceil(SAFETY * (STARTUP_S + work_seconds(cfg, stage, run)) / 60))
     mem = BASE_MEM_MB + math.ceil(BYTES_PER_PARAM[stage] * n_params(size) / 1e6) + (CUDA_MEM_MB if gpu else 0)
@@ -257,7 +259,7 @@ def cost_table(cfg: dict) -> list[dict]:
     from .config import run_names
     by_size: dict[str, list[str]] = {}
     for run in run_names(cfg):
-        by_size.setdefault(run.rsplit("_", 1)[-1], []).append(run)
+        by_size.setdefault(parse_run_name(run)["size"], []).append(run)
     rows = []
     for size in SIZES:
         runs = by_size.get(size)

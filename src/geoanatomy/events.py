@@ -1,56 +1,36 @@
-"""Event detection on per-checkpoint curves: acquisition, emergence, collapse, floor,
-recovery, precursor, difficulty class.
+"""Event detection on per-checkpoint curves (torch-free): every detector of the project.
 
-All functions take checkpoint ``steps`` (K,) and a curve (K,) and return a step
-(int) or None. NaN points (a diverged run) are ignored. Thresholds come from the
-``events:`` block of the config (defaults in ``config.DEFAULTS``); every
-precursor.json repeats the values it used.
+All functions take checkpoint ``steps`` (K,) and a curve (K,) and return steps (int) or
+None. NaN points (a diverged run) are ignored. Thresholds come from the ``events:``
+block of the config (defaults in ``config.DEFAULTS``); every precursor.json repeats the
+values it used. docs/events.md states every definition with its formula.
 
 Definitions (``persist`` = p consecutive checkpoints, default 3):
 
-acquisition
-    First checkpoint t_acq whose chance-normalised exact-match accuracy
-    a_norm = (acc - chance) / (1 - chance) is >= ``acquisition_threshold`` (0.5)
-    and stays >= it at the next p - 1 checkpoints too (p checkpoints in all).
-    chance = accuracy of the best constant answer on the evaluation set; for
-    multi-token answers it is ~0, so this is the paper's "accuracy >= 50% for 3
-    consecutive checkpoints"; for one-token binary answers (par, cmp) it asks for
-    75% raw accuracy instead of the 50% a coin reaches.
-log-probability emergence
-    First checkpoint whose mean per-token answer log-probability exceeds the
-    input-blind (marginal) predictor's, ``tasks.marginal_logprob``, by
-    ``logprob_margin`` nats for p consecutive checkpoints: the model has begun
-    to use the input, usually long before exact matches appear.
-loss-plateau exit
-    Same criterion on the training loss: first checkpoint where
-    train_loss <= -marginal - margin for p consecutive checkpoints.
-init, floor
-    init = the value at the first checkpoint (step 0); floor = the minimum over
-    all checkpoints; floor_step = the first step where it is reached.
-collapse
-    The curve has *collapsed* when floor <= (1 - ``collapse_drop``) * init.
-    collapse_step = first step where value <= init - ``collapse_half`` * (init - floor)
-    (the "half-drop" point). None when not collapsed.
-recovery
-    recovery_step = first step after floor_step where value >= floor * (1 +
-    ``recovery_rise``) holds for p consecutive checkpoints. None when not collapsed
-    or never recovering.
-rise, peak, settle (``rise_events``)
-    The mirror image for measures that grow during learning (Hessian top eigenvalue,
-    LLC): peak = max, risen when init <= (1 - collapse_drop) * peak, rise_step = first
-    value >= init + collapse_half * (peak - init), settle_step = first step after the
-    peak with value <= peak / (1 + recovery_rise) for p checkpoints.
-transition and precursor
-    The geometric transition is the event named by ``transition`` (default
-    "floor": the end of the collapse, the turning point of the trajectory).
-    precursor = the run acquired, the measure collapsed, the transition exists,
+acquisition (``acquisition_step``)
+    First checkpoint whose chance-normalised accuracy (acc - chance) / (1 - chance)
+    is >= ``acquisition_threshold`` (0.5) there and at the next p - 1 checkpoints;
+    chance is the training distribution's (``geoanatomy.baselines``).
+log-probability emergence (``emergence_step``)
+    First checkpoint whose per-token answer log-probability exceeds the input-blind
+    baseline by ``logprob_margin`` nats for p consecutive checkpoints.
+matched events (``matched_events``, the default detector for every curve)
+    onset / extreme / return of a falling or rising curve, measured as progress from a
+    start level to the run's extreme (module function doc); ``curve_entry`` names them
+    collapse / floor / recovery or rise / peak / settle.
+legacy events (``curve_events``, ``rise_events``, ``plateau_exit_step``)
+    The first version's rules: floor = argmin, collapse = half-drop point, recovery
+    relative to the floor value; plateau exit = training loss below the input-blind loss
+    by ``logprob_margin``. Kept as ``detector: legacy`` / ``plateau_rule: margin``.
+transition and precursor (``precursor``)
+    The transition is the event named by ``transition`` (default "floor").
+    precursor = the run acquired, the measure changed, the transition exists,
     t_tr < t_acq strictly, and t_acq - t_tr >= ``precursor_min_gap_frac`` * t_acq.
     gap_steps = t_acq - t_tr whenever both exist (may be negative: the measure lags).
-difficulty
-    Behavioural only (so it can be compared with the geometric events without
-    circularity): "easy" if t_acq <= ``easy_max_frac`` * total steps, "hard" if
-    acquired later, "unlearned" if never acquired, "diverged" if training
-    diverged (non-finite loss).
+    An early event passes this rule in every run; analysis.nulls gives the nulls.
+difficulty (``difficulty_by_step``)
+    Behavioural only: "easy" if t_acq <= ``easy_max_step`` (the same for every size),
+    "hard" if acquired later, "unlearned" if never, "diverged" if a loss became non-finite.
 """
 from __future__ import annotations
 
@@ -129,6 +109,101 @@ def rise_events(steps, values, collapse_drop: float = 0.3, collapse_half: float 
         after = slice(k + 1, None)
         out["settle_step"] = first_sustained(s[after], v[after] <= peak / (1.0 + recovery_rise), persist)
     return out
+
+
+def matched_events(steps, values, direction: str, start: float | None = None, onset_frac: float = 0.1,
+                   extreme_tol: float = 0.05, return_frac: float = 0.25, min_change: float = 0.3,
+                   persist: int = 3) -> dict:
+    """The matched event family, the same for every curve (geometric or behavioural).
+
+    ``direction`` "down" (a collapse: RankMe, gradient ranks, a loss) or "up" (a rise:
+    accuracy, log-probability, Hessian top eigenvalue, LLC). ``start`` is the level the
+    change is measured from: the value at the first checkpoint by default (geometry); for
+    behaviour the input-blind level (chance accuracy, the baseline log-probability or loss).
+    With extreme = min (down) or max (up) over the run and progress
+    p(t) = (v(t) - start) / (extreme - start)::
+
+        changed      |extreme - start| / max(|start|, |extreme|) >= min_change
+        onset_step   first checkpoint with p >= onset_frac, held for ``persist`` checkpoints
+        half_step    first checkpoint with p >= 0.5, held for ``persist`` checkpoints
+        extreme_step first checkpoint with p >= 1 - extreme_tol (within tolerance of the
+                     extreme: on a flat floor this is where the floor is reached, not the
+                     noisy argmin)
+        return_step  first checkpoint after extreme_step with p <= 1 - return_frac, held for
+                     ``persist`` checkpoints (the curve has come back by return_frac of its change)
+
+    Steps are None when the curve did not change (``changed`` False) or never got there.
+    """
+    if direction not in ("down", "up"):
+        raise ValueError(f"direction must be 'down' or 'up', got {direction!r}")
+    s, v = _clean(steps, values)
+    out = {"direction": direction, "start": None, "extreme": None, "extreme_argstep": None, "final": None,
+           "change": None, "changed": False, "onset_step": None, "half_step": None, "extreme_step": None,
+           "return_step": None}
+    if len(v) == 0:
+        return out
+    v0 = float(v[0]) if start is None else float(start)
+    k = int(np.argmin(v) if direction == "down" else np.argmax(v))
+    ext = float(v[k])
+    delta = ext - v0
+    scale = max(abs(v0), abs(ext))
+    change = abs(delta) / scale if scale > 0 else 0.0
+    out.update(start=v0, extreme=ext, extreme_argstep=int(s[k]), final=float(v[-1]), change=change)
+    moved = delta < 0 if direction == "down" else delta > 0
+    if not moved or change < min_change:
+        return out
+    p = (v - v0) / delta
+    out["changed"] = True
+    out["onset_step"] = first_sustained(s, p >= onset_frac, persist)
+    out["half_step"] = first_sustained(s, p >= 0.5, persist)
+    i = int(np.argmax(p >= 1.0 - extreme_tol))
+    out["extreme_step"] = int(s[i])
+    out["return_step"] = first_sustained(s[i + 1:], p[i + 1:] <= 1.0 - return_frac, persist)
+    return out
+
+
+COLLAPSE_KEYS = {"onset": "collapse", "extreme": "floor", "return": "recovery"}
+RISE_KEYS = {"onset": "rise", "extreme": "peak", "return": "settle"}
+
+
+def curve_entry(steps, values, direction: str, cfg_events: dict, start: float | None = None) -> dict:
+    """A curve's events under the configured detector, with the names the rest of the project
+    reads: collapse, floor, recovery (direction "down") or rise, peak, settle ("up"),
+    each ``<name>_step``, plus ``init``, ``final``, ``collapsed``/``risen``.
+
+    ``detector: matched`` (default) is ``matched_events`` (onset -> collapse/rise, extreme ->
+    floor/peak, return -> recovery/settle); ``detector: legacy`` is ``curve_events`` /
+    ``rise_events`` (the first version's rules: argmin floor, half-drop collapse, recovery
+    relative to the floor)."""
+    e = cfg_events
+    names = COLLAPSE_KEYS if direction == "down" else RISE_KEYS
+    if e.get("detector", "matched") == "legacy":
+        fn = curve_events if direction == "down" else rise_events
+        out = fn(steps, values, e["collapse_drop"], e["collapse_half"], e["recovery_rise"], e["persist"])
+        out["detector"] = "legacy"
+        return out
+    m = matched_events(steps, values, direction, start=start, onset_frac=e["onset_frac"],
+                       extreme_tol=e["extreme_tol"], return_frac=e["return_frac"],
+                       min_change=e["collapse_drop"], persist=e["persist"])
+    flag = "collapsed" if direction == "down" else "risen"
+    out = {"detector": "matched", "init": m["start"], names["extreme"]: m["extreme"],
+           f"{names['extreme']}_step": m["extreme_step"], flag: m["changed"],
+           f"{names['onset']}_step": m["onset_step"], f"{names['return']}_step": m["return_step"],
+           "half_step": m["half_step"], "argextreme_step": m["extreme_argstep"], "final": m["final"],
+           "change": m["change"]}
+    if m["extreme_step"] is None:  # unchanged curve: report where the extreme value sits
+        out[f"{names['extreme']}_step"] = m["extreme_argstep"] if len(_clean(steps, values)[1]) else None
+    return out
+
+
+def difficulty_by_step(t_acq: int | None, easy_max_step: int, diverged: bool = False) -> str:
+    """'diverged' | 'unlearned' | 'easy' (acquired at step <= easy_max_step) | 'hard': the same
+    step threshold for every size, so classes do not depend on a size's own budget."""
+    if diverged:
+        return "diverged"
+    if t_acq is None:
+        return "unlearned"
+    return "easy" if t_acq <= easy_max_step else "hard"
 
 
 def headline_layer(cfg_events: dict) -> str:

@@ -11,8 +11,28 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+
+RUN_NAME = re.compile(r"^(?P<task>[a-z]+)_(?P<level>L[0-9]+)_(?P<size>[a-z]+)"
+                      r"(?:_(?P<control>shuffled))?(?:_s(?P<seed>[0-9]+))?$")
+
+
+def run_name(task: str, level: str, size: str, control: str = "", seed: int = 0) -> str:
+    """``{task}_{level}_{size}``, then ``_shuffled`` for the shuffled-label control and
+    ``_s{seed}`` for seeds other than 0 (seed 0 keeps the short name)."""
+    return f"{task}_{level}_{size}" + (f"_{control}" if control else "") + (f"_s{seed}" if seed else "")
+
+
+def parse_run_name(name: str) -> dict | None:
+    """{task, level, size, control, seed} of a run name, or None when it is not one."""
+    m = RUN_NAME.match(name)
+    if m is None:
+        return None
+    return {"task": m["task"], "level": m["level"], "size": m["size"], "control": m["control"] or "",
+            "seed": int(m["seed"] or 0)}
 
 
 def settings_hash(obj) -> str:
@@ -33,16 +53,20 @@ class RunSpec:
     seed: int
     block_size: int
     eval: dict = field(default_factory=dict)
+    control: str = ""
 
     @property
     def name(self) -> str:
-        return f"{self.task}_{self.level}_{self.size}"
+        return run_name(self.task, self.level, self.size, self.control, self.seed)
 
     def train_dict(self) -> dict:
         """The settings that determine the trained weights (hashed for invalidation)."""
-        return {"task": self.task, "level": self.level, "size": self.size,
-                "level_params": self.level_params, "train": self.train, "data": self.data,
-                "seed": self.seed, "block_size": self.block_size}
+        d = {"task": self.task, "level": self.level, "size": self.size,
+             "level_params": self.level_params, "train": self.train, "data": self.data,
+             "seed": self.seed, "block_size": self.block_size}
+        if self.control:
+            d["control"] = self.control
+        return d
 
     def train_hash(self) -> str:
         return settings_hash(self.train_dict())

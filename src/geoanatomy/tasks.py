@@ -29,12 +29,11 @@ Numbers are written most-significant digit first and zero-padded to a fixed
 width. ``cmp`` draws the second number sharing a random-length prefix with the
 first half of the time (otherwise the first digit decides almost every case).
 
-Held-out split: the held-out inputs are the first ``n_heldout`` distinct
-inputs of a generator seeded with ``(seed, task, level, "heldout")``, capped at
-``heldout_frac`` of the input space. Training batches are drawn per step from
-a generator seeded with ``(seed, step)`` and any row whose input is held out is
-redrawn, so train and held-out inputs never overlap and the batch of step t is
-the same whether or not training was interrupted.
+Held-out split (``TaskData``): each input is held out or not by a seeded hash of the
+input itself against ``heldout_frac``, so both sides follow the task's distribution.
+Training batches are drawn per step from a generator seeded with ``(seed, step)`` and
+any row whose input is held out is redrawn, so train and held-out inputs never overlap
+and the batch of step t is the same whether or not training was interrupted.
 """
 from __future__ import annotations
 
@@ -233,86 +232,148 @@ def stable_seed(*parts) -> int:
     return int.from_bytes(h[:8], "little")
 
 
-# Bound on the draw loops below: neither can spin forever on a config whose held-out set
-# covers (nearly) the whole input space. geoanatomy.config rejects such configs first (at
-# most half of an input space may be held out), so valid configs never get near it.
+# Bound on the draw loops below: none can spin forever on a config whose held-out share
+# leaves (nearly) nothing to draw. geoanatomy.config rejects such configs first.
 MAX_DRAW_ROUNDS = 1000
+# Tasks whose two operands have the same width: with ``symmetric`` held-out membership is
+# decided for the unordered pair, so (b, a) of a held-out (a, b) is held out too.
+PAIR_TASKS = ("add", "mod", "cmp", "mul")
+CONTROLS = ("", "shuffled")
+SHUFFLE_POOL = 1 << 16
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser: uint64 (N,) -> well-mixed uint64 (N,) (wrapping arithmetic)."""
+    x = np.asarray(x, dtype=np.uint64)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def hash_uniform(keys: np.ndarray, *salt) -> np.ndarray:
+    """A fixed pseudo-random number in [0, 1) per int64 key (N,), salted by ``salt``."""
+    s = np.uint64(stable_seed(*salt))
+    with np.errstate(over="ignore"):
+        h = _mix64(_mix64(np.asarray(keys, dtype=np.int64).astype(np.uint64) ^ s) + s)
+    return (h >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
 
 class TaskData:
-    """Held-out set and per-step training batches for one task spec and seed."""
+    """Held-out split, training batches, evaluation set and samples for one task spec and seed.
 
-    def __init__(self, spec: TaskSpec, seed: int, n_heldout: int = 1024, heldout_frac: float = 0.25):
+    Held-out membership is decided per input: input x is held out when
+    ``hash_uniform(key(x), seed, task, level) < heldout_frac`` (with ``symmetric`` the key
+    of the unordered operand pair of add, mod, cmp and mul with equal widths), so the held-out
+    inputs are a fixed random ``heldout_frac`` share of the input space, independent of how
+    often the generator draws them: training inputs and held-out inputs follow the same
+    distribution. Training batches, the held-out pool and every sample are draws of the task's
+    generator restricted to one side (redrawn rows, at most ``MAX_DRAW_ROUNDS`` rounds).
+
+    ``n_heldout``: size of the fixed held-out pool (independent draws, so an input can occur
+    twice, as in the training stream); the evaluation set is its first ``n`` rows.
+
+    ``control="shuffled"``: the shuffled-label control. The answer of input x is the true
+    answer of another input g(x), a fixed pseudo-random pick (by the hash of x) from a pool of
+    65,536 generator draws: every input keeps one answer and the answers keep their
+    distribution, but no rule links them to the input, so nothing can be acquired that
+    carries over to held-out inputs.
+    """
+
+    def __init__(self, spec: TaskSpec, seed: int, n_heldout: int = 1024, heldout_frac: float = 0.25,
+                 symmetric: bool = True, control: str = ""):
+        if control not in CONTROLS:
+            raise ValueError(f"unknown control {control!r}; allowed: {list(CONTROLS)}")
         self.spec = spec
         self.seed = seed
-        space = 10 ** spec.space_log10
-        cap = max(1, int(np.floor(heldout_frac * space + 1e-9)))
-        self.n_heldout = int(min(n_heldout, cap))
+        self.heldout_frac = float(heldout_frac)
+        self.symmetric = bool(symmetric) and self._pair_width() is not None
+        self.control = control
+        self.n_heldout = int(n_heldout)
+        if control:
+            rng = np.random.default_rng(stable_seed(seed, spec.task, spec.level, "shuffle_pool"))
+            self._shuffle_pool = spec.answer(spec.draw(rng, SHUFFLE_POOL))            # (M, n_answer)
         rng = np.random.default_rng(stable_seed(seed, spec.task, spec.level, "heldout"))
-        keys_seen: dict[int, None] = {}
-        rows = []
-        rounds = 0
-        while len(rows) < self.n_heldout:
-            if rounds == MAX_DRAW_ROUNDS:
-                raise RuntimeError(f"{spec.task} {spec.level}: only {len(rows)} of {self.n_heldout} distinct "
-                                   f"held-out inputs after {MAX_DRAW_ROUNDS} draw rounds; lower data.n_heldout "
-                                   f"or data.heldout_frac")
-            rounds += 1
-            x = spec.draw(rng, 4 * self.n_heldout)
-            for row, k in zip(x, spec.keys(x)):
-                if int(k) not in keys_seen:
-                    keys_seen[int(k)] = None
-                    rows.append(row)
-                    if len(rows) == self.n_heldout:
-                        break
-        self.heldout_inputs = np.stack(rows).astype(np.int64)           # (H, n_in)
-        self.heldout_keys = np.sort(spec.keys(self.heldout_inputs))     # (H,)
-        self.heldout = spec.encode(self.heldout_inputs)                 # (H, S)
+        self.heldout_inputs = self._restricted(rng, spec.draw(rng, self.n_heldout), heldout=True,
+                                               what="held-out pool")               # (H, n_in)
+        self.heldout = self.encode(self.heldout_inputs)                             # (H, S)
+
+    # ------------------------------------------------------------------ split
+    def _pair_width(self) -> int | None:
+        t, p = self.spec.task, self.spec.params
+        if t not in PAIR_TASKS:
+            return None
+        if t == "mul":
+            da, db = (int(v) for v in p["digits"])
+            return da if da == db else None
+        return self.spec.n_in // 2
+
+    def split_keys(self, inputs: np.ndarray) -> np.ndarray:
+        """The key held-out membership is decided on (N,): the input's own key, or with
+        ``symmetric`` the smaller of the keys of (a, b) and (b, a)."""
+        k = self.spec.keys(inputs)
+        if not self.symmetric:
+            return k
+        w = self._pair_width()
+        swapped = np.concatenate([inputs[:, w:], inputs[:, :w]], axis=1)
+        return np.minimum(k, self.spec.keys(swapped))
 
     def is_heldout(self, inputs: np.ndarray) -> np.ndarray:
-        k = self.spec.keys(inputs)
-        idx = np.clip(np.searchsorted(self.heldout_keys, k), 0, len(self.heldout_keys) - 1)
-        return self.heldout_keys[idx] == k
+        """Boolean (N,): which inputs (N, n_in) are held out."""
+        spec = self.spec
+        return hash_uniform(self.split_keys(inputs), self.seed, spec.task, spec.level, "split") < self.heldout_frac
 
-    def train_inputs(self, step: int, batch_size: int) -> np.ndarray:
-        """Training inputs for ``step`` (B, n_in): depends only on (seed, step), never held out."""
-        rng = np.random.default_rng(stable_seed(self.seed, self.spec.task, self.spec.level, "train", step))
-        x = self.spec.draw(rng, batch_size)
-        bad = self.is_heldout(x)
+    def _restricted(self, rng, x: np.ndarray, heldout: bool, what: str) -> np.ndarray:
+        """Redraw the rows of x (N, n_in) that fall on the wrong side of the split."""
+        bad = self.is_heldout(x) != heldout
         rounds = 0
         while bad.any():
             if rounds == MAX_DRAW_ROUNDS:
-                raise RuntimeError(f"{self.spec.task} {self.spec.level} step {step}: {int(bad.sum())} of {batch_size} "
-                                   f"training inputs still held out after {MAX_DRAW_ROUNDS} redraw rounds; the "
-                                   f"held-out set covers too much of the input space (lower data.heldout_frac "
-                                   f"or data.n_heldout)")
+                raise RuntimeError(f"{self.spec.task} {self.spec.level} {what}: {int(bad.sum())} of {len(x)} "
+                                   f"draws still on the wrong side of the held-out split after {MAX_DRAW_ROUNDS} "
+                                   f"rounds (data.heldout_frac = {self.heldout_frac} leaves too few inputs)")
             rounds += 1
             x[bad] = self.spec.draw(rng, int(bad.sum()))
-            bad = self.is_heldout(x)
+            bad = self.is_heldout(x) != heldout
         return x
+
+    def filter_training(self, rng, x: np.ndarray) -> np.ndarray:
+        """Inputs x (N, n_in) with every held-out row redrawn from ``rng`` (training side)."""
+        return self._restricted(rng, x, heldout=False, what="training draw")
+
+    # ---------------------------------------------------------------- answers
+    def answer(self, inputs: np.ndarray) -> np.ndarray:
+        """Answer tokens (N, n_answer) of inputs (N, n_in): the task's, or the control's."""
+        if not self.control:
+            return self.spec.answer(inputs)
+        u = hash_uniform(self.spec.keys(inputs), self.seed, self.spec.task, self.spec.level, "shuffle")
+        return self._shuffle_pool[(u * SHUFFLE_POOL).astype(np.int64)]
+
+    def encode(self, inputs: np.ndarray) -> np.ndarray:
+        """Inputs (N, n_in) -> full sequences (N, S) = prompt + answer (the control's answer)."""
+        return np.concatenate([self.spec.layout(inputs), self.answer(inputs)], axis=1)
+
+    # ------------------------------------------------------------------ draws
+    def train_inputs(self, step: int, batch_size: int) -> np.ndarray:
+        """Training inputs for ``step`` (B, n_in): depends only on (seed, step), never held out."""
+        rng = np.random.default_rng(stable_seed(self.seed, self.spec.task, self.spec.level, "train", step))
+        return self._restricted(rng, self.spec.draw(rng, batch_size), heldout=False, what=f"step {step}")
 
     def train_batch(self, step: int, batch_size: int) -> np.ndarray:
         """Token sequences (B, S) for training step ``step``."""
-        return self.spec.encode(self.train_inputs(step, batch_size))
+        return self.encode(self.train_inputs(step, batch_size))
+
+    def training_sample(self, n: int, *tag) -> np.ndarray:
+        """A fixed seeded sample (n, S) of training-distribution sequences, one per ``tag``."""
+        rng = np.random.default_rng(stable_seed(self.seed, self.spec.task, self.spec.level, "sample", *tag))
+        return self.encode(self.filter_training(rng, self.spec.draw(rng, n)))
+
+    def heldout_sample(self, n: int, *tag) -> np.ndarray:
+        """A fixed seeded sample (n, S) of held-out sequences, one per ``tag`` (not the pool)."""
+        rng = np.random.default_rng(stable_seed(self.seed, self.spec.task, self.spec.level, "heldout_sample", *tag))
+        return self.encode(self._restricted(rng, self.spec.draw(rng, n), heldout=True, what="held-out sample"))
 
     def eval_set(self, n: int) -> np.ndarray:
-        """The fixed evaluation sequences (n, S): the first n held-out examples."""
+        """The fixed evaluation sequences (n, S): the first n rows of the held-out pool."""
         if n > self.n_heldout:
-            raise ValueError(f"{self.spec.run_prefix}: eval n_samples={n} exceeds the held-out set ({self.n_heldout})")
+            raise ValueError(f"{self.spec.run_prefix}: eval n_samples={n} exceeds the held-out pool ({self.n_heldout})")
         return self.heldout[:n]
-
-
-def marginal_logprob(answers: np.ndarray) -> float:
-    """Mean per-token log-probability (nats) of the best input-blind predictor.
-
-    For each answer position, the empirical token distribution q over the given
-    answers (N, n_answer); the predictor that knows only q scores
-    sum_t q_t log q_t per token (minus the entropy), averaged over positions.
-    This is the log-probability level of the early loss plateau.
-    """
-    out = []
-    for j in range(answers.shape[1]):
-        _, c = np.unique(answers[:, j], return_counts=True)
-        q = c / c.sum()
-        out.append(float((q * np.log(q)).sum()))
-    return float(np.mean(out))

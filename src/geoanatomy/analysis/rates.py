@@ -17,16 +17,26 @@ gap_steps = t_acq - t_transition whenever both exist (negative: the event lags).
 transitioned = collapsed (falling measures) or risen (``direction: rise``: hessian_top,
 llc); extreme = floor or peak (load.extreme) with its value and step.
 coincides_plateau_exit = |log10(t_tr + 1) - log10(t_exit + 1)| <= coincide_log10_tol.
+
+Beside every rate, its nulls (``analysis.nulls``): the clock null (best rate and median
+lead of one fixed step), the permutation p of the rate and of the median lead
+(acquisition steps shuffled within a size), false alarms (the measure transitioned in a
+run that never acquired, or in a shuffled-label control run) and, in ``paired_leads``,
+each measure's lead over the loss-plateau exit per run with a sign test and a bootstrap
+interval.
 """
 from __future__ import annotations
 
 import pandas as pd
 
+import numpy as np
+
 from .load import DIFFICULTIES, REFERENCES, extreme, geometric_measures, run_facts, size_order, step_or_none
+from .nulls import clock_null, paired_lead, permutation_null
 from .stats import log_steps_close, quantiles
 
 ROW_COLUMNS = ["run", "task", "level", "size", "family", "n_params", "steps", "difficulty", "acquired",
-               "diverged", "acquisition_step", "measure", "kind", "layer", "position", "variant",
+               "diverged", "control", "easy_max_step", "min_gap_frac", "acquisition_step", "measure", "kind", "layer", "position", "variant",
                "direction", "transition", "transition_step", "precursor", "gap_steps", "transitioned", "init",
                "extreme", "extreme_value", "extreme_step", "loss_plateau_exit_step", "coincides_plateau_exit"]
 
@@ -39,7 +49,9 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
     """One row per run and measure (geometric measures present in that run + the references)."""
     rows = []
     for pre in pres:
-        f = run_facts(pre)
+        es = pre.get("events_settings") or {}
+        f = {**run_facts(pre), "control": pre.get("control") or "",
+             "easy_max_step": es.get("easy_max_step"), "min_gap_frac": float(es.get("precursor_min_gap_frac", 0.25))}
         t_acq, t_exit = f["acquisition_step"], step_or_none(pre.get("loss_plateau_exit_step"))
         for name, m in geometric_measures(pre).items():
             kind, xv, xs = extreme(m)
@@ -81,9 +93,98 @@ def _one(values):
     return vals[0] if len(vals) == 1 else ("mixed" if vals else None)
 
 
-def precursor_rates(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per measure x difficulty class x size (and size 'all'): k/n precursors and the gap."""
+def _effective_transition(r: pd.DataFrame) -> np.ndarray:
+    """Transition steps that count for the precursor rule: none where the measure did not
+    transition (a geometric measure must have collapsed/risen; references always count)."""
+    t = pd.to_numeric(r["transition_step"], errors="coerce").to_numpy(float)
+    ok = (r["kind"] == "reference").to_numpy() | r["transitioned"].fillna(False).astype(bool).to_numpy()
+    return np.where(ok, t, np.nan)
+
+
+def _class_of(t_acq: np.ndarray, easy_max_step: np.ndarray) -> np.ndarray:
+    return np.where(~np.isfinite(t_acq), "unlearned", np.where(t_acq <= easy_max_step, "easy", "hard"))
+
+
+def null_columns(rm: pd.DataFrame, diff: str, size: str, st: dict) -> dict:
+    """Clock null, permutation p and false alarms of one measure's cell (module doc)."""
+    out = {"clock_best_step": None, "clock_best_rate": None, "clock_best_median_lead": None,
+           "clock_median_step": None, "clock_median_rate": None, "perm_p_rate": None,
+           "perm_p_median_lead": None, "n_permutations": None, "false_alarms_k_of_n": ""}
+    real = rm[(rm["control"] == "") & ~rm["diverged"].astype(bool)]
+    scope = real if size == "all" else real[real["size"] == size]
+    if diff in ("easy", "hard"):
+        cell = scope[scope["difficulty"] == diff]
+        if not len(cell):
+            return out
+        frac = float(cell["min_gap_frac"].iloc[0])
+        t_acq = pd.to_numeric(cell["acquisition_step"], errors="coerce").to_numpy(float)
+        out.update({k: v for k, v in clock_null(_effective_transition(cell), t_acq, frac).items() if k != "n"})
+        acq = scope[scope["acquired"].astype(bool)]
+        emax = pd.to_numeric(acq["easy_max_step"], errors="coerce").to_numpy(float)
+        res = permutation_null(_effective_transition(acq), pd.to_numeric(acq["acquisition_step"]).to_numpy(float),
+                               acq["size"].to_numpy(), lambda a: _class_of(a, emax) == diff, frac,
+                               n_resamples=int(st.get("n_permutations", 10_000)), seed=int(st.get("seed", 0)))
+        out.update(perm_p_rate=res["p_rate"], perm_p_median_lead=res["p_median_lead"],
+                   n_permutations=res["n_permutations"])
+    elif diff == "unlearned":
+        cell = scope[scope["difficulty"] == "unlearned"]
+        fired = np.isfinite(_effective_transition(cell))
+        out["false_alarms_k_of_n"] = f"{int(fired.sum())}/{len(cell)}"
+    return out
+
+
+def control_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """False alarms in shuffled-label control runs: per measure, the runs where it transitioned."""
     out = []
+    ctrl = rows[rows["control"] != ""]
+    for measure in ordered_measures(rows):
+        c = ctrl[ctrl["measure"] == measure]
+        if not len(c):
+            continue
+        fired = np.isfinite(_effective_transition(c))
+        out.append({"measure": measure, "control": "shuffled labels", "runs": len(c),
+                    "acquired": int(c["acquired"].astype(bool).sum()),
+                    "transition_fired_k_of_n": f"{int(fired.sum())}/{len(c)}",
+                    "runs_fired": ",".join(c.loc[fired, "run"])})
+    return pd.DataFrame(out, columns=["measure", "control", "runs", "acquired", "transition_fired_k_of_n", "runs_fired"])
+
+
+def paired_leads(rows: pd.DataFrame, st: dict) -> pd.DataFrame:
+    """Per measure x class (easy, hard, all acquired): the lead of the measure's transition over
+    the loss-plateau exit of the same run (nulls.paired_lead)."""
+    out = []
+    real = rows[(rows["control"] == "") & rows["acquired"].astype(bool) & ~rows["diverged"].astype(bool)]
+    for measure in ordered_measures(rows):
+        if measure == "loss_plateau_exit":
+            continue
+        rm = real[real["measure"] == measure]
+        for diff in ("easy", "hard", "acquired"):
+            r = rm if diff == "acquired" else rm[rm["difficulty"] == diff]
+            if not len(r):
+                continue
+            pl = paired_lead(_effective_transition(r), pd.to_numeric(r["loss_plateau_exit_step"], errors="coerce"),
+                             n_resamples=int(st.get("n_bootstrap", 10_000)), seed=int(st.get("seed", 0)))
+            out.append({"measure": measure, "difficulty": diff, "runs": len(r), "n_pairs": pl["n"],
+                        "wins": pl["wins"], "losses": pl["losses"], "ties": pl["ties"], "sign_test_p": pl["p"],
+                        "median_lead_steps": pl["median_lead_steps"],
+                        "ci95_lo_steps": pl["ci95_lead_steps"][0], "ci95_hi_steps": pl["ci95_lead_steps"][1],
+                        "median_lead_decades": pl["median_lead_decades"],
+                        "ci95_lo_decades": pl["ci95_lead_decades"][0], "ci95_hi_decades": pl["ci95_lead_decades"][1]})
+    return pd.DataFrame(out, columns=PAIRED_COLUMNS)
+
+
+PAIRED_COLUMNS = ["measure", "difficulty", "runs", "n_pairs", "wins", "losses", "ties", "sign_test_p",
+                  "median_lead_steps", "ci95_lo_steps", "ci95_hi_steps", "median_lead_decades",
+                  "ci95_lo_decades", "ci95_hi_decades"]
+
+
+def precursor_rates(rows: pd.DataFrame, st: dict | None = None) -> pd.DataFrame:
+    """Per measure x difficulty class x size (and size 'all'): k/n precursors, the gap, and the
+    nulls beside them (clock, permutation p, false alarms). Control runs are left out here
+    (``control_rows``)."""
+    st = st or {}
+    out = []
+    rows = rows[rows["control"] == ""]
     sizes = size_order(rows["size"], dict(zip(rows["size"], rows["n_params"])))
     for measure in ordered_measures(rows):
         rm = rows[rows["measure"] == measure]
@@ -107,11 +208,17 @@ def precursor_rates(rows: pd.DataFrame) -> pd.DataFrame:
                     "gap_iqr_steps": q["iqr"], "n_leads": int((r["gap_steps"].dropna() > 0).sum()),
                     "coincide_plateau_k_of_n": f"{int(coinc.astype(bool).sum())}/{len(coinc)}"
                     if measure != "loss_plateau_exit" else "",
+                    **null_columns(rm, diff, size, st),
                 })
     return pd.DataFrame(out)
 
 
 RATES_NOTES = [
+    "nulls: clock_best_* = the best rate (and median lead) that one fixed step, the same in every run, gets under"
+    " the same rule (steps tried: the measure's own transition steps in the cell); clock_median_* = the step at"
+    " the median of those; perm_p_rate / perm_p_median_lead = permutation p of the count and of the median lead,"
+    " acquisition steps shuffled across the acquired runs of each size (the class moves with the step);"
+    " false_alarms_k_of_n (unlearned rows) = runs that never acquired whose measure transitioned anyway.",
     "precursor_rates: per measure x behavioural difficulty class x size ('all' = pooled sizes).",
     "runs = runs in the cell (unlearned/diverged runs are counted: they can have no precursor);"
     " precursors = runs whose measure's transition precedes acquisition (rate_k_of_n = k/n).",

@@ -22,7 +22,7 @@ from . import behaviour, figures_runs, figures_summary, floors, prediction, rate
 from .load import class_counts, load_precursors
 from .tables import header_lines, read_table, tables_html, write_csv
 
-TABLE_FILES = ["precursor_rates.csv", "transitions.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv", "emergence.csv",
+TABLE_FILES = ["precursor_rates.csv", "paired_leads.csv", "controls.csv", "transitions.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv", "emergence.csv",
                "probes.csv"]
 JSON_FILES = ["floor_summary.json", "top_down_summary.json", "scale_invariance.json", "prediction.json"]
 
@@ -48,9 +48,20 @@ def write_tables(pres, out: Path, st: dict) -> list[str]:
                " loss_plateau_exit and logprob_emergence): transition step, precursor verdict, gap = t_acq - t_tr.",
                f"coincides_plateau_exit: |log10(t_tr + 1) - log10(t_exit + 1)| <= {st['coincide_log10_tol']} decades"
                " (t_exit = loss_plateau_exit_step); empty when either step is missing.", nl])
-    pr = rates.precursor_rates(rows)
+    pr = rates.precursor_rates(rows, st)
     write_csv(pr, out / "precursor_rates.csv", "geoanatomy summary: precursor_rates.csv",
               [n.format(tol=st["coincide_log10_tol"]) for n in rates.RATES_NOTES] + [nl])
+    write_csv(rates.paired_leads(rows, st), out / "paired_leads.csv", "geoanatomy summary: paired_leads.csv",
+              ["per measure x class: lead of the measure's transition over the loss-plateau exit of the same run,"
+               " d = t_exit - t_transition (steps; > 0: the measure fires first) and in decades"
+               " (log10(t_exit + 1) - log10(t_tr + 1)); n_pairs = runs with both events (a geometric measure must have"
+               " transitioned); wins/losses/ties and the exact two-sided sign test p (ties dropped);"
+               f" median with a percentile bootstrap 95% interval over runs ({st.get('n_bootstrap', 10000)} resamples).",
+               "shuffled-label control runs and diverged runs left out.", nl])
+    write_csv(rates.control_rows(rows), out / "controls.csv", "geoanatomy summary: controls.csv",
+              ["false alarms in shuffled-label control runs (answers permuted across inputs: nothing to acquire):"
+               " per measure, the runs whose transition fired anyway (a geometric measure collapsed or rose by the"
+               " events rule; a reference reached its event).", nl])
     fl = floors.collapse_floors(pres)
     write_csv(fl, out / "collapse_floors.csv", "geoanatomy summary: collapse_floors.csv",
               ["one row per run and geometric measure at its headline layer/position/variant;"

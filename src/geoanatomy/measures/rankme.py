@@ -61,3 +61,22 @@ def effective_rank(Z: torch.Tensor, centred: bool = False) -> float:
 def rankme_from_singular_values(s: torch.Tensor, eps: float = 1e-7) -> float:
     """RankMe from a given spectrum (singular values, or any non-negative weights)."""
     return _entropy_rank(s.to(torch.float64), eps)
+
+
+def mean_share(Z: torch.Tensor) -> float:
+    """Share of the squared norm of Z (N, d) carried by its mean row:
+    ||mean_i z_i||^2 / mean_i ||z_i||^2, in [0, 1] (float64).
+
+    1 when every row is the same vector, 0 when the rows average to zero. Next to the
+    uncentred RankMe it tells how much of a "collapse" is one shared direction (the mean),
+    which centring removes. NaN for non-finite or all-zero Z."""
+    if Z.ndim != 2:
+        raise ValueError(f"expected a 2-D matrix (N, d), got shape {tuple(Z.shape)}")
+    Z = Z.detach().to(torch.float64)
+    if not torch.isfinite(Z).all():
+        return float("nan")
+    total = (Z * Z).sum(1).mean()
+    if total <= 0:
+        return float("nan")
+    m = Z.mean(0)
+    return float((m @ m / total).item())

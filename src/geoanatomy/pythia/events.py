@@ -6,7 +6,7 @@ Reads ``results/pythia_<name>/metrics.csv`` (duplicates already excluded), write
 Same functions and thresholds (config ``events``) as the algorithmic runs:
 acquisition = ``events.acquisition_step`` on ``accuracy_norm`` (chance-normalised
 multiple-choice accuracy >= threshold for ``persist`` consecutive measured revisions);
-collapse / floor / recovery = ``events.curve_events`` of RankMe at the last prompt token
+collapse / floor / recovery = ``events.curve_entry`` (the configured detector) of RankMe at the last prompt token
 (layer ``pythia.layer``, variant ``events.variant``); precursor and gaps =
 ``events.precursor`` (gaps in training steps). Where a key of the algorithmic
 precursor.json has no Pythia counterpart it is null and ``not_applicable`` says why:
@@ -59,7 +59,7 @@ def build_precursor(df, run: str, bench: str, extract: dict, dups: dict, e: dict
     per_layer = {}
     for name in layers:
         s, v, sub_l = _curve(rm, "rankme", layer=name)
-        cev = ev.curve_events(s, v, e["collapse_drop"], e["collapse_half"], e["recovery_rise"], p)
+        cev = ev.curve_entry(s, v, "down", e)
         st = json.loads(sub_l["settings"].iloc[0])
         cev["constant_by_construction"] = bool(st.get("constant_by_construction", False))
         cev["max_rank"] = st.get("max_rank")

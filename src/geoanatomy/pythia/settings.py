@@ -41,7 +41,10 @@ DEDUCTION_DEFAULT_ITEMS = 50
 # Bump when the extraction code changes what it measures: it is part of the job's params,
 # so Snakemake reruns the extraction (edits under src/ alone do not trigger reruns).
 EXTRACT_VERSION = 1
-EVENTS_VERSION = 1
+EVENTS_VERSION = 2  # 2: the matched detector family of the algorithmic runs
+# Pythia's difficulty: easy if acquired within this share of the last selected step (the
+# revisions are the same for every size, so the classes compare like with like).
+EASY_MAX_FRAC = 0.1
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
@@ -187,7 +190,7 @@ def events_settings(cfg: dict) -> dict:
     """The global ``events`` thresholds with the Pythia headline layer and position."""
     e = dict(cfg["events"])
     e.update(layer=cfg["pythia"]["layer"], position="last_prompt", version=EVENTS_VERSION,
-             scoring=cfg["pythia"]["scoring"])
+             scoring=cfg["pythia"]["scoring"], easy_max_frac=EASY_MAX_FRAC)
     return e
 
 

@@ -14,10 +14,15 @@ from ..spec import RunSpec
 from ..tasks import TaskData, make_task, stable_seed
 
 
+def task_data(spec: RunSpec) -> TaskData:
+    """The run's data: held-out split, training stream, samples (``tasks.TaskData``)."""
+    return TaskData(make_task(spec.task, spec.level, spec.level_params), spec.seed, spec.data["n_heldout"],
+                    spec.data["heldout_frac"], spec.data.get("heldout_symmetric", True), spec.control)
+
+
 def build(spec: RunSpec, device: str = "cpu") -> tuple[GPT, TaskData]:
     """Seeded model and data for a run spec (same seed -> same initial weights)."""
-    task = make_task(spec.task, spec.level, spec.level_params)
-    data = TaskData(task, spec.seed, spec.data["n_heldout"], spec.data["heldout_frac"])
+    data = task_data(spec)
     torch.manual_seed(stable_seed(spec.seed, spec.name, "init") % (2**63))
     model = GPT(ModelConfig.from_size(spec.size, block_size=spec.block_size)).to(device)
     return model, data

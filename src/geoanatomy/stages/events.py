@@ -47,9 +47,10 @@ from ..files import atomic_write_json, json_safe
 from ..spec import RunSpec
 from ..table import curve
 from ..table import read_table, select
-from ..tasks import TaskData, make_task, marginal_logprob
+from ..baselines import training_baselines
+from .common import run_record, task_data
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: matched detectors, both RankMe variants, training-distribution baselines
 DIRECTIONS = {"grad_erank": "collapse", "grad_cov_erank": "collapse", "hessian_top": "rise", "llc": "rise"}
 HEADLINE_VARIANT = {"grad_erank": "roy_vetterli", "grad_cov_erank": "roy_vetterli",
                     "hessian_top": "power_iteration", "llc": "sgld"}
@@ -60,69 +61,98 @@ _PER_POINT = {"selected_because", "iterations", "converged", "batch_loss", "std"
 
 
 
-def build_precursor(spec: RunSpec, train_summary: dict, df, cfg_events: dict, measures_df=None,
-                    probes_df=None) -> dict:
-    """The precursor.json dict for one run (see module and ``events`` docs).
+RANKME_ENTRIES = {"rankme": "uncentred", "rankme_centred": "centred"}
 
-    With ``measures_df`` (measures.csv) ``measures`` also gets grad_erank, grad_cov_erank,
-    hessian_top and llc; with ``probes_df`` (probes.csv) a top-level ``probes`` entry
-    (definitions: ``measures.transitions``)."""
-    e = cfg_events
-    p = e["persist"]
-    data = TaskData(make_task(spec.task, spec.level, spec.level_params), spec.seed,
-                    spec.data["n_heldout"], spec.data["heldout_frac"])
-    n_eval = int(spec.eval["n_samples"])
-    answers = data.eval_set(n_eval)[:, -data.spec.n_answer:]
-    baseline = marginal_logprob(answers)
 
-    steps, acc_norm = curve(df, "accuracy_norm")
-    _, acc = curve(df, "accuracy")
-    t_acq = ev.acquisition_step(steps, acc_norm, e["acquisition_threshold"], p)
-    s_lp, lp = curve(df, "logprob_per_token")
-    t_lp = ev.emergence_step(s_lp, lp, baseline, e["logprob_margin"], p)
-    s_tl, tl = curve(df, "train_loss")
-    t_plateau = ev.plateau_exit_step(s_tl, tl, baseline, e["logprob_margin"], p)
-    diverged = bool(train_summary.get("diverged", False)) or not np.all(np.isfinite(tl))
-    acc_rows = df.loc[df["measure"] == "accuracy_norm", "settings"]
-    chance = float(json.loads(acc_rows.iloc[0])["chance"]) if len(acc_rows) else None
+def _mean_shares(df, layer: str, position: str, steps_wanted: dict) -> dict:
+    """Mean share of the RankMe matrix at the named steps (init, extreme, final...)."""
+    s, v = curve(df, "mean_share", layer=layer, position=position)
+    at = dict(zip(s.tolist(), v.tolist()))
+    return {k: (at.get(t) if t is not None else None) for k, t in steps_wanted.items()}
 
+
+def rankme_entry(df, variant: str, t_acq, e: dict, n_eval: int, eps: float) -> dict:
+    """precursor.json entry of RankMe in one variant: the headline layer's events, precursor
+    verdict and the mean share at its init, floor and final steps; events of every layer."""
     layer = ev.headline_layer(e)
-    layers = list(dict.fromkeys(df.loc[df["measure"] == "rankme"].sort_values("layer_index")["layer"]))
+    layers = list(dict.fromkeys(select(df, "rankme").sort_values("layer_index", kind="stable")["layer"]))
     per_layer = {}
     for name in layers:
-        s, v = curve(df, "rankme", layer=name, position=e["position"], variant=e["variant"])
-        cev = ev.curve_events(s, v, e["collapse_drop"], e["collapse_half"], e["recovery_rise"], p)
+        s, v = curve(df, "rankme", layer=name, position=e["position"], variant=variant)
+        cev = ev.curve_entry(s, v, "down", e)
         cev["constant_by_construction"] = bool(name == "embed" and e["position"] == "first")
         per_layer[name] = cev
-    head = dict(per_layer.get(layer) or ev.curve_events([], []))
+    head = dict(per_layer.get(layer) or ev.curve_entry([], [], "down", e))
     head.update(ev.precursor(head, t_acq, e["transition"], e["precursor_min_gap_frac"]))
-    rankme_entry = {"layer": layer, "position": e["position"], "variant": e["variant"],
-                    "n_samples": n_eval, "eps": float(spec.eval["rankme_eps"]), **head,
-                    "per_layer": per_layer}
+    s, _ = curve(df, "rankme", layer=layer, position=e["position"], variant=variant)
+    head["mean_share"] = _mean_shares(df, layer, e["position"], {
+        "init": int(s[0]) if len(s) else None, "floor": head.get("floor_step"),
+        "final": int(s[-1]) if len(s) else None})
+    return {"layer": layer, "position": e["position"], "variant": variant, "direction": "collapse",
+            "n_samples": n_eval, "eps": eps, **head, "per_layer": per_layer}
+
+
+def build_precursor(spec: RunSpec, train_summary: dict, df, cfg_events: dict, measures_df=None,
+                    probes_df=None, baselines: dict | None = None) -> dict:
+    """The precursor.json dict for one run (see module and ``events`` docs).
+
+    ``measures``: ``rankme`` (uncentred, as defined) and ``rankme_centred`` side by side;
+    with ``measures_df`` (measures.csv) also grad_erank, grad_cov_erank, hessian_top and llc;
+    with ``probes_df`` (probes.csv) a top-level ``probes`` entry. ``baselines``: the
+    training distribution's chance and input-blind levels (computed when not given)."""
+    e = cfg_events
+    p = e["persist"]
+    base = baselines or training_baselines(task_data(spec))
+    n_eval = int(spec.eval["n_samples"])
+
+    steps, acc_norm = curve(df, "accuracy_norm", position="answer")
+    _, acc = curve(df, "accuracy", position="answer")
+    t_acq = ev.acquisition_step(steps, acc_norm, e["acquisition_threshold"], p)
+    s1, acc1 = curve(df, "accuracy_norm", position="first")
+    t_acq_first = ev.acquisition_step(s1, acc1, e["acquisition_threshold"], p)
+    s_lp, lp = curve(df, "logprob_per_token")
+    t_lp = ev.emergence_step(s_lp, lp, base["logprob_per_token"], e["logprob_margin"], p)
+    s_tl, tl = curve(df, "loss", variant="train")
+    blind_loss = -base["train_logprob_per_token"]
+    if e["plateau_rule"] == "margin":
+        t_plateau = ev.plateau_exit_step(s_tl, tl, base["train_logprob_per_token"], e["logprob_margin"], p)
+    else:  # the matched onset of the loss curve, measured from the input-blind level
+        m = ev.matched_events(s_tl, tl, "down", start=blind_loss, onset_frac=e["onset_frac"],
+                              extreme_tol=e["extreme_tol"], return_frac=e["return_frac"],
+                              min_change=e["collapse_drop"], persist=p)
+        t_plateau = m["onset_step"]
+    _, batch_loss = curve(df, "train_loss")
+    diverged = (bool(train_summary.get("diverged", False)) or not np.all(np.isfinite(tl))
+                or not np.all(np.isfinite(batch_loss)))
 
     out = {
         "schema_version": SCHEMA_VERSION,
         "run": spec.name, "task": spec.task, "level": spec.level, "size": spec.size,
-        "level_params": spec.level_params,
+        "seed": spec.seed, "control": spec.control, "level_params": spec.level_params,
         "n_params": train_summary.get("n_params"), "steps": spec.train["steps"],
         "n_checkpoints": int(len(steps)), "diverged": diverged,
         "acquired": t_acq is not None, "acquisition_step": t_acq,
+        "first_token_acquisition_step": t_acq_first,
         "logprob_emergence_step": t_lp, "loss_plateau_exit_step": t_plateau,
-        "difficulty": ev.difficulty(t_acq, spec.train["steps"], e["easy_max_frac"], diverged),
+        "difficulty": ev.difficulty_by_step(t_acq, e["easy_max_step"], diverged),
         "final_accuracy": float(acc[-1]) if len(acc) else None,
         "max_accuracy": float(np.nanmax(acc)) if len(acc) and np.isfinite(acc).any() else None,
-        "chance_accuracy": chance, "marginal_logprob_per_token": baseline,
+        "chance_accuracy": base["chance_accuracy"], "first_token_chance": base["first_token_chance"],
+        "baseline_logprob_per_token": base["logprob_per_token"],
+        "baselines": base,
         "eval": {"n_samples": n_eval, "split": "held-out", "positions": {
             "first": "position predicting the first answer token",
-            "answer_mean": "mean over positions predicting answer tokens"}},
+            "answer_mean": "mean over positions predicting answer tokens"},
+            "plateau_exit": f"{e['plateau_rule']} rule on the float64 loss of a fixed training sample at "
+                            f"the checkpoint's weights, from the input-blind loss {blind_loss:.4f}"},
         "events_settings": dict(e),
-        "measures": {"rankme": rankme_entry},
+        "measures": {name: rankme_entry(df, variant, t_acq, e, n_eval, float(spec.eval["rankme_eps"]))
+                     for name, variant in RANKME_ENTRIES.items()},
     }
-    if measures_df is not None or probes_df is not None:
-        if measures_df is not None:
-            out["measures"].update(measure_entries(measures_df, t_acq, e))
-        if probes_df is not None and len(probes_df):
-            out["probes"] = probe_entry(probes_df, t_acq, e, layer)
+    if measures_df is not None:
+        out["measures"].update(measure_entries(measures_df, t_acq, e))
+    if probes_df is not None and len(probes_df):
+        out["probes"] = probe_entry(probes_df, t_acq, e, ev.headline_layer(e), t_acq_first)
     return json_safe(out)
 
 
@@ -149,15 +179,12 @@ def measure_entry(mdf, measure: str, t_acq, cfg_events: dict) -> dict:
              "n_samples": int(sub["n_samples"].iloc[0]) if len(sub) else None,
              "n_points": int(len(sub)), "measured_steps": [int(x) for x in steps],
              "n_flagged": int(flags.sum()), "flagged_steps": [int(x) for x in steps[flags]]}
-    col = ev.curve_events(steps, vals, e["collapse_drop"], e["collapse_half"], e["recovery_rise"], e["persist"])
-    entry.update(col)
+    entry.update(ev.curve_entry(steps, vals, "down" if direction == "collapse" else "up", e))
     if direction == "collapse":
-        entry.update(ev.precursor(col, t_acq, e["transition"], e["precursor_min_gap_frac"]))
+        entry.update(ev.precursor(entry, t_acq, e["transition"], e["precursor_min_gap_frac"]))
     else:
-        rise = ev.rise_events(steps, vals, e["collapse_drop"], e["collapse_half"], e["recovery_rise"], e["persist"])
-        entry.update(rise)
-        like = {"collapsed": rise["risen"], "collapse_step": rise["rise_step"], "floor_step": rise["peak_step"],
-                "recovery_step": rise["settle_step"]}
+        like = {"collapsed": entry["risen"], "collapse_step": entry["rise_step"], "floor_step": entry["peak_step"],
+                "recovery_step": entry["settle_step"]}
         pre = ev.precursor(like, t_acq, e["transition"], e["precursor_min_gap_frac"])
         pre["transition"] = RISE_NAMES[pre["transition"]]
         pre["gaps"] = {RISE_NAMES[k]: v for k, v in pre["gaps"].items()}
@@ -172,10 +199,19 @@ def measure_entries(mdf, t_acq, cfg_events: dict) -> dict:
     return {m: measure_entry(mdf, m, t_acq, cfg_events) for m in DIRECTIONS if m in present}
 
 
-def probe_entry(pdf, t_acq, cfg_events: dict, headline_layer: str = "ln_final") -> dict:
-    """precursor.json ``probes`` entry: probe acquisition step per layer (module doc)."""
+def probe_entry(pdf, t_acq, cfg_events: dict, headline_layer: str = "ln_final", t_acq_first=None) -> dict:
+    """precursor.json ``probes`` entry: probe acquisition step per layer (module doc).
+
+    A probe at position "first" predicts the first answer token, so it is compared with the
+    acquisition of that token (``t_acq_first``: first-token accuracy, chance-normalised,
+    same threshold and persistence), not with whole-answer exact match, which a multi-token
+    answer reaches later by construction. Other positions are compared with ``t_acq``."""
     e = cfg_events
     pos = e["position"] if e["position"] in set(pdf["position"]) else "first"
+    if pos == "first":
+        t_acq, compared_with = t_acq_first, "first-token acquisition"
+    else:
+        compared_with = "whole-answer acquisition"
     per_layer = {}
     sub = pdf[(pdf["measure"] == "probe_accuracy_norm") & (pdf["position"] == pos)]
     for (li, layer), g in sorted(sub.groupby(["layer_index", "layer"]), key=lambda kv: kv[0][0]):
@@ -201,6 +237,7 @@ def probe_entry(pdf, t_acq, cfg_events: dict, headline_layer: str = "ln_final") 
     any_row = json.loads(sub["settings"].iloc[0]) if len(sub) else {}
     return {
         "measure": "probe_accuracy_norm", "position": pos, "layer": headline_layer,
+        "compared_with": compared_with, "behaviour_acquisition_step": t_acq,
         "definition": f"first probed checkpoint with chance-normalised probe accuracy >= "
                       f"{e['acquisition_threshold']} for {e['persist']} consecutive probed checkpoints",
         "acquisition_step": head.get("acquisition_step"), "gap_steps": head.get("gap_steps"),
@@ -217,7 +254,6 @@ def probe_entry(pdf, t_acq, cfg_events: dict, headline_layer: str = "ln_final") 
 
 def precursor_of_run(spec: RunSpec, run_dir: str | Path, cfg_events: dict):
     """(precursor dict, metrics DataFrame) of a run folder, writing nothing."""
-    from .common import run_record
     run_dir = Path(run_dir)
     summary = run_record(spec, run_dir)
     recorded = sorted(int(x) for x in summary.get("checkpoint_steps", []))

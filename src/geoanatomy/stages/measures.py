@@ -65,10 +65,10 @@ MEASURE_KINDS = ("grad_rank", "hessian", "llc")
 def detect_events(metrics_df, cfg_events: dict) -> dict[str, int | None]:
     """Steps of acquisition and the headline RankMe collapse/floor/recovery from metrics.csv rows."""
     e = cfg_events
-    s, a = curve(metrics_df, "accuracy_norm")
+    s, a = curve(metrics_df, "accuracy_norm", position="answer")
     out: dict[str, int | None] = {"acquisition": ev.acquisition_step(s, a, e["acquisition_threshold"], e["persist"])}
     s, v = curve(metrics_df, "rankme", layer=ev.headline_layer(e), position=e["position"], variant=e["variant"])
-    cev = ev.curve_events(s, v, e["collapse_drop"], e["collapse_half"], e["recovery_rise"], e["persist"])
+    cev = ev.curve_entry(s, v, "down", e)
     for k in ("collapse", "floor", "recovery"):
         out[f"rankme_{k}"] = cev[f"{k}_step"]
     return out
@@ -100,14 +100,7 @@ def select_checkpoints(steps: list[int], every_k: int, around: int = 0,
 # ------------------------------------------------------------------- data
 def train_sample(data, n: int, tag: str) -> np.ndarray:
     """A fixed seeded sample (n, S) of training-distribution sequences (no held-out inputs)."""
-    spec = data.spec
-    rng = np.random.default_rng(stable_seed(data.seed, spec.task, spec.level, "measures", tag))
-    x = spec.draw(rng, n)
-    bad = data.is_heldout(x)
-    while bad.any():
-        x[bad] = spec.draw(rng, int(bad.sum()))
-        bad = data.is_heldout(x)
-    return spec.encode(x)
+    return data.training_sample(n, "measures", tag)
 
 
 # ------------------------------------------------------------ one checkpoint
