@@ -1,6 +1,7 @@
 """Cost and cross-checks of the expensive measures and probes, measured in one run on one thread.
 
-    python benchmarks/bench_measures.py [--run mod_L3] [--steps 200] [--llc-chains 4] [--llc-draws 50] [--llc-seeds 3]
+    python benchmarks/bench_measures.py [--run mod_L3] [--steps 200] [--llc-chains 4] [--llc-draws 50] [--llc-seeds 5]
+    python benchmarks/bench_measures.py --llc-only          # only the LLC comparison (nano, ~1 CPU-minute)
 
 Trains a short run of the task at nano and at micro (config.yaml's settings, ``--steps``
 updates) in a temporary folder, then at the final checkpoint prints
@@ -11,18 +12,28 @@ updates) in a temporary folder, then at the final checkpoint prints
                    projected for the default checkpoint subset and the default grid's
                    checkpoint count
   LLC vs devinterp our SGLD LLC and devinterp 2.x's ``llc()`` on the same checkpoint, data
-                   pool, loss (answer cross-entropy) and hyperparameters: time ratio and the
-                   difference of the estimates in units of its standard error over seeds
+                   pool, loss (answer cross-entropy) and hyperparameters:
+                   (1) independent: both with their own random streams, --llc-seeds
+                   independent repeats each; mean and standard error (over seeds) of each,
+                   the difference in units of its standard error, and the time ratio
                    (chains share their minibatch order in both, so the spread over chains
-                   alone misses the data-order variance).
+                   alone misses the data-order variance). devinterp seeds chain c of
+                   init_seed s with the torch seed s + c, so consecutive init_seeds share
+                   noise streams and are not independent repeats: repeat s uses init_seed
+                   100 + s * chains (``--llc-dvi-seeding consecutive`` uses s, the old,
+                   correlated choice that made 0.210 vs 0.151 look like 1.85 s.e.).
+                   (2) paired: ours with ``rng="devinterp"`` (devinterp's noise and
+                   minibatch streams) at each of those init_seeds: the largest per-chain
+                   difference, i.e. the implementation difference without Monte Carlo noise.
                    Without devinterp installed, an independent plain-loop reference
-                   (``reference_llc`` below) takes its place.
+                   (``reference_llc`` below) takes its place and (2) is skipped.
   Hessian vs plain our power iteration (gradient graph built once, PyHessian's way) and a
                    plain double-backward power iteration rebuilding the graph every
                    iteration; same batch, start vector and tolerance: time ratio and relative
                    difference.
 
-Writes the figures to benchmarks/out/bench_measures.json as well.
+Writes the figures to benchmarks/out/bench_measures.json (--llc-only:
+bench_measures_llc.json) as well.
 """
 from __future__ import annotations
 
@@ -106,26 +117,26 @@ def main() -> None:
     ap.add_argument("--sizes", default="nano,micro")
     ap.add_argument("--llc-chains", type=int, default=4)
     ap.add_argument("--llc-draws", type=int, default=50)
-    ap.add_argument("--llc-seeds", type=int, default=3, help="independent repeats (data order + noise) per side")
+    ap.add_argument("--llc-seeds", type=int, default=5, help="independent repeats (data order + noise) per side")
+    ap.add_argument("--llc-dvi-seeding", choices=("disjoint", "consecutive"), default="disjoint",
+                    help="devinterp init_seed of repeat s: 100 + s*chains (independent) or s (shares noise streams)")
+    ap.add_argument("--llc-only", action="store_true",
+                    help="only the LLC comparison, at the first size (skips timings, probes and the Hessian check)")
     args = ap.parse_args()
 
     from geoanatomy.runtime import limit_threads
     limit_threads(1)
-    import numpy as np
     import torch
 
     from geoanatomy.checkpoints import list_checkpoints, load_weights
     from geoanatomy.config import load_config, run_spec
-    from geoanatomy.stages.measures import measure_checkpoint, select_checkpoints, train_sample
-    from geoanatomy.measures.hessian import hessian_top
-    from geoanatomy.measures.llc import llc_at_checkpoint
-    from geoanatomy.stages.probes import probe_checkpoint, split_indices
     from geoanatomy.schedule import checkpoint_steps
     from geoanatomy.stages.common import build
+    from geoanatomy.stages.measures import select_checkpoints, train_sample
     from geoanatomy.stages.train import run as train_run
 
     task, level = args.run.split("_")
-    sizes = args.sizes.split(",")
+    sizes = args.sizes.split(",")[:1] if args.llc_only else args.sizes.split(",")
     base = load_config(REPO / "config.yaml")
     out: dict = {"run": args.run, "steps": args.steps, "torch": torch.__version__, "threads": 1, "sizes": {}}
     tmp = Path(tempfile.mkdtemp(prefix="bench_measures_"))
@@ -140,7 +151,8 @@ def main() -> None:
 
     for size in sizes:
         cfg = load_config(REPO / "config.yaml", overrides={"grid": [{"tasks": [task], "levels": [level], "sizes": [size]}],
-                                                           "results_dir": str(tmp)})
+                                                           "results_dir": str(tmp),
+                                                           "allow_results_outside_workdir": True})
         cfg["train"]["steps"] = args.steps
         cfg["train"]["warmup"] = min(cfg["train"]["warmup"], args.steps // 5)
         cfg["train"]["checkpoints"] = {"n_log": 4, "log_end": 0.1, "n_uniform": 2}
@@ -157,95 +169,150 @@ def main() -> None:
                  "hessian": torch.as_tensor(train_sample(data, m["hessian"]["batch_size"], "hessian")),
                  "llc": torch.as_tensor(train_sample(data, m["llc"]["n_data"], "llc"))}
         seeds = {"hessian": 1, "llc": 2}
-        # one-off costs: the torch.func/dynamo import of the first vmap call
-        tim: dict = {}
-        _, t_first, _ = cpu_time(measure_checkpoint, model, pools, na, m, seeds, ("grad_rank",), tim)
-        tim = {}
-        measure_checkpoint(model, pools, na, m, seeds, ("grad_rank", "hessian", "llc"), tim)
-        p = cfg["probes"]
-        seq = torch.as_tensor(data.eval_set(p["n_samples"]))
-        trn, tst = split_indices(p["n_samples"], p["test_frac"], 0)
-        probe_checkpoint(model, seq, data.spec.first_answer_pred_pos, na, trn, tst, p["positions"], p["C"],
-                         p["max_iter"], p["standardize"])                 # warm-up (sklearn import)
-        _, t_probe, _ = cpu_time(probe_checkpoint, model, seq, data.spec.first_answer_pred_pos, na, trn, tst,
-                                 p["positions"], p["C"], p["max_iter"], p["standardize"])
-        per_ck = sum(tim.values())
-        row = {"n_params": model.n_params(), "checkpoint_step": step, "train_cpu_s": t_train,
-               "cpu_s_per_checkpoint": {**tim, "probes_all_layers": t_probe},
-               "grad_rank_first_call_cpu_s": t_first,
-               "projected_run_cpu_s": {"measures": n_sub * per_ck + max(0.0, t_first - tim["grad_rank"]),
-                                       "probes": n_ck * t_probe, "checkpoints_measured": n_sub,
-                                       "checkpoints_probed": n_ck}}
-        out["sizes"][size] = row
-        print(f"\n## {size} ({model.n_params():,} parameters), checkpoint step {step}; CPU-s per checkpoint:")
-        for k, v in row["cpu_s_per_checkpoint"].items():
-            print(f"  {k:<18} {v:7.3f}")
-        print(f"  (first grad_rank call in this process: {t_first:.2f} CPU-s, incl. any one-off torch.func imports)")
-        pr = row["projected_run_cpu_s"]
-        print(f"  projected per run: measures {pr['measures']:.1f} CPU-s on {n_sub} checkpoints, "
-              f"probes {pr['probes']:.1f} CPU-s on {n_ck} checkpoints -> {pr['measures'] + pr['probes']:.1f} CPU-s "
-              f"(training this {args.steps}-step run: {t_train:.1f} CPU-s)")
-
+        if args.llc_only:
+            out["sizes"][size] = {"n_params": model.n_params(), "checkpoint_step": step, "train_cpu_s": t_train}
+            print(f"\n## {size} ({model.n_params():,} parameters), checkpoint step {step} (--llc-only)")
+        else:
+            _timings(out, args, size, model, data, pools, na, m, seeds, cfg, t_train, step, n_sub, n_ck)
         if size != sizes[0]:
             continue
-        # ---- Hessian: ours (graph once) vs plain double backward (graph every iteration)
-        h = m["hessian"]
-        ours, t_o, _ = cpu_time(hessian_top, model, pools["hessian"], na, h["max_iter"], h["tol"], 5)
-        plain, t_p, _ = cpu_time(hessian_top, model, pools["hessian"], na, h["max_iter"], h["tol"], 5, plain=True)
-        out["hessian_vs_plain"] = {"ours": ours["value"], "plain": plain["value"], "iterations": [ours["iterations"],
-                                   plain["iterations"]], "time_ratio": t_o / t_p,
-                                   "rel_diff": abs(ours["value"] - plain["value"]) / abs(plain["value"]),
-                                   "batch_size": h["batch_size"], "tol": h["tol"], "max_iter": h["max_iter"]}
-        hv = out["hessian_vs_plain"]
-        print(f"\n## Hessian top eigenvalue ({size}, batch {h['batch_size']}, tol {h['tol']}, max_iter {h['max_iter']})")
-        print(f"  ours {ours['value']:.6g} ({ours['iterations']} it, {t_o:.2f} CPU-s)   plain double backward "
-              f"{plain['value']:.6g} ({plain['iterations']} it, {t_p:.2f} CPU-s)")
-        print(f"  time ratio ours/plain {hv['time_ratio']:.2f}   relative difference {hv['rel_diff']:.2e}")
-
-        # ---- LLC: ours vs devinterp (or the plain reference) on the same settings. Chains share
-        # their minibatch order (in both), so the spread over chains misses the data-order
-        # variance: compare means over --llc-seeds seeds (each seed: new order and noise).
-        L = dict(m["llc"])
-        kw = dict(eps=L["eps"], gamma=L["gamma"], n_beta=L["n_beta"], chains=args.llc_chains, draws=args.llc_draws,
-                  batch_size=L["batch_size"])
-        try:
-            from importlib.metadata import version
-            import devinterp  # noqa: F401
-            ref_name = f"devinterp {version('devinterp')} llc()"
-            ref_fn = lambda seed: devinterp_llc(model, pools["llc"], na, seed=seed, tmp=tmp / f"s{seed}", **kw)  # noqa: E731
-        except ImportError:
-            ref_name = "plain-loop reference (devinterp not installed)"
-            ref_fn = lambda seed: (reference_llc(model, pools["llc"], na, seed=seed, **kw), None)  # noqa: E731
-        ours_s, ref_s, t_m, t_t, their_init = [], [], 0.0, 0.0, None
-        for seed in range(args.llc_seeds):
-            mine, dt, _ = cpu_time(llc_at_checkpoint, model, pools["llc"], na, burnin=0, seed=seed, **kw)
-            (theirs, their_init), dt2, _ = cpu_time(ref_fn, seed)
-            ours_s.append(float(np.mean(mine["per_chain"])))
-            ref_s.append(float(np.mean(theirs)))
-            t_m, t_t = t_m + dt, t_t + dt2
-        a, b = np.array(ours_s), np.array(ref_s)
-        k = len(a)
-        se = math.sqrt(a.var(ddof=1) / k + b.var(ddof=1) / k) if k > 1 else float("nan")
-        out["llc_vs_reference"] = {"reference": ref_name, "ours": float(a.mean()), "ours_per_seed": a.tolist(),
-                                   "reference_value": float(b.mean()), "reference_per_seed": b.tolist(),
-                                   "difference": float(a.mean() - b.mean()),
-                                   "difference_in_se": float((a.mean() - b.mean()) / se) if se > 0 else None,
-                                   "time_ratio": t_m / t_t, "ours_cpu_s": t_m, "reference_cpu_s": t_t,
-                                   "init_loss": [mine["init_loss"], their_init],
-                                   "settings": {**kw, "burnin": 0, "seeds": k, "n_data": int(pools["llc"].shape[0])}}
-        lv = out["llc_vs_reference"]
-        print(f"\n## LLC ({size}): ours vs {ref_name}; eps {kw['eps']}, gamma {kw['gamma']}, n_beta {kw['n_beta']}, "
-              f"{kw['chains']} chains x {kw['draws']} draws, batch {kw['batch_size']}, pool {pools['llc'].shape[0]}, "
-              f"{k} seeds")
-        print(f"  ours {a.mean():.4g} (seed means {np.round(a, 3).tolist()}), {t_m:.2f} CPU-s")
-        print(f"  ref  {b.mean():.4g} (seed means {np.round(b, 3).tolist()}), {t_t:.2f} CPU-s")
-        print(f"  difference {lv['difference']:.3g} = {lv['difference_in_se']:.2f} standard errors (over seeds); "
-              f"time ratio ours/reference {lv['time_ratio']:.2f}; init loss ours {mine['init_loss']:.6g} ref {their_init}")
+        if not args.llc_only:
+            _hessian_check(out, size, model, pools, na, m)
+        _llc_check(out, args, size, model, pools, na, m, tmp)
 
     od = REPO / "benchmarks" / "out"
     od.mkdir(parents=True, exist_ok=True)
-    (od / "bench_measures.json").write_text(json.dumps(out, indent=2, default=float) + "\n")
-    print(f"\nwritten {od / 'bench_measures.json'}")
+    of = od / ("bench_measures_llc.json" if args.llc_only else "bench_measures.json")
+    of.write_text(json.dumps(out, indent=2, default=float) + "\n")
+    print(f"\nwritten {of}")
+
+
+def _timings(out, args, size, model, data, pools, na, m, seeds, cfg, t_train, step, n_sub, n_ck):
+    """CPU seconds per checkpoint of each measure and of the probes; projected per-run cost."""
+    import torch
+
+    from geoanatomy.stages.measures import measure_checkpoint
+    from geoanatomy.stages.probes import probe_checkpoint, split_indices
+    # one-off costs: the torch.func/dynamo import of the first vmap call
+    tim: dict = {}
+    _, t_first, _ = cpu_time(measure_checkpoint, model, pools, na, m, seeds, ("grad_rank",), tim)
+    tim = {}
+    measure_checkpoint(model, pools, na, m, seeds, ("grad_rank", "hessian", "llc"), tim)
+    p = cfg["probes"]
+    seq = torch.as_tensor(data.eval_set(p["n_samples"]))
+    trn, tst = split_indices(p["n_samples"], p["test_frac"], 0)
+    probe_checkpoint(model, seq, data.spec.first_answer_pred_pos, na, trn, tst, p["positions"], p["C"],
+                     p["max_iter"], p["standardize"])                 # warm-up (sklearn import)
+    _, t_probe, _ = cpu_time(probe_checkpoint, model, seq, data.spec.first_answer_pred_pos, na, trn, tst,
+                             p["positions"], p["C"], p["max_iter"], p["standardize"])
+    per_ck = sum(tim.values())
+    row = {"n_params": model.n_params(), "checkpoint_step": step, "train_cpu_s": t_train,
+           "cpu_s_per_checkpoint": {**tim, "probes_all_layers": t_probe},
+           "grad_rank_first_call_cpu_s": t_first,
+           "projected_run_cpu_s": {"measures": n_sub * per_ck + max(0.0, t_first - tim["grad_rank"]),
+                                   "probes": n_ck * t_probe, "checkpoints_measured": n_sub,
+                                   "checkpoints_probed": n_ck}}
+    out["sizes"][size] = row
+    print(f"\n## {size} ({model.n_params():,} parameters), checkpoint step {step}; CPU-s per checkpoint:")
+    for k, v in row["cpu_s_per_checkpoint"].items():
+        print(f"  {k:<18} {v:7.3f}")
+    print(f"  (first grad_rank call in this process: {t_first:.2f} CPU-s, incl. any one-off torch.func imports)")
+    pr = row["projected_run_cpu_s"]
+    print(f"  projected per run: measures {pr['measures']:.1f} CPU-s on {n_sub} checkpoints, "
+          f"probes {pr['probes']:.1f} CPU-s on {n_ck} checkpoints -> {pr['measures'] + pr['probes']:.1f} CPU-s "
+          f"(training this {args.steps}-step run: {t_train:.1f} CPU-s)")
+
+
+def _hessian_check(out, size, model, pools, na, m):
+    """Hessian: ours (graph once) vs plain double backward (graph every iteration)."""
+    from geoanatomy.measures.hessian import hessian_top
+    h = m["hessian"]
+    ours, t_o, _ = cpu_time(hessian_top, model, pools["hessian"], na, h["max_iter"], h["tol"], 5)
+    plain, t_p, _ = cpu_time(hessian_top, model, pools["hessian"], na, h["max_iter"], h["tol"], 5, plain=True)
+    out["hessian_vs_plain"] = {"ours": ours["value"], "plain": plain["value"], "iterations": [ours["iterations"],
+                               plain["iterations"]], "time_ratio": t_o / t_p,
+                               "rel_diff": abs(ours["value"] - plain["value"]) / abs(plain["value"]),
+                               "batch_size": h["batch_size"], "tol": h["tol"], "max_iter": h["max_iter"]}
+    hv = out["hessian_vs_plain"]
+    print(f"\n## Hessian top eigenvalue ({size}, batch {h['batch_size']}, tol {h['tol']}, max_iter {h['max_iter']})")
+    print(f"  ours {ours['value']:.6g} ({ours['iterations']} it, {t_o:.2f} CPU-s)   plain double backward "
+          f"{plain['value']:.6g} ({plain['iterations']} it, {t_p:.2f} CPU-s)")
+    print(f"  time ratio ours/plain {hv['time_ratio']:.2f}   relative difference {hv['rel_diff']:.2e}")
+
+
+def _mean_se(x):
+    import numpy as np
+    x = np.asarray(x, dtype=float)
+    return float(x.mean()), (float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else float("nan"))
+
+
+def _llc_check(out, args, size, model, pools, na, m, tmp):
+    """LLC: ours vs devinterp (or the plain reference) on the same checkpoint, pool and settings.
+
+    (1) independent repeats: each side with its own streams; chains share their minibatch
+    order (in both), so the spread over chains misses the data-order variance: compare means
+    over --llc-seeds repeats (each: new order and noise). (2) paired: ours with devinterp's
+    streams (rng="devinterp") at the same init_seed: per-chain differences.
+    """
+    import numpy as np
+
+    from geoanatomy.measures.llc import llc_at_checkpoint
+    L = dict(m["llc"])
+    kw = dict(eps=L["eps"], gamma=L["gamma"], n_beta=L["n_beta"], chains=args.llc_chains, draws=args.llc_draws,
+              batch_size=L["batch_size"])
+    pool = pools["llc"]
+    # devinterp seeds chain c of init_seed s with torch.manual_seed(s + c): consecutive init_seeds
+    # share noise streams. Disjoint: repeat s uses init_seeds 100 + s*chains .. 100 + s*chains + chains - 1.
+    dvi_seed = ((lambda s: 100 + s * args.llc_chains) if args.llc_dvi_seeding == "disjoint" else (lambda s: s))
+    try:
+        from importlib.metadata import version
+
+        import devinterp  # noqa: F401
+        have_dvi = True
+        ref_name = f"devinterp {version('devinterp')} llc()"
+        ref_fn = lambda s: devinterp_llc(model, pool, na, seed=dvi_seed(s), tmp=tmp / f"s{s}", **kw)
+    except ImportError:
+        have_dvi = False
+        ref_name = "plain-loop reference (devinterp not installed)"
+        ref_fn = lambda s: (reference_llc(model, pool, na, seed=1000 + s, **kw), None)
+    ours_s, ref_s, t_m, t_t, their_init, paired = [], [], 0.0, 0.0, None, []
+    for s in range(args.llc_seeds):
+        mine, dt, _ = cpu_time(llc_at_checkpoint, model, pool, na, burnin=0, seed=s, **kw)
+        (theirs, their_init), dt2, _ = cpu_time(ref_fn, s)
+        ours_s.append(float(np.mean(mine["per_chain"])))
+        ref_s.append(float(np.mean(theirs)))
+        t_m, t_t = t_m + dt, t_t + dt2
+        if have_dvi:                                                     # same streams as that devinterp run
+            twin = llc_at_checkpoint(model, pool, na, burnin=0, seed=dvi_seed(s), rng="devinterp", **kw)
+            paired.append(float(np.max(np.abs(np.array(twin["per_chain"]) - np.array(theirs)))))
+    a, b = np.array(ours_s), np.array(ref_s)
+    k = len(a)
+    (ma, sa), (mb, sb) = _mean_se(a), _mean_se(b)
+    se = math.sqrt(sa ** 2 + sb ** 2)
+    out["llc_vs_reference"] = {"reference": ref_name, "ours": ma, "ours_se": sa, "ours_per_seed": a.tolist(),
+                               "reference_value": mb, "reference_se": sb, "reference_per_seed": b.tolist(),
+                               "difference": ma - mb, "difference_se": se,
+                               "difference_in_se": (ma - mb) / se if se > 0 else None,
+                               "devinterp_init_seeds": [dvi_seed(s) for s in range(k)] if have_dvi else None,
+                               "devinterp_seeding": args.llc_dvi_seeding if have_dvi else None,
+                               "paired_max_abs_per_chain_diff": max(paired) if paired else None,
+                               "time_ratio": t_m / t_t, "ours_cpu_s": t_m, "reference_cpu_s": t_t,
+                               "init_loss": [mine["init_loss"], their_init],
+                               "settings": {**kw, "burnin": 0, "seeds": k, "n_data": int(pool.shape[0])}}
+    lv = out["llc_vs_reference"]
+    print(f"\n## LLC ({size}): ours vs {ref_name}; eps {kw['eps']}, gamma {kw['gamma']}, n_beta {kw['n_beta']}, "
+          f"{kw['chains']} chains x {kw['draws']} draws, batch {kw['batch_size']}, pool {pool.shape[0]}, "
+          f"{k} {'independent ' if not have_dvi or args.llc_dvi_seeding == 'disjoint' else ''}repeats each")
+    print(f"  ours {ma:.4f} +- {sa:.4f} (mean +- s.e. over repeats; seed means {np.round(a, 3).tolist()}), "
+          f"{t_m:.2f} CPU-s")
+    extra = (f"; init_seeds {lv['devinterp_init_seeds']} ({args.llc_dvi_seeding})" if have_dvi else "")
+    print(f"  ref  {mb:.4f} +- {sb:.4f} (seed means {np.round(b, 3).tolist()}{extra}), {t_t:.2f} CPU-s")
+    print(f"  difference {ma - mb:+.4f} +- {se:.4f} = {lv['difference_in_se']:+.2f} standard errors; "
+          f"time ratio ours/reference {lv['time_ratio']:.2f}; init loss ours {mine['init_loss']:.7g} "
+          f"ref {their_init if their_init is None else f'{their_init:.7g}'}")
+    if paired:
+        print(f"  paired (ours with rng='devinterp': devinterp's noise and minibatch streams, same init_seeds): "
+              f"largest per-chain |ours - devinterp| {max(paired):.2e}")
 
 
 if __name__ == "__main__":
