@@ -11,8 +11,10 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # library importable even without install
-from geoanatomy.config import ConfigError, check_devices, load_config, run_names  # noqa: E402
+# the library is importable even without an install
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+from geoanatomy.config import ConfigError, check_devices, load_config  # noqa: E402
+from geoanatomy.config import run_names  # noqa: E402
 from geoanatomy.sizes import SIZES  # noqa: E402
 from geoanatomy.tasks import LEVELS, TASKS  # noqa: E402
 
@@ -21,10 +23,13 @@ from geoanatomy.tasks import LEVELS, TASKS  # noqa: E402
 # it would accept repeated keys and NaN), in order, replacing config.yaml entirely; without
 # --configfile it reads config.yaml; --config KEY=VALUE overrides apply on top either way.
 # results_dir must lie in the working directory (--directory).
-_files = [str(f) for f in workflow.overwrite_configfiles] or [str(Path(workflow.basedir, "config.yaml"))]
+_default = [str(Path(workflow.basedir, "config.yaml"))]
+_files = [str(f) for f in workflow.overwrite_configfiles] or _default
+_overrides = dict(workflow.config_settings.config)
+# (one line: snakefmt 2.1 cannot parse a line that starts with `workdir=`, a directive name)
+_cwd = os.getcwd()
 try:
-    CFG = load_config(_files, overrides=dict(workflow.config_settings.config), workdir=os.getcwd(),
-                      check_device=False)
+    CFG = load_config(_files, overrides=_overrides, workdir=_cwd, check_device=False)
 except ConfigError as e:
     raise SystemExit(f"geoanatomy: invalid configuration: {e}")
 
@@ -40,8 +45,10 @@ onstart:
         except ConfigError as e:
             raise SystemExit(f"geoanatomy: invalid configuration: {e}")
 
+
 RESULTS = CFG["results_dir"]
 RUNS = run_names(CFG)
+
 
 wildcard_constraints:
     # task_level_size, then _shuffled for the shuffled-label control and _sN for seeds other than 0
@@ -56,6 +63,7 @@ include: "workflow/rules/probes.smk"
 include: "workflow/rules/events.smk"
 include: "workflow/rules/pythia.smk"
 include: "workflow/rules/analysis.smk"
+
 
 report: "workflow/report/workflow.rst"
 

@@ -1,4 +1,5 @@
-"""environment.yml (conda) stays in step with pyproject.toml (pip); no torch pin in the package."""
+"""environment.yml (conda) stays in step with pyproject.toml (pip); no torch pin in the package;
+one version number; every rule's conda env is environment.yml."""
 import re
 import tomllib
 
@@ -29,3 +30,20 @@ def test_no_torch_version_pin_in_package():
     py = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     torch_req = [r for r in py["dependencies"] if _name(r) == "torch"]
     assert torch_req and "==" not in torch_req[0]
+
+
+def test_one_version_number():
+    import geoanatomy
+    py = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert py["version"] == geoanatomy.__version__, "pyproject.toml and geoanatomy.__version__ differ"
+
+
+def test_rules_use_environment_yml():
+    common = (REPO / "workflow" / "rules" / "common.smk").read_text()
+    m = re.search(r'^CONDA_ENV = "([^"]+)"', common, flags=re.M)
+    assert m, "workflow/rules/common.smk: no CONDA_ENV"
+    assert (REPO / "workflow" / "rules" / m.group(1)).resolve() == (REPO / "environment.yml").resolve()
+    for f in (REPO / "workflow" / "rules").glob("*.smk"):
+        text = f.read_text()
+        n_rules = len(re.findall(r"^rule \w+:", text, flags=re.M))
+        assert len(re.findall(r"^    conda:\n        CONDA_ENV$", text, flags=re.M)) == n_rules, f.name

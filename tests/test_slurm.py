@@ -208,14 +208,79 @@ def _need_plugin():
                         reason="snakemake-executor-plugin-slurm not installed (pip install -e '.[slurm]')")
 
 
-def test_paper_grid_dry_run_job_count_and_time():
-    """`snakemake -n --profile slurm --configfile config/paper.yaml`: one job per run and stage."""
+THREE_EDITS = ("cpu_partition", "gpu_partition", "account")
+
+
+def _assert_names_the_three_edits(out: str):
+    assert "three site edits" in out and "slurm/config.yaml" in out and "docs/slurm.md" in out, out
+    for i, name in enumerate(THREE_EDITS, 1):
+        assert re.search(rf"EDIT {i}\s+{name}\b", out), f"message does not name EDIT {i} {name}:\n{out}"
+
+
+def test_unedited_profile_fails_naming_the_three_edits():
+    """`snakemake -n --profile slurm` with the placeholders still in: stops at parse time."""
+    _need_plugin()
+    p = subprocess.run(SNAKEMAKE + ["-n", "--profile", "slurm"], cwd=REPO, capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out
+    _assert_names_the_three_edits(out)
+    for placeholder in ("EDIT_ME_cpu_partition", "EDIT_ME_gpu_partition", "EDIT_ME_account"):
+        assert placeholder in out, out
+    assert "Job stats" not in out and "Building DAG" not in out, out
+
+
+def test_placeholders_stop_a_real_run_before_sbatch(tmp_path):
+    """A real (not dry) run with placeholders left (here: the account only) submits nothing:
+    a fake sbatch/sinfo/squeue/sacct on PATH records every call."""
+    _need_plugin()
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls.txt"
+    bin_dir.mkdir()
+    for tool in ("sbatch", "sinfo", "squeue", "sacct", "scontrol", "scancel"):
+        (bin_dir / tool).write_text(f"#!/bin/sh\necho {tool} \"$@\" >> '{calls}'\necho 1\n")
+        (bin_dir / tool).chmod(0o755)
+    prof = site_profile(tmp_path / "profile", cpu_partition="cpu", gpu_partition="gpu")  # account left
+    wd = tmp_path / "wd"
+    wd.mkdir()
+    (wd / "cfg.yaml").write_text(TINY)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    p = subprocess.run(SNAKEMAKE + ["-s", str(REPO / "Snakefile"), "--configfile=cfg.yaml", "--profile", str(prof)],
+                       cwd=wd, capture_output=True, text=True, timeout=120, env=env)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out
+    _assert_names_the_three_edits(out)
+    assert "EDIT_ME_account" in out and "EDIT_ME_cpu_partition" not in out, out
+    assert not calls.exists() or "sbatch" not in calls.read_text(), calls.read_text()
+    assert not (wd / "results").exists()
+
+
+@pytest.mark.parametrize("edits", [
+    dict(cpu_partition="cpu", gpu_partition="gpu", account='""'),
+    dict(cpu_partition="cpu", gpu_partition="gpu", account="proj"),
+    dict(no_gpus=True, cpu_partition="cpu", account='""'),   # CPU-only site: gpu_partition unused, left
+])
+def test_site_edited_profile_dry_run_passes(tmp_path, edits):
+    _need_plugin()
+    prof = site_profile(tmp_path / "profile", **edits)
+    (tmp_path / "cfg.yaml").write_text(TINY)
+    p = subprocess.run(SNAKEMAKE + ["-n", "-s", str(REPO / "Snakefile"), "--configfile=cfg.yaml",
+                                    "--profile", str(prof)],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "EDIT_ME" not in p.stdout + p.stderr and "Job stats" in p.stdout + p.stderr
+
+
+def test_paper_grid_dry_run_job_count_and_time(tmp_path):
+    """`snakemake -n --profile slurm --configfile config/paper.yaml` (profile with the three
+    site edits): one job per run and stage."""
     _need_plugin()
     paper = REPO / "config" / "paper.yaml"
     if not paper.exists():
         pytest.skip("config/paper.yaml not present")
+    prof = site_profile(tmp_path / "profile", cpu_partition="cpu", gpu_partition="gpu", account="proj")
     t0 = time.time()
-    p = subprocess.run(SNAKEMAKE + ["-n", "--profile", "slurm", "--configfile", str(paper)],
+    p = subprocess.run(SNAKEMAKE + ["-n", "--profile", str(prof), "--configfile", str(paper)],
                        cwd=REPO, capture_output=True, text=True, timeout=120,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
     dt = time.time() - t0

@@ -1,7 +1,10 @@
 """End to end through Snakemake on a tiny config in a temporary folder:
-single target, full run, no-op rerun, dry run, bad config rejected before any job."""
+single target, full run, no-op rerun, dry run, bad config rejected before any job; the
+rule files' lint, formatting and shell quoting; the command line (--help, --version,
+clean-run refusing a folder that is not a run)."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -126,3 +129,150 @@ def test_settings_changes_invalidate_exactly_the_affected_jobs(built_workdir):
     (workdir / "eval.yaml").write_text(TINY.replace("n_samples: 32", "n_samples: 48"))
     c = _job_counts((lambda p: p.stdout + p.stderr)(smk(workdir, "-n", "--configfile", "eval.yaml")))
     assert "train" not in c and c.get("metrics") == 2, c
+
+
+# ------------------------------------------------------------------ lint, quoting (fast)
+def test_snakemake_lint_is_clean():
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-m", "snakemake", "--lint"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_rule_files_are_snakefmt_clean():
+    pytest.importorskip("snakefmt", reason="snakefmt not installed (pip install -e '.[test]')")
+    p = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "workflow/"], cwd=REPO,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+PREQUOTED_PARAMS = {"spec", "settings"}   # JSON params the rule files pass through shlex.quote
+
+
+def test_shell_commands_quote_every_path(workdir):
+    """Every {input}, {output}, {log} and path {params} field in every rule's shell command
+    carries Snakemake's :q (the config keeps paths shell-safe; this is the second line)."""
+    (workdir / "py.yaml").write_text(
+        TINY + "pythia: {enabled: true, models: [EleutherAI/pythia-160m], revisions: {stride: 20}}\n")
+    (workdir / "dump.smk").write_text(
+        f"include: {str(REPO / 'Snakefile')!r}\n"
+        "import json as _j, sys as _s\n"
+        "print('SHELLS=' + _j.dumps({r.name: r.shellcmd for r in workflow.rules}), file=_s.stderr)\n")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-m", "snakemake", "-s", "dump.smk", "-n", "--configfile", "py.yaml"],
+                       cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
+    line = [x for x in (p.stdout + p.stderr).splitlines() if x.startswith("SHELLS=")]
+    assert p.returncode == 0 and line, p.stdout + p.stderr
+    shells = {k: v for k, v in json.loads(line[0][len("SHELLS="):]).items() if v}
+    assert {"train", "metrics", "measures", "probes", "events", "pythia_extract", "pythia_events",
+            "pythia_scale", "summary_tables", "summary_scale", "summary_prediction", "summary_figures",
+            "summary_html"} <= set(shells), sorted(shells)
+    for rule, cmd in shells.items():
+        assert "{log:q}" in cmd, (rule, cmd)
+        for field in re.findall(r"\{([^{}]+)\}", cmd):
+            name, _, spec = field.partition(":")
+            kind, _, key = name.partition(".")
+            if kind in ("input", "output", "log") or (kind == "params" and key not in PREQUOTED_PARAMS):
+                assert spec == "q", f"rule {rule}: {{{field}}} is not quoted ({{{name}:q}}): {cmd}"
+
+
+def test_sdm_conda_refused_with_the_way_that_works(workdir):
+    """--sdm conda cannot build environment.yml (its `pip install -e .` runs in Snakemake's
+    copy under .snakemake/conda/): refused at parse time, naming what to do instead."""
+    for flags in (["--sdm", "conda"], ["--use-conda"]):
+        p = smk(workdir, "-n", *flags, "--configfile", "tiny.yaml", check=False)
+        out = p.stdout + p.stderr
+        assert p.returncode != 0, out
+        assert "conda env create -f environment.yml" in out and "docs/running.md" in out, out
+        assert not (workdir / ".snakemake" / "conda").exists() or not any((workdir / ".snakemake" / "conda").iterdir())
+
+
+# ------------------------------------------------------------------------- CLI (fast)
+def _cli(capsys, *argv):
+    from geoanatomy.cli import main
+    try:
+        rc = main(list(argv))
+    except SystemExit as e:  # argparse: --help, --version, usage errors
+        rc = e.code
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_cli_help_lists_every_command(capsys):
+    from geoanatomy.cli import DELEGATED, STAGES
+    rc, out, _ = _cli(capsys, "--help")
+    assert rc == 0
+    listed = {line.split()[0] for line in out.split("COMMAND", 2)[-1].splitlines()
+              if line.startswith("    ") and not line.startswith("     ")}
+    want = {"validate", "runs", "clean-run", *STAGES, *DELEGATED}
+    assert {"summarize", "pythia"} <= want
+    assert want <= listed, f"missing from geoanatomy --help: {sorted(want - listed)}\n{out}"
+    # the delegated commands keep their own parsers and help
+    rc, out, _ = _cli(capsys, "summarize", "--help")
+    assert rc == 0 and out.startswith("usage: geoanatomy summarize")
+    rc, out, _ = _cli(capsys, "pythia", "--help")
+    assert rc == 0 and out.startswith("usage: geoanatomy pythia")
+
+
+def test_cli_version(capsys):
+    import geoanatomy
+    rc, out, err = _cli(capsys, "--version")
+    assert rc == 0 and (out + err).strip() == f"geoanatomy {geoanatomy.__version__}"
+    p = subprocess.run([sys.executable, "-m", "geoanatomy.cli", "--version"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == f"geoanatomy {geoanatomy.__version__}"
+
+
+def _tree(d: Path) -> dict:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("name,files,why", [
+    ("results", ["metrics.csv", "train.json", "precursor.json"], "is not TASK_LEVEL_SIZE"),  # the results folder
+    ("src", ["train.json", "checkpoints/step_000001.safetensors"], "is not TASK_LEVEL_SIZE"),
+    ("mod_L3_nano_old", ["train.json"], "is not TASK_LEVEL_SIZE"),
+    ("divide_L1_nano", ["train.json"], "is not TASK_LEVEL_SIZE"),
+    ("mod_L3_nano", ["metrics.csv", "precursor.json", "notes.txt"], "neither train.json nor checkpoints"),
+    ("mod_L3_nano", ["metrics.csv", "checkpoints/readme.txt"], "neither train.json nor checkpoints"),
+])
+def test_clean_run_refuses_a_folder_that_is_not_a_run(tmp_path, capsys, name, files, why):
+    d = tmp_path / name
+    for f in files:
+        (d / f).parent.mkdir(parents=True, exist_ok=True)
+        (d / f).write_text(f"keep {f}")
+    before = _tree(tmp_path)
+    for extra in ([], ["--checkpoints"]):
+        rc, out, err = _cli(capsys, "clean-run", str(d), *extra)
+        assert rc == 2 and "cleaned" not in out
+        assert str(d) in err and why in err, err
+        assert "TASK_LEVEL_SIZE" in err and "train.json" in err and "nothing deleted" in err, err
+        assert _tree(tmp_path) == before, "clean-run deleted files of a folder that is not a run"
+
+
+def test_clean_run_refuses_missing_folder_and_file(tmp_path, capsys):
+    rc, _, err = _cli(capsys, "clean-run", str(tmp_path / "mod_L3_nano"))
+    assert rc == 2 and "no such folder" in err and str(tmp_path / "mod_L3_nano") in err
+    f = tmp_path / "mod_L1_nano"
+    f.write_text("a file")
+    rc, _, err = _cli(capsys, "clean-run", str(f), "--checkpoints")
+    assert rc == 2 and "not a folder" in err and f.read_text() == "a file"
+
+
+def test_clean_run_accepts_a_run_with_only_checkpoints(tmp_path, capsys):
+    d = tmp_path / "mod_L3_nano"
+    (d / "checkpoints").mkdir(parents=True)
+    (d / "checkpoints" / "step_000010.safetensors").write_text("w")
+    (d / "metrics.csv").write_text("stale")
+    rc, out, _ = _cli(capsys, "clean-run", str(d))
+    assert rc == 0 and "cleaned" in out
+    assert not (d / "metrics.csv").exists() and (d / "checkpoints" / "step_000010.safetensors").exists()
+    # a checkpoints folder that is a link: --checkpoints removes the link, never what it points to
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "step_000001.safetensors").write_text("w")
+    (d / "train.json").write_text("{}")
+    (d / "checkpoints" / "step_000010.safetensors").unlink()
+    (d / "checkpoints").rmdir()
+    (d / "checkpoints").symlink_to(elsewhere, target_is_directory=True)
+    rc, _, _ = _cli(capsys, "clean-run", str(d), "--checkpoints")
+    assert rc == 0 and not (d / "checkpoints").exists() and (elsewhere / "step_000001.safetensors").exists()

@@ -3,71 +3,155 @@
 #                       top_down, emergence, probes (.csv) + floor_summary / top_down_summary (.json)
 #   summary_scale       precursor.json (+ Pythia's pythia_scale.json) -> scale_invariance.json
 #   summary_prediction  precursor.json -> prediction.json
+#   summary_verdict     precursor.json + the JSON files above -> verdict.csv (one row per claim)
 #   summary_figures     precursor.json + metrics.csv + scale_invariance.json -> figures/
 #   summary_html        the tables and JSON files -> tables.html (one page, for the report)
 # Each aggregate depends only on per-run files: adding a size or a task reruns only the new
 # runs' jobs and these cheap aggregates. No torch import here (parse time).
-import json as _sjson
-import shlex as _sshlex
-from pathlib import Path
-
+# (json, shlex and Path come from common.smk)
 from geoanatomy.analysis.load import level_order as _level_order
 
 SUMMARY = f"{RESULTS}/summary"
 SUMMARY_PRE = expand(f"{RESULTS}/{{run}}/precursor.json", run=RUNS)
 SUMMARY_METRICS = expand(f"{RESULTS}/{{run}}/metrics.csv", run=RUNS)
 SUMMARY_LEVELS = _level_order(r.split("_")[1] for r in RUNS)
-SUMMARY_SETTINGS = _sshlex.quote(_sjson.dumps(CFG["summary"], sort_keys=True))
+SUMMARY_SETTINGS = shlex.quote(json.dumps(CFG["summary"], sort_keys=True))
+# The analysis code's version is a param of every summary rule: editing the analysis code
+# reruns the summaries (edits under src/ alone never trigger a rerun).
+ANALYSIS_VERSION = source_version(
+    "analysis", "cli/summarize.py", "table.py", "files.py"
+)
 # Pythia's cross-size table joins scale_invariance.json when the Pythia branch is enabled
 # (workflow/rules/pythia.smk makes it) or the file is already there.
-SUMMARY_PYTHIA = ([f"{SUMMARY}/pythia_scale.json"]
-                  if globals().get("PYTHIA_TARGETS") or Path(f"{SUMMARY}/pythia_scale.json").exists() else [])
-SUMMARY_TABLES = ["precursor_rates.csv", "transitions.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv",
-                  "emergence.csv", "probes.csv"]
-SUMMARY_FIGURES = ([f"figures/trajectories_{lv}.png" for lv in SUMMARY_LEVELS]
-                   + [f"figures/rankme_heatmap_{lv}.png" for lv in SUMMARY_LEVELS]
-                   + ["figures/floors_by_task.png", "figures/lead_lag.png", "figures/probes.png",
-                      "figures/rho_matrix.png"])
-SUMMARY_TARGETS = ([f"{SUMMARY}/{f}" for f in SUMMARY_TABLES + SUMMARY_FIGURES]
-                   + [f"{SUMMARY}/{f}" for f in ("floor_summary.json", "top_down_summary.json",
-                                                  "scale_invariance.json", "prediction.json", "tables.html")])
+SUMMARY_PYTHIA = (
+    [f"{SUMMARY}/pythia_scale.json"]
+    if globals().get("PYTHIA_TARGETS") or Path(f"{SUMMARY}/pythia_scale.json").exists()
+    else []
+)
+SUMMARY_TABLES = [
+    "verdict.csv",
+    "precursor_rates.csv",
+    "paired_leads.csv",
+    "controls.csv",
+    "transitions.csv",
+    "collapse_floors.csv",
+    "floor_spread.csv",
+    "top_down.csv",
+    "emergence.csv",
+    "probes.csv",
+]
+SUMMARY_FIGURES = (
+    [f"figures/trajectories_{lv}.png" for lv in SUMMARY_LEVELS]
+    + [f"figures/rankme_heatmap_{lv}.png" for lv in SUMMARY_LEVELS]
+    + [
+        "figures/floors_by_task.png",
+        "figures/lead_lag.png",
+        "figures/probes.png",
+        "figures/rho_matrix.png",
+    ]
+)
+SUMMARY_TARGETS = [f"{SUMMARY}/{f}" for f in SUMMARY_TABLES + SUMMARY_FIGURES] + [
+    f"{SUMMARY}/{f}"
+    for f in (
+        "floor_summary.json",
+        "top_down_summary.json",
+        "scale_invariance.json",
+        "prediction.json",
+        "tables.html",
+    )
+]
 
 
-# An output under results/summary/ flagged for `snakemake --report`, with its caption file.
-_rep = lambda name, caption, category, **labels: report(  # noqa: E731
-    f"{SUMMARY}/{name}", caption=f"../report/{caption}.rst", category=category, labels=labels or None)
 _SUMMARIZE = f"{THREAD_ENV} geoanatomy summarize"
-_dirname = lambda path, up=1: str(Path(path).parents[up - 1])  # noqa: E731
+# summary_file(SUMMARY, name, caption, category, **labels) and parent_dir are in common.smk.
 
 
 rule summary_tables:
     input:
         pre=SUMMARY_PRE,
     output:
-        rates=_rep("precursor_rates.csv", "precursor_rates", "2 Tables", table="precursor rates"),
-        transitions=_rep("transitions.csv", "transitions", "2 Tables", table="transitions (per run)"),
-        floors=_rep("collapse_floors.csv", "collapse_floors", "2 Tables", table="collapse floors (per run)"),
-        spread=_rep("floor_spread.csv", "floor_spread", "2 Tables", table="floor spread (per task)"),
-        top_down=_rep("top_down.csv", "top_down", "2 Tables", table="top-down layer order"),
-        emergence=_rep("emergence.csv", "emergence", "2 Tables", table="log-prob emergence"),
-        probes=_rep("probes.csv", "probes_table", "2 Tables", table="probe acquisition"),
+        rates=summary_file(
+            SUMMARY,
+            "precursor_rates.csv",
+            "precursor_rates",
+            "2 Tables",
+            table="precursor rates",
+        ),
+        transitions=summary_file(
+            SUMMARY,
+            "transitions.csv",
+            "transitions",
+            "2 Tables",
+            table="transitions (per run)",
+        ),
+        floors=summary_file(
+            SUMMARY,
+            "collapse_floors.csv",
+            "collapse_floors",
+            "2 Tables",
+            table="collapse floors (per run)",
+        ),
+        spread=summary_file(
+            SUMMARY,
+            "floor_spread.csv",
+            "floor_spread",
+            "2 Tables",
+            table="floor spread (per task)",
+        ),
+        top_down=summary_file(
+            SUMMARY,
+            "top_down.csv",
+            "top_down",
+            "2 Tables",
+            table="top-down layer order",
+        ),
+        emergence=summary_file(
+            SUMMARY,
+            "emergence.csv",
+            "emergence",
+            "2 Tables",
+            table="log-prob emergence",
+        ),
+        probes=summary_file(
+            SUMMARY,
+            "probes.csv",
+            "probes_table",
+            "2 Tables",
+            table="probe acquisition",
+        ),
+        paired=summary_file(
+            SUMMARY,
+            "paired_leads.csv",
+            "paired_leads",
+            "2 Tables",
+            table="paired leads over the loss-plateau exit",
+        ),
+        controls=summary_file(
+            SUMMARY,
+            "controls.csv",
+            "controls",
+            "2 Tables",
+            table="shuffled-label controls",
+        ),
         floor_summary=f"{SUMMARY}/floor_summary.json",
         top_down_summary=f"{SUMMARY}/top_down_summary.json",
-    params:
-        settings=SUMMARY_SETTINGS,
-        out=lambda w, output: _dirname(output.rates),
-    threads: 1
-    resources:
-        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
     log:
         f"{SUMMARY}/logs/tables.log",
     benchmark:
         f"{SUMMARY}/benchmarks/tables.tsv"
     conda:
-        "../../environment.yml"
+        CONDA_ENV
+    threads: 1
+    resources:
+        mem_mb=1024,
+        runtime=15,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
+    params:
+        settings=SUMMARY_SETTINGS,
+        version=ANALYSIS_VERSION,
+        out=lambda w, output: parent_dir(output.rates),
     shell:
-        f"{_SUMMARIZE} tables --precursors {{input.pre}} --out {{params.out}}"
-        " --settings {params.settings} --threads {threads} > {log} 2>&1"
+        f"{_SUMMARIZE} tables --precursors {{input.pre:q}} --out {{params.out:q}}"
+        " --settings {params.settings} --threads {threads} > {log:q} 2>&1"
 
 
 rule summary_scale:
@@ -75,45 +159,100 @@ rule summary_scale:
         pre=SUMMARY_PRE,
         pythia=SUMMARY_PYTHIA,
     output:
-        _rep("scale_invariance.json", "scale_invariance", "3 Statistics", result="scale invariance"),
-    params:
-        settings=SUMMARY_SETTINGS,
-        out=lambda w, output: _dirname(output[0]),
-        pythia=lambda w, input: f"--pythia {input.pythia[0]}" if input.pythia else "",
-    threads: 1
-    resources:
-        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
+        summary_file(
+            SUMMARY,
+            "scale_invariance.json",
+            "scale_invariance",
+            "3 Statistics",
+            result="scale invariance",
+        ),
     log:
         f"{SUMMARY}/logs/scale.log",
     benchmark:
         f"{SUMMARY}/benchmarks/scale.tsv"
     conda:
-        "../../environment.yml"
+        CONDA_ENV
+    threads: 1
+    resources:
+        mem_mb=1024,
+        runtime=15,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
+    params:
+        settings=SUMMARY_SETTINGS,
+        version=ANALYSIS_VERSION,
+        out=lambda w, output: parent_dir(output[0]),
+        pythia=lambda w, input: ["--pythia", input.pythia[0]] if input.pythia else [],
     shell:
-        f"{_SUMMARIZE} scale --precursors {{input.pre}} {{params.pythia}} --out {{params.out}}"
-        " --settings {params.settings} --threads {threads} > {log} 2>&1"
+        f"{_SUMMARIZE} scale --precursors {{input.pre:q}} {{params.pythia:q}} --out {{params.out:q}}"
+        " --settings {params.settings} --threads {threads} > {log:q} 2>&1"
 
 
 rule summary_prediction:
     input:
         pre=SUMMARY_PRE,
     output:
-        _rep("prediction.json", "prediction", "3 Statistics", result="prediction limits"),
-    params:
-        settings=SUMMARY_SETTINGS,
-        out=lambda w, output: _dirname(output[0]),
-    threads: 1
-    resources:
-        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
+        summary_file(
+            SUMMARY,
+            "prediction.json",
+            "prediction",
+            "3 Statistics",
+            result="prediction limits",
+        ),
     log:
         f"{SUMMARY}/logs/prediction.log",
     benchmark:
         f"{SUMMARY}/benchmarks/prediction.tsv"
     conda:
-        "../../environment.yml"
+        CONDA_ENV
+    threads: 1
+    resources:
+        mem_mb=1024,
+        runtime=15,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
+    params:
+        settings=SUMMARY_SETTINGS,
+        version=ANALYSIS_VERSION,
+        out=lambda w, output: parent_dir(output[0]),
     shell:
-        f"{_SUMMARIZE} prediction --precursors {{input.pre}} --out {{params.out}}"
-        " --settings {params.settings} --threads {threads} > {log} 2>&1"
+        f"{_SUMMARIZE} prediction --precursors {{input.pre:q}} --out {{params.out:q}}"
+        " --settings {params.settings} --threads {threads} > {log:q} 2>&1"
+
+
+rule summary_verdict:
+    input:
+        pre=SUMMARY_PRE,
+        json=[
+            f"{SUMMARY}/{f}"
+            for f in (
+                "floor_summary.json",
+                "top_down_summary.json",
+                "scale_invariance.json",
+                "prediction.json",
+            )
+        ],
+    output:
+        summary_file(
+            SUMMARY,
+            "verdict.csv",
+            "verdict",
+            "0 Verdict",
+            table="verdict per claim",
+        ),
+    log:
+        f"{SUMMARY}/logs/verdict.log",
+    benchmark:
+        f"{SUMMARY}/benchmarks/verdict.tsv"
+    conda:
+        CONDA_ENV
+    threads: 1
+    resources:
+        mem_mb=1024,
+        runtime=15,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
+    params:
+        settings=SUMMARY_SETTINGS,
+        version=ANALYSIS_VERSION,
+        out=lambda w, output: parent_dir(output[0]),
+    shell:
+        f"{_SUMMARIZE} verdict --precursors {{input.pre:q}} --out {{params.out:q}}"
+        " --settings {params.settings} --threads {threads} > {log:q} 2>&1"
 
 
 rule summary_figures:
@@ -122,48 +261,101 @@ rule summary_figures:
         metrics=SUMMARY_METRICS,
         scale=f"{SUMMARY}/scale_invariance.json",
     output:
-        trajectories=[_rep(f"figures/trajectories_{lv}.png", "trajectories", "1 Figures", figure=f"trajectories {lv}")
-                      for lv in SUMMARY_LEVELS],
-        heatmaps=[_rep(f"figures/rankme_heatmap_{lv}.png", "rankme_heatmap", "1 Figures", figure=f"RankMe heatmap {lv}")
-                  for lv in SUMMARY_LEVELS],
-        floors=_rep("figures/floors_by_task.png", "floors_by_task", "1 Figures", figure="floors by task"),
-        lead_lag=_rep("figures/lead_lag.png", "lead_lag", "1 Figures", figure="lead/lag"),
-        probes=_rep("figures/probes.png", "probes", "1 Figures", figure="probes vs behaviour"),
-        rho=_rep("figures/rho_matrix.png", "rho_matrix", "1 Figures", figure="rho matrix"),
-    params:
-        settings=SUMMARY_SETTINGS,
-        out=lambda w, output: _dirname(output.floors, 2),
-    threads: 1
-    resources:
-        mem_mb=2048, runtime=30,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
+        trajectories=[
+            summary_file(
+                SUMMARY,
+                f"figures/trajectories_{lv}.png",
+                "trajectories",
+                "1 Figures",
+                figure=f"trajectories {lv}",
+            )
+            for lv in SUMMARY_LEVELS
+        ],
+        heatmaps=[
+            summary_file(
+                SUMMARY,
+                f"figures/rankme_heatmap_{lv}.png",
+                "rankme_heatmap",
+                "1 Figures",
+                figure=f"RankMe heatmap {lv}",
+            )
+            for lv in SUMMARY_LEVELS
+        ],
+        floors=summary_file(
+            SUMMARY,
+            "figures/floors_by_task.png",
+            "floors_by_task",
+            "1 Figures",
+            figure="floors by task",
+        ),
+        lead_lag=summary_file(
+            SUMMARY, "figures/lead_lag.png", "lead_lag", "1 Figures", figure="lead/lag"
+        ),
+        probes=summary_file(
+            SUMMARY,
+            "figures/probes.png",
+            "probes",
+            "1 Figures",
+            figure="probes vs behaviour",
+        ),
+        rho=summary_file(
+            SUMMARY,
+            "figures/rho_matrix.png",
+            "rho_matrix",
+            "1 Figures",
+            figure="rho matrix",
+        ),
     log:
         f"{SUMMARY}/logs/figures.log",
     benchmark:
         f"{SUMMARY}/benchmarks/figures.tsv"
     conda:
-        "../../environment.yml"
+        CONDA_ENV
+    threads: 1
+    resources:
+        mem_mb=2048,
+        runtime=30,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
+    params:
+        settings=SUMMARY_SETTINGS,
+        version=ANALYSIS_VERSION,
+        out=lambda w, output: parent_dir(output.floors, 2),
     shell:
-        f"{_SUMMARIZE} figures --precursors {{input.pre}} --metrics {{input.metrics}}"
-        " --scale-json {input.scale} --out {params.out} --settings {params.settings} --threads {threads} > {log} 2>&1"
+        f"{_SUMMARIZE} figures --precursors {{input.pre:q}} --metrics {{input.metrics:q}}"
+        " --scale-json {input.scale:q} --out {params.out:q} --settings {params.settings} --threads {threads} > {log:q} 2>&1"
 
 
 rule summary_html:
     input:
         [f"{SUMMARY}/{f}" for f in SUMMARY_TABLES]
-        + [f"{SUMMARY}/{f}" for f in ("floor_summary.json", "top_down_summary.json", "scale_invariance.json",
-                                      "prediction.json")],
+        + [
+            f"{SUMMARY}/{f}"
+            for f in (
+                "floor_summary.json",
+                "top_down_summary.json",
+                "scale_invariance.json",
+                "prediction.json",
+            )
+        ],
     output:
-        _rep("tables.html", "tables_html", "2 Tables", table="all tables on one page"),
-    params:
-        out=lambda w, output: _dirname(output[0]),
-    threads: 1
-    resources:
-        mem_mb=1024, runtime=15,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
+        summary_file(
+            SUMMARY,
+            "tables.html",
+            "tables_html",
+            "2 Tables",
+            table="all tables on one page",
+        ),
     log:
         f"{SUMMARY}/logs/html.log",
     benchmark:
         f"{SUMMARY}/benchmarks/html.tsv"
     conda:
-        "../../environment.yml"
+        CONDA_ENV
+    threads: 1
+    resources:
+        mem_mb=1024,
+        runtime=15,  # SLURM; the aggregates are light (docs/validation.md: measured runtime)
+    params:
+        version=ANALYSIS_VERSION,
+        out=lambda w, output: parent_dir(output[0]),
     shell:
-        f"{_SUMMARIZE} html --out {{params.out}} --threads {{threads}} > {{log}} 2>&1"
+        f"{_SUMMARIZE} html --out {{params.out:q}} --threads {{threads}} > {{log:q}} 2>&1"

@@ -5,21 +5,21 @@ rule events:
         train=f"{RESULTS}/{{run}}/train.json",
         metrics=f"{RESULTS}/{{run}}/metrics.csv",
         measures=f"{RESULTS}/{{run}}/measures.csv",  # expensive measures (measures.smk)
-        probes=f"{RESULTS}/{{run}}/probes.csv",      # linear probes (probes.smk)
+        probes=f"{RESULTS}/{{run}}/probes.csv",  # linear probes (probes.smk)
     output:
         precursor=f"{RESULTS}/{{run}}/precursor.json",
         figure=f"{RESULTS}/{{run}}/trajectory.png",
-    params:
-        spec=lambda w: spec_param("events", w.run),
-    threads: CFG["threads"]["events"]
-    resources:
-        runtime=cluster_resource("events", "runtime"),
-        mem_mb=cluster_resource("events", "mem_mb"),
     log:
         f"{RESULTS}/{{run}}/logs/events.log",
     benchmark:
         f"{RESULTS}/{{run}}/benchmarks/events.tsv"
     conda:
-        "../../environment.yml"
+        CONDA_ENV
+    threads: CFG["threads"]["events"]
+    resources:
+        runtime=cluster_resource("events", "runtime"),
+        mem_mb=cluster_resource("events", "mem_mb"),
+    params:
+        spec=lambda w: spec_param("events", w.run),
     shell:
         stage_shell("events")

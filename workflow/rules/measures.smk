@@ -7,18 +7,18 @@ rule measures:
         metrics=f"{RESULTS}/{{run}}/metrics.csv",
     output:
         f"{RESULTS}/{{run}}/measures.csv",
-    params:
-        # event settings pick checkpoints only when measures.events is non-empty
-        spec=lambda w: spec_param("measures", w.run),
-    threads: CFG["threads"]["measures"]
-    resources:
-        runtime=cluster_resource("measures", "runtime"),
-        mem_mb=cluster_resource("measures", "mem_mb"),
     log:
         f"{RESULTS}/{{run}}/logs/measures.log",
     benchmark:
         f"{RESULTS}/{{run}}/benchmarks/measures.tsv"
     conda:
-        "../../environment.yml"
+        CONDA_ENV
+    threads: CFG["threads"]["measures"]
+    resources:
+        runtime=cluster_resource("measures", "runtime"),
+        mem_mb=cluster_resource("measures", "mem_mb"),
+    params:
+        # event settings pick checkpoints only when measures.events is non-empty
+        spec=lambda w: spec_param("measures", w.run),
     shell:
         stage_shell("measures")

@@ -5,17 +5,17 @@ rule metrics:
         f"{RESULTS}/{{run}}/train.json",
     output:
         f"{RESULTS}/{{run}}/metrics.csv",
-    params:
-        spec=lambda w: spec_param("metrics", w.run),
-    threads: CFG["threads"]["metrics"]
-    resources:
-        runtime=cluster_resource("metrics", "runtime"),
-        mem_mb=cluster_resource("metrics", "mem_mb"),
     log:
         f"{RESULTS}/{{run}}/logs/metrics.log",
     benchmark:
         f"{RESULTS}/{{run}}/benchmarks/metrics.tsv"
     conda:
-        "../../environment.yml"
+        CONDA_ENV
+    threads: CFG["threads"]["metrics"]
+    resources:
+        runtime=cluster_resource("metrics", "runtime"),
+        mem_mb=cluster_resource("metrics", "mem_mb"),
+    params:
+        spec=lambda w: spec_param("metrics", w.run),
     shell:
         stage_shell("metrics")

@@ -6,17 +6,17 @@ rule probes:
         metrics=f"{RESULTS}/{{run}}/metrics.csv",
     output:
         f"{RESULTS}/{{run}}/probes.csv",
-    params:
-        spec=lambda w: spec_param("probes", w.run),
-    threads: CFG["threads"]["probes"]
-    resources:
-        runtime=cluster_resource("probes", "runtime"),
-        mem_mb=cluster_resource("probes", "mem_mb"),
     log:
         f"{RESULTS}/{{run}}/logs/probes.log",
     benchmark:
         f"{RESULTS}/{{run}}/benchmarks/probes.tsv"
     conda:
-        "../../environment.yml"
+        CONDA_ENV
+    threads: CFG["threads"]["probes"]
+    resources:
+        runtime=cluster_resource("probes", "runtime"),
+        mem_mb=cluster_resource("probes", "mem_mb"),
+    params:
+        spec=lambda w: spec_param("probes", w.run),
     shell:
         stage_shell("probes")

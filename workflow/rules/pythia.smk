@@ -7,26 +7,26 @@
 # Targets exist only when pythia.enabled is true (PYTHIA_TARGETS is empty otherwise).
 # No resources here: mem_mb / runtime / gpu for pythia_extract belong in the SLURM profile's
 # set-resources (a rule asking for a GPU is rejected on clusters without one).
-# No torch import here (parse time).
-import json as _json
-import shlex as _shlex
-
-from geoanatomy.pythia import settings as _pyset
-
-PYTHIA_MODELS = [m["name"] for m in _pyset.enabled_models(CFG)]
+# No torch import here (parse time); pythia_param and pythia_shell are in common.smk.
+PYTHIA_MODELS = [m["name"] for m in pythia_settings.enabled_models(CFG)]
 PYTHIA_BENCHMARKS = list(CFG["pythia"]["benchmarks"])
 PYTHIA_TARGETS = (
-    expand(f"{RESULTS}/pythia_{{pmodel}}/{{bench}}/precursor.json", pmodel=PYTHIA_MODELS, bench=PYTHIA_BENCHMARKS)
-    + expand(f"{RESULTS}/pythia_{{pmodel}}/{{bench}}/trajectory.png", pmodel=PYTHIA_MODELS, bench=PYTHIA_BENCHMARKS)
-    + [f"{RESULTS}/summary/pythia_scale.json"]
-) if PYTHIA_MODELS else []
-
-
-def pythia_param(kind, name=None):
-    """Resolved settings of one Pythia job as a shell-quoted JSON param (a change reruns it)."""
-    spec = {"extract": _pyset.extract_spec, "events": _pyset.events_spec}[kind](CFG, name) \
-        if kind != "scale" else _pyset.scale_spec(CFG)
-    return _shlex.quote(_json.dumps(spec, sort_keys=True))
+    (
+        expand(
+            f"{RESULTS}/pythia_{{pmodel}}/{{bench}}/precursor.json",
+            pmodel=PYTHIA_MODELS,
+            bench=PYTHIA_BENCHMARKS,
+        )
+        + expand(
+            f"{RESULTS}/pythia_{{pmodel}}/{{bench}}/trajectory.png",
+            pmodel=PYTHIA_MODELS,
+            bench=PYTHIA_BENCHMARKS,
+        )
+        + [f"{RESULTS}/summary/pythia_scale.json"]
+    )
+    if PYTHIA_MODELS
+    else []
+)
 
 
 wildcard_constraints:
@@ -38,17 +38,17 @@ rule pythia_extract:
         metrics=f"{RESULTS}/pythia_{{pmodel}}/metrics.csv",
         duplicates=f"{RESULTS}/pythia_{{pmodel}}/duplicates.json",
         extract=f"{RESULTS}/pythia_{{pmodel}}/extract.json",
-    params:
-        spec=lambda w: pythia_param("extract", w.pmodel),
-    threads: CFG["pythia"]["threads"]
     log:
         f"{RESULTS}/pythia_{{pmodel}}/logs/extract.log",
     benchmark:
         f"{RESULTS}/pythia_{{pmodel}}/benchmarks/extract.tsv"
     conda:
-        "../../environment.yml"
+        CONDA_ENV
+    threads: CFG["pythia"]["threads"]
+    params:
+        spec=lambda w: pythia_param("extract", w.pmodel),
     shell:
-        THREAD_ENV + " geoanatomy pythia extract --spec {params.spec} --threads {threads} > {log} 2>&1"
+        pythia_shell("extract")
 
 
 rule pythia_events:
@@ -57,35 +57,45 @@ rule pythia_events:
         duplicates=f"{RESULTS}/pythia_{{pmodel}}/duplicates.json",
         extract=f"{RESULTS}/pythia_{{pmodel}}/extract.json",
     output:
-        precursor=expand(f"{RESULTS}/pythia_{{{{pmodel}}}}/{{bench}}/precursor.json", bench=PYTHIA_BENCHMARKS),
-        figure=expand(f"{RESULTS}/pythia_{{{{pmodel}}}}/{{bench}}/trajectory.png", bench=PYTHIA_BENCHMARKS),
-    params:
-        spec=lambda w: pythia_param("events", w.pmodel),
-    threads: 1
+        precursor=expand(
+            f"{RESULTS}/pythia_{{{{pmodel}}}}/{{bench}}/precursor.json",
+            bench=PYTHIA_BENCHMARKS,
+        ),
+        figure=expand(
+            f"{RESULTS}/pythia_{{{{pmodel}}}}/{{bench}}/trajectory.png",
+            bench=PYTHIA_BENCHMARKS,
+        ),
     log:
         f"{RESULTS}/pythia_{{pmodel}}/logs/events.log",
     benchmark:
         f"{RESULTS}/pythia_{{pmodel}}/benchmarks/events.tsv"
     conda:
-        "../../environment.yml"
+        CONDA_ENV
+    threads: 1
+    params:
+        spec=lambda w: pythia_param("events", w.pmodel),
     shell:
-        THREAD_ENV + " geoanatomy pythia events --spec {params.spec} --threads {threads} > {log} 2>&1"
+        pythia_shell("events")
 
 
 rule pythia_scale:
     input:
-        expand(f"{RESULTS}/pythia_{{pmodel}}/{{bench}}/precursor.json", pmodel=PYTHIA_MODELS, bench=PYTHIA_BENCHMARKS),
+        expand(
+            f"{RESULTS}/pythia_{{pmodel}}/{{bench}}/precursor.json",
+            pmodel=PYTHIA_MODELS,
+            bench=PYTHIA_BENCHMARKS,
+        ),
         expand(f"{RESULTS}/pythia_{{pmodel}}/extract.json", pmodel=PYTHIA_MODELS),
     output:
         f"{RESULTS}/summary/pythia_scale.json",
-    params:
-        spec=lambda w: pythia_param("scale"),
-    threads: 1
     log:
         f"{RESULTS}/summary/logs/pythia_scale.log",
     benchmark:
         f"{RESULTS}/summary/benchmarks/pythia_scale.tsv"
     conda:
-        "../../environment.yml"
+        CONDA_ENV
+    threads: 1
+    params:
+        spec=lambda w: pythia_param("scale"),
     shell:
-        THREAD_ENV + " geoanatomy pythia scale --spec {params.spec} --threads {threads} > {log} 2>&1"
+        pythia_shell("scale")

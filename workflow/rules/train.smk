@@ -4,18 +4,18 @@
 rule train:
     output:
         f"{RESULTS}/{{run}}/train.json",
-    params:
-        spec=lambda w: spec_param("train", w.run),
-    threads: CFG["threads"]["train"]
-    resources:
-        runtime=cluster_resource("train", "runtime"),
-        mem_mb=cluster_resource("train", "mem_mb"),
-        disk_mb=cluster_resource("train", "disk_mb"),
     log:
         f"{RESULTS}/{{run}}/logs/train.log",
     benchmark:
         f"{RESULTS}/{{run}}/benchmarks/train.tsv"
     conda:
-        "../../environment.yml"
+        CONDA_ENV
+    threads: CFG["threads"]["train"]
+    resources:
+        runtime=cluster_resource("train", "runtime"),
+        mem_mb=cluster_resource("train", "mem_mb"),
+        disk_mb=cluster_resource("train", "disk_mb"),
+    params:
+        spec=lambda w: spec_param("train", w.run),
     shell:
         stage_shell("train")

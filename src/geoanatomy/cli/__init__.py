@@ -9,6 +9,7 @@ the Pythia branch and the cross-run summary.
     geoanatomy clean-run results/mod_L3_nano [--checkpoints]
     geoanatomy summarize tables|scale|prediction|figures|html|all ...   (results/summary/)
     geoanatomy pythia extract|events|scale|revisions ...                 (Pythia branch)
+    geoanatomy --version
 
 STAGE is a Snakemake rule name; ``STAGES`` maps each to its module in
 ``geoanatomy.stages`` (each has one ``run(...)``). A rule passes ``--spec``, the stage's
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -62,6 +64,38 @@ def run_stage(job, threads: int = 1) -> dict:
     return module.run(job.run, job.run_dir, **STAGES[job.stage](job, threads))
 
 
+# sub-commands with their own parser (geoanatomy.cli.<name>.main), dispatched before ours
+DELEGATED = {
+    "summarize": "cross-run summary tables, statistics and figures (results/summary/)",
+    "pythia": "Pythia validation branch: extract, events, scale, revisions",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .. import __version__
+    ap = argparse.ArgumentParser(prog="geoanatomy", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action="version", version=f"geoanatomy {__version__}")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    for name, what in (("validate", "check a config file (schema and semantic checks)"),
+                       ("runs", "print the run names of a config's grid")):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("--config", required=True)
+    for name in STAGES:
+        p = sub.add_parser(name, help=f"run the {name} stage of one run (what the rule calls)")
+        p.add_argument("--config")
+        p.add_argument("--run")
+        p.add_argument("--spec")
+        p.add_argument("--threads", type=int, default=1)
+        p.add_argument("--device", default=None, help="auto | cpu | cuda[:N] (default: from config)")
+    p = sub.add_parser("clean-run", help="delete a run's derived files so snakemake recomputes it")
+    p.add_argument("run_dir", help="a run folder, results/TASK_LEVEL_SIZE")
+    p.add_argument("--checkpoints", action="store_true", help="also delete checkpoints (retrain from scratch)")
+    for name, what in DELEGATED.items():  # listed here; parsed by their own modules
+        sub.add_parser(name, help=f"{what} (geoanatomy {name} --help)", add_help=False)
+    return ap
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["pythia"]:
@@ -70,23 +104,7 @@ def main(argv=None) -> int:
     if argv[:1] == ["summarize"]:
         from .summarize import main as summarize_main
         return summarize_main(argv[1:])
-    ap = argparse.ArgumentParser(prog="geoanatomy", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("validate", "runs"):
-        p = sub.add_parser(name)
-        p.add_argument("--config", required=True)
-    for name in STAGES:
-        p = sub.add_parser(name)
-        p.add_argument("--config")
-        p.add_argument("--run")
-        p.add_argument("--spec")
-        p.add_argument("--threads", type=int, default=1)
-        p.add_argument("--device", default=None, help="auto | cpu | cuda[:N] (default: from config)")
-    p = sub.add_parser("clean-run", help="delete a run's derived files so snakemake recomputes it")
-    p.add_argument("run_dir")
-    p.add_argument("--checkpoints", action="store_true", help="also delete checkpoints (retrain from scratch)")
-    args = ap.parse_args(argv)
+    args = _parser().parse_args(argv)
 
     from ..errors import ConfigError
     try:
@@ -103,13 +121,7 @@ def _dispatch(args) -> int:
         print(f"{args.config}: valid; {len(names)} runs" if args.cmd == "validate" else "\n".join(names))
         return 0
     if args.cmd == "clean-run":
-        d = Path(args.run_dir)
-        for f in RUN_FILES:
-            (d / f).unlink(missing_ok=True)
-        if args.checkpoints and (d / "checkpoints").exists():
-            shutil.rmtree(d / "checkpoints")
-        print(f"cleaned {d} (checkpoints {'deleted' if args.checkpoints else 'kept: training resumes'})")
-        return 0
+        return clean_run(Path(args.run_dir), args.checkpoints)
     job = _job(args)
     out = run_stage(job, args.threads)
     if job.stage == "train":
@@ -117,3 +129,41 @@ def _dispatch(args) -> int:
               f"{out['wall_seconds_this_job']} s this job, diverged={out['diverged']}")
     return 0
 
+
+def _run_folder_problem(d: Path) -> str | None:
+    """Why ``d`` is not a run folder (None when it is one): a folder named
+    TASK_LEVEL_SIZE holding train.json or checkpoints/step_*.safetensors."""
+    from ..sizes import SIZES
+    from ..spec import parse_run_name
+    from ..tasks import LEVELS, TASKS
+    name = Path(os.path.abspath(d)).name
+    r = parse_run_name(name) or {}
+    if not d.is_dir():
+        return "no such folder" if not d.exists() else "not a folder"
+    if r.get("task") not in TASKS or r.get("level") not in LEVELS or r.get("size") not in SIZES:
+        return (f"its name {name!r} is not TASK_LEVEL_SIZE[_shuffled][_sSEED] (tasks {', '.join(TASKS)}; "
+                f"levels {', '.join(LEVELS)}; sizes {', '.join(SIZES)})")
+    ckpt = d / "checkpoints"
+    if not (d / "train.json").is_file() and not (ckpt.is_dir() and any(ckpt.glob("step_*.safetensors"))):
+        return "it holds neither train.json nor checkpoints/step_*.safetensors"
+    return None
+
+
+def clean_run(d: Path, checkpoints: bool = False) -> int:
+    """Delete a run's derived files (RUN_FILES; with ``checkpoints`` its checkpoints too)
+    so Snakemake recomputes it. Refuses, deleting nothing, a folder that is not a run folder."""
+    why = _run_folder_problem(d)
+    if why:
+        print(f"geoanatomy clean-run: refusing {str(d)!r}: {why}. Expected a run folder "
+              f"results/TASK_LEVEL_SIZE (e.g. results/mod_L3_nano) holding train.json or "
+              f"checkpoints/step_*.safetensors; nothing deleted.", file=sys.stderr)
+        return 2
+    for f in RUN_FILES:
+        (d / f).unlink(missing_ok=True)
+    ckpt = d / "checkpoints"
+    if checkpoints and ckpt.is_symlink():
+        ckpt.unlink()  # the link only, never the folder it points to
+    elif checkpoints and ckpt.exists():
+        shutil.rmtree(ckpt)
+    print(f"cleaned {d} (checkpoints {'deleted' if checkpoints else 'kept: training resumes'})")
+    return 0

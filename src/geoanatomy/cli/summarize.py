@@ -3,6 +3,7 @@
     geoanatomy summarize tables     --precursors results/*/precursor.json --out results/summary
     geoanatomy summarize scale      --precursors ... [--pythia results/summary/pythia_scale.json] --out ...
     geoanatomy summarize prediction --precursors ... --out ...
+    geoanatomy summarize verdict    --precursors ... --out ...     (reads the JSON files the parts above wrote)
     geoanatomy summarize figures    --precursors ... --metrics results/*/metrics.csv
                                     [--scale-json results/summary/scale_invariance.json] --out ...
     geoanatomy summarize html       --out results/summary
@@ -19,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-PARTS = ["tables", "scale", "prediction", "figures", "html", "all"]
+PARTS = ["tables", "scale", "prediction", "verdict", "figures", "html", "all"]
 
 
 def main(argv=None) -> int:
@@ -63,7 +64,8 @@ def main(argv=None) -> int:
         return 2
     out = Path(args.out)
     try:
-        parts = ["tables", "scale", "prediction", "figures", "html"] if args.part == "all" else [args.part]
+        parts = (["tables", "scale", "prediction", "verdict", "figures", "html"] if args.part == "all"
+                 else [args.part])
         for part in parts:
             scale_json = args.scale_json or (str(out / "scale_invariance.json") if args.part == "all" else None)
             run(part, pre, out, st, metrics=met or [], pythia=args.pythia, scale_json=scale_json)
