@@ -37,7 +37,7 @@ from .stats import log_steps_close, quantiles
 
 ROW_COLUMNS = ["run", "task", "level", "size", "family", "n_params", "steps", "difficulty", "acquired",
                "diverged", "control", "easy_max_step", "min_gap_frac", "acquisition_step", "measure", "kind", "layer", "position", "variant",
-               "direction", "transition", "transition_step", "precursor", "gap_steps", "transitioned", "init",
+               "direction", "transition", "transition_step", "recovery_step", "precursor", "gap_steps", "transitioned", "init",
                "extreme", "extreme_value", "extreme_step", "loss_plateau_exit_step", "coincides_plateau_exit"]
 
 
@@ -61,6 +61,7 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
             rows.append({**f, "measure": name, "kind": "geometric", "layer": m.get("layer"),
                          "position": m.get("position"), "variant": m.get("variant"),
                          "transition": m.get("transition", "floor"), "transition_step": t_tr,
+                         "recovery_step": step_or_none(m.get("recovery_step", m.get("settle_step"))),
                          "precursor": bool(m.get("precursor", False)) and f["acquired"], "gap_steps": gap,
                          "direction": m.get("direction", "collapse"),
                          "transitioned": m.get("risen") if m.get("direction") == "rise" else m.get("collapsed"),
@@ -71,7 +72,7 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
         for name, key in REFERENCES.items():
             t_ref = step_or_none(pre.get(key))
             rows.append({**f, "measure": name, "kind": "reference", "layer": "output", "position": "answer",
-                         "variant": "", "transition": key, "transition_step": t_ref,
+                         "variant": "", "transition": key, "transition_step": t_ref, "recovery_step": None,
                          "precursor": _ref_precursor(t_ref, t_acq, frac),
                          "gap_steps": t_acq - t_ref if t_acq is not None and t_ref is not None else None,
                          "direction": "", "transitioned": None, "init": None, "extreme": None,

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from ..files import atomic_write_json, atomic_write_text
-from . import behaviour, figures_runs, figures_summary, floors, prediction, rates, scale, topdown
+from . import behaviour, figures_runs, figures_summary, floors, prediction, rates, scale, topdown, verdict
 from .load import class_counts, load_precursors
 from .tables import header_lines, read_table, tables_html, write_csv
 
@@ -64,7 +64,8 @@ def write_tables(pres, out: Path, st: dict) -> list[str]:
                " events rule; a reference reached its event).", nl])
     fl = floors.collapse_floors(pres)
     write_csv(fl, out / "collapse_floors.csv", "geoanatomy summary: collapse_floors.csv",
-              ["one row per run and geometric measure at its headline layer/position/variant;"
+              ["one row per study run and geometric measure at its headline layer/position/variant"
+               " (shuffled-label control runs left out; seed = replicate of its task x level x size cell);"
                " floor = minimum over checkpoints, floor_step = first step reaching it, floor_over_init = floor / value at step 0,"
                " floor_step_frac = floor_step / training steps; collapsed: floor <= (1 - collapse_drop) * init (events.py).",
                "extreme = the level floor_spread and scale_invariance use: the floor for collapsing measures,"
@@ -72,32 +73,39 @@ def write_tables(pres, out: Path, st: dict) -> list[str]:
                " (LLC negative or chains disagree, power iteration not converged).", nl])
     sp = floors.floor_spread(fl, st)
     write_csv(sp, out / "floor_spread.csv", "geoanatomy summary: floor_spread.csv",
-              ["per measure x level x task: floors across sizes (smallest first), SD of log10(floor) across sizes,",
-               f" Spearman rho of floor vs log10(n_params) over sizes with exact permutation p (n = sizes); trend at alpha {st['alpha']}."
-               " Diverged runs left out.", nl])
-    atomic_write_json(out / "floor_summary.json", {**floors.floor_summary(fl, sp), **_provenance(pres, st)})
+              ["per measure x level x task: cell floors across sizes (smallest first; one value per task x level x size"
+               " cell = median floor over its seeds, seeds per size in n_seeds_per_size), SD of log10(floor) across sizes,",
+               f" test: {floors.TREND_TEST} (n = sizes = cells); p_raw and p_holm (family: the tasks of one measure and"
+               f" level); trend_with_capacity uses p_holm at alpha {st['alpha']}. Diverged and control runs left out.", nl])
+    atomic_write_json(out / "floor_summary.json", {**floors.floor_summary(fl, sp, st), **_provenance(pres, st)})
     td = topdown.top_down(pres, st["topdown_require_collapse"])
-    tds = topdown.top_down_summary(td)
-    kn = "; ".join(f"{m}: top-down {v['all']['top_down']} runs (strict {v['all']['top_down_strict']}),"
-                   f" {v['all']['undetermined']} undetermined" for m, v in tds.items())
+    tds = topdown.top_down_summary(td, st)
+    kn = "; ".join(f"{m}: top-down {v['all']['top_down']} determined runs (strict {v['all']['top_down_strict']}),"
+                   f" bottom-up {v['all']['bottom_up']}, {v['all']['tied_tau0']} tied (tau = 0),"
+                   f" {v['all']['undetermined']} undetermined, {v['n_diverged_runs_excluded']} diverged excluded;"
+                   f" sign test p = {v['all']['sign_test_p']}; cells {v['cells_all']['top_down']}"
+                   f" (seeds per cell {v['cells_all']['seeds_per_cell']})" for m, v in tds.items())
     write_csv(td, out / "top_down.csv", "geoanatomy summary: top_down.csv",
               [ln.strip() for ln in topdown.__doc__.strip().splitlines() if ln.strip()] + [f"k/n: {kn or 'no per-layer data'}", nl])
-    atomic_write_json(out / "top_down_summary.json", {"method": topdown.__doc__.strip(), "measures": tds,
-                                                      **_provenance(pres, st)})
+    atomic_write_json(out / "top_down_summary.json", {"method": topdown.__doc__.strip(), "test": topdown.SIGN_TEST,
+                                                      "measures": tds, **_provenance(pres, st)})
     em = behaviour.emergence(pres)
-    k = int(em["logprob_before_acquisition"].fillna(False).astype(bool).sum())
-    n = int(em["lead_logprob_steps"].notna().sum())
+    em_ok = em[~em["diverged"].astype(bool)]
+    k = int(em_ok["logprob_before_acquisition"].fillna(False).astype(bool).sum())
+    n = int(em_ok["lead_logprob_steps"].notna().sum())
     write_csv(em, out / "emergence.csv", "geoanatomy summary: emergence.csv",
-              ["one row per run: lead_logprob_steps = acquisition_step - logprob_emergence_step,"
+              ["one row per study run (shuffled-label control runs left out): lead_logprob_steps = acquisition_step - logprob_emergence_step,"
                " lead_plateau_exit_steps = acquisition_step - loss_plateau_exit_step (positive = before acquisition).",
                "acquisition: accuracy_norm >= threshold for persist checkpoints; log-prob emergence: per-token answer"
                " log-prob above the input-blind predictor by logprob_margin nats for persist checkpoints (events.py).",
-               f"log-prob emergence before acquisition in {k}/{n} runs with both events.", nl])
+               f"log-prob emergence before acquisition in {k}/{n} non-diverged runs with both events (n = runs;"
+               f" seeds counted as runs; no test).", nl])
     pb = behaviour.probes(pres)
     n_with = int(pb["run"].nunique()) if len(pb) else 0
     write_csv(pb, out / "probes.csv", "geoanatomy summary: probes.csv",
               ["one row per run and layer: probe_acquisition_step from the run's 'probes' entry,"
-               " lead_steps = acquisition_step - probe_acquisition_step (positive: the probe reads the answer first).",
+               " lead_steps = acquisition_step - probe_acquisition_step (positive: the probe reads the answer first);"
+               " shuffled-label control runs are flagged in column control (descriptive, no test).",
                f"runs with probe results: {n_with} of {len(pres)}"
                + ("" if n_with else " (no probes entry in any precursor.json: empty table, enable the probes stage)"), nl])
     return [str(out / f) for f in TABLE_FILES + JSON_FILES[:2]]
@@ -112,10 +120,28 @@ def write_scale(pres, out: Path, st: dict, pythia=None) -> str:
 
 def write_prediction(pres, out: Path, st: dict) -> str:
     rows = rates.measure_rows(pres, st["coincide_log10_tol"])
-    res = prediction.prediction(rows)
+    res = prediction.prediction(rows, st)
     res.update(_provenance(pres, st))
     atomic_write_json(Path(out) / "prediction.json", res)
     return str(Path(out) / "prediction.json")
+
+
+def write_verdict(pres, out: Path, st: dict) -> str:
+    """verdict.csv (analysis.verdict): the precursor and behaviour claims from the runs, the
+    floors / scale / top-down / prediction claims from the JSON files the other parts wrote."""
+    out = Path(out)
+    rows = rates.measure_rows(pres, st["coincide_log10_tol"])
+    jsons = {f: json.loads((out / f).read_text()) for f in JSON_FILES if (out / f).exists()}
+    v = verdict.verdict_table(pres, rows, st, verdict.json_claims(jsons, st))
+    write_csv(v, out / "verdict.csv", "geoanatomy summary: verdict.csv",
+              ["one row per claim of the study (per measure and RankMe variant where it applies):"
+               " reproduced / not reproduced / inconclusive by one rule: " + verdict.RULE + ".",
+               f"alpha {st['alpha']}; n_min {st.get('verdict_min_units', 5)} units; p one-sided in the claimed"
+               " direction, Holm-adjusted within each family; 95% intervals: bootstrap over task x level x size"
+               " cells with seeds resampled inside their cell; n_units = cells, n_runs = runs.",
+               "shuffled-label control runs and diverged runs are left out (controls.csv reports the controls).",
+               _n_line(pres)])
+    return str(out / "verdict.csv")
 
 
 def write_figures(pres, metrics_paths, scale_json, out: Path, st: dict) -> list[str]:
@@ -137,7 +163,7 @@ def write_figures(pres, metrics_paths, scale_json, out: Path, st: dict) -> list[
 def write_html(out: Path) -> str:
     out = Path(out)
     sections = []
-    for f in TABLE_FILES:
+    for f in ["verdict.csv"] + TABLE_FILES:
         p = out / f
         if p.exists():
             sections.append((f, header_lines(p)[1:], read_table(p)))
@@ -161,6 +187,7 @@ def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_jso
         files = {"tables": lambda: write_tables(pres, out, st),
                  "scale": lambda: [write_scale(pres, out, st, pythia)],
                  "prediction": lambda: [write_prediction(pres, out, st)],
+                 "verdict": lambda: [write_verdict(pres, out, st)],
                  "figures": lambda: write_figures(pres, metrics, scale_json, out, st)}[part]()
         log(f"[summarize {part}] {_n_line(pres)}")
     log(f"[summarize {part}] wrote {len(files)} files in {time.time() - t0:.2f} s")

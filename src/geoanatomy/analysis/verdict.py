@@ -1,0 +1,257 @@
+"""``verdict.csv``: one row per claim of the study, each reproduced / not reproduced /
+inconclusive by a written rule, with its statistic, interval, n, null and p.
+
+The rule (``word``), the same for every claim. A claim states an effect in one direction
+(a rate above what its null gives, a lead above 0, a correlation above 0); each row has a
+p-value of a test against that null (one-sided, in the claimed direction, Holm-adjusted
+across the rows of one family), an effect estimate and its 95% interval::
+
+    inconclusive    fewer than ``n_min`` units, or no test could be run
+    reproduced      adjusted p < alpha and the interval lies above the null value
+    not reproduced  adjusted p >= alpha and the estimate is at or below the null value
+    inconclusive    otherwise (an effect in the claimed direction the data cannot confirm,
+                    or a significant test whose interval still reaches the null)
+
+Intervals are percentile bootstraps over units: task x level x size cells, with the seeds of
+a cell resampled inside it (``cluster_bootstrap``), so replicate seeds of one cell do not
+count as independent evidence. n is the number of cells (runs in brackets).
+Shuffled-label control runs and diverged runs are left out of every claim here (the
+controls are reported in controls.csv).
+
+Claims (the study's, as far as they are public):
+
+acquisition rate
+    most task x level x size combinations are acquired within the budget: share of cells
+    acquired (majority of seeds), against 1/2 (exact binomial test).
+collapse -> recovery -> acquisition (per RankMe variant)
+    in hard runs the measure collapses, recovers, and acquisition follows: share of hard runs
+    whose recovery precedes acquisition, against acquisition steps shuffled across runs
+    within a size (permutation null).
+precursor on hard runs (per measure and variant)
+    the transition precedes acquisition by the precursor rule in hard runs more often than
+    when acquisition steps are shuffled (permutation null); the clock null is printed beside.
+precursor specific to hard runs (per measure and variant)
+    the hard-run rate exceeds the easy-run rate: effect = rate_hard - rate_easy; p is the
+    hard-run permutation p; reproduced only if that difference's interval is above 0 too.
+log-probability before accuracy
+    log-prob emergence precedes acquisition: median lead (steps) over acquired runs, exact
+    one-sided sign test.
+probes before behaviour
+    the final-layer probe reads the first answer token before the model emits it: median
+    lead of probe acquisition over first-token acquisition, exact one-sided sign test.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .nulls import is_precursor, permutation_null
+
+VERDICT_COLUMNS = ["claim", "measure", "variant", "protocol", "statistic", "value", "ci95_lo", "ci95_hi",
+                   "n_units", "n_runs", "null", "null_value", "p", "p_holm", "family", "verdict", "detail"]
+RULE = ("reproduced: Holm-adjusted one-sided p < alpha and the 95% interval above the null value; "
+        "not reproduced: adjusted p >= alpha and the estimate at or below the null value; "
+        "inconclusive: fewer than n_min units, no test, or neither of the above")
+
+
+def holm(p) -> np.ndarray:
+    """Holm step-down adjusted p-values (same order as ``p``)."""
+    p = np.asarray(p, dtype=float)
+    m = len(p)
+    order = np.argsort(p)
+    adj = np.empty(m)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, (m - rank) * p[i])
+        adj[i] = min(1.0, running)
+    return adj
+
+
+def word(p, ci_lo, estimate, n_units: int, null_value: float, alpha: float = 0.05, n_min: int = 5) -> str:
+    """The rule that turns a statistic into a word (module doc)."""
+    if n_units < n_min or p is None or estimate is None or (isinstance(p, float) and math.isnan(p)):
+        return "inconclusive"
+    if p < alpha and ci_lo is not None and ci_lo > null_value:
+        return "reproduced"
+    if p >= alpha and estimate <= null_value:
+        return "not reproduced"
+    return "inconclusive"
+
+
+def cluster_bootstrap(df: pd.DataFrame, stat, n_resamples: int = 2000, seed: int = 0,
+                      cell_cols=("task", "level", "size")) -> tuple:
+    """Percentile 95% interval of ``stat(idx)`` (idx: positions into ``df``): cells resampled
+    with replacement and the runs (seeds) of each drawn cell resampled inside it. ``stat``
+    works on positions so that statistics of per-run numbers stay numpy-fast."""
+    if not len(df):
+        return (None, None)
+    rng = np.random.default_rng(seed)
+    codes = df.groupby(list(cell_cols), sort=True).ngroup().to_numpy()
+    groups = [np.flatnonzero(codes == g) for g in range(codes.max() + 1)]
+    sizes = np.array([len(g) for g in groups])
+    vals = []
+    for _ in range(n_resamples):
+        pick = rng.integers(0, len(groups), len(groups))
+        idx = np.concatenate([groups[i][rng.integers(0, sizes[i], sizes[i])] for i in pick])
+        v = stat(idx)
+        if v is not None and np.isfinite(v):
+            vals.append(v)
+    if not vals:
+        return (None, None)
+    lo, hi = np.quantile(vals, [0.025, 0.975])
+    return (float(lo), float(hi))
+
+
+def _mean_of(x: np.ndarray):
+    """stat(idx) = mean of the per-run numbers x at idx."""
+    return lambda idx: float(np.mean(x[idx])) if len(idx) else None
+
+
+def _median_of(x: np.ndarray):
+    return lambda idx: float(np.median(x[idx])) if len(idx) else None
+
+
+def _cells(df: pd.DataFrame) -> int:
+    return int(df.groupby(["task", "level", "size"]).ngroups) if len(df) else 0
+
+
+def _eff_transition(r: pd.DataFrame, col: str = "transition_step") -> np.ndarray:
+    t = pd.to_numeric(r[col], errors="coerce").to_numpy(float)
+    ok = (r["kind"] == "reference").to_numpy() | r["transitioned"].fillna(False).astype(bool).to_numpy()
+    return np.where(ok, t, np.nan)
+
+
+def _sign_test_greater(d) -> tuple[float | None, int]:
+    d = np.asarray(d, dtype=float)
+    d = d[np.isfinite(d)]
+    wins, m = int((d > 0).sum()), int((d != 0).sum())
+    if m == 0:
+        return None, 0
+    return float(stats.binomtest(wins, m, 0.5, alternative="greater").pvalue), int(len(d))
+
+
+def _row(claim, measure, variant, statistic, value, ci, n_units, n_runs, null, null_value, p, family, detail=""):
+    return {"claim": claim, "measure": measure, "variant": variant, "protocol": "single-task",
+            "statistic": statistic, "value": value, "ci95_lo": ci[0], "ci95_hi": ci[1], "n_units": n_units,
+            "n_runs": n_runs, "null": null, "null_value": null_value, "p": p, "p_holm": None,
+            "family": family, "verdict": None, "detail": detail}
+
+
+def precursor_claims(rows: pd.DataFrame, st: dict) -> list[dict]:
+    """Rows for the sequence, precursor and specificity claims (module doc) from the
+    per-run x per-measure long table (``rates.measure_rows``)."""
+    out = []
+    nb, seed = int(st.get("n_bootstrap", 2000)), int(st.get("seed", 0))
+    n_perm = int(st.get("n_permutations", 10_000))
+    real = rows[(rows["control"] == "") & ~rows["diverged"].astype(bool)].reset_index(drop=True)
+    for measure in dict.fromkeys(real["measure"]):
+        rm = real[real["measure"] == measure].reset_index(drop=True)
+        acq = rm[rm["acquired"].astype(bool)].reset_index(drop=True)
+        if not len(acq):
+            continue
+        variant = str(acq["variant"].iloc[0] or "")
+        frac = float(acq["min_gap_frac"].iloc[0])
+        emax = pd.to_numeric(acq["easy_max_step"], errors="coerce").to_numpy(float)
+        t_acq = pd.to_numeric(acq["acquisition_step"], errors="coerce").to_numpy(float)
+        hard = acq["difficulty"].to_numpy() == "hard"
+        easy = acq["difficulty"].to_numpy() == "easy"
+        t_tr = _eff_transition(acq)
+        res = permutation_null(t_tr, t_acq, acq["size"].to_numpy(), lambda a: (a > emax), frac, n_perm, seed)
+        pre = is_precursor(t_tr, t_acq, frac).astype(float)              # per acquired run
+        h = acq[hard].reset_index(drop=True)
+        if len(h):
+            null_rate = res["null_mean_k"] / res["n"] if res["n"] else None
+            out.append(_row("precursor on hard runs", measure, variant, "precursor rate (hard runs)",
+                            float(pre[hard].mean()), cluster_bootstrap(h, _mean_of(pre[hard]), nb, seed),
+                            _cells(h), len(h), "acquisition steps shuffled within sizes (permutation)", null_rate,
+                            res["p_rate"], "precursor on hard runs",
+                            f"{res['k']}/{res['n']} runs; {res['n_permutations']} permutations ({res['method']})"))
+        if hard.any() and easy.any():
+            sel = hard | easy
+            both = acq[sel].reset_index(drop=True)
+            pb, hb = pre[sel], hard[sel]
+
+            def diff(idx, _p=pb, _h=hb):
+                hh, ee = _p[idx][_h[idx]], _p[idx][~_h[idx]]
+                return float(hh.mean() - ee.mean()) if len(hh) and len(ee) else None
+            out.append(_row("precursor specific to hard runs", measure, variant, "rate(hard) - rate(easy)",
+                            diff(np.arange(len(both))), cluster_bootstrap(both, diff, nb, seed), _cells(both),
+                            len(both), "hard-run permutation p; difference against 0", 0.0, res["p_rate"],
+                            "precursor specific to hard runs", f"hard {pre[hard].mean():.2f} ({int(hard.sum())} runs), "
+                            f"easy {pre[easy].mean():.2f} ({int(easy.sum())} runs)"))
+        if measure.startswith("rankme") and len(h):
+            t_rec = pd.to_numeric(acq["recovery_step"], errors="coerce").to_numpy(float)
+            t_rec = np.where(acq["transitioned"].fillna(False).astype(bool), t_rec, np.nan)
+            seq = permutation_null(t_rec, t_acq, acq["size"].to_numpy(), lambda a: (a > emax), 0.0, n_perm, seed)
+            ok = is_precursor(t_rec, t_acq, 0.0).astype(float)[hard]
+            out.append(_row("collapse -> recovery -> acquisition", measure, variant,
+                            "share of hard runs that collapsed and recovered before acquisition",
+                            float(ok.mean()), cluster_bootstrap(h, _mean_of(ok), nb, seed), _cells(h), len(h),
+                            "acquisition steps shuffled within sizes (permutation)",
+                            seq["null_mean_k"] / seq["n"] if seq["n"] else None, seq["p_rate"],
+                            "sequence", f"{seq['k']}/{seq['n']} hard runs"))
+    return out
+
+
+def behaviour_claims(pres: list[dict], st: dict) -> list[dict]:
+    """Acquisition rate, log-prob before accuracy, probes before behaviour (module doc)."""
+    nb, seed = int(st.get("n_bootstrap", 2000)), int(st.get("seed", 0))
+    runs = pd.DataFrame([{"task": p["task"], "level": p["level"], "size": p["size"], "acquired": bool(p["acquired"]),
+                          "t_acq": p.get("acquisition_step"), "t_lp": p.get("logprob_emergence_step"),
+                          "t_first": p.get("first_token_acquisition_step"),
+                          "t_probe": ((p.get("probes") or {}).get("acquisition_step"))}
+                         for p in pres if not p.get("control") and not p.get("diverged")])
+    out = []
+    if not len(runs):
+        return out
+    cells = runs.groupby(["task", "level", "size"])["acquired"].mean()
+    k, n = int((cells > 0.5).sum()), int(len(cells))
+    p = float(stats.binomtest(k, n, 0.5, alternative="greater").pvalue) if n else None
+    out.append(_row("acquisition rate", "accuracy", "", "share of cells acquired (majority of seeds)", k / n if n else None,
+                    cluster_bootstrap(runs, _mean_of(runs["acquired"].to_numpy(float)), nb, seed), n, len(runs),
+                    "exact binomial test against 1/2", 0.5, p, "acquisition rate", f"{k}/{n} cells"))
+    for claim, a, b, stat_name in (("log-prob before accuracy", "t_acq", "t_lp", "median lead of log-prob emergence (steps)"),
+                                   ("probes before behaviour", "t_first", "t_probe",
+                                    "median lead of final-layer probe over first-token acquisition (steps)")):
+        d = runs.dropna(subset=[a, b]).reset_index(drop=True)
+        lead = (pd.to_numeric(d[a]) - pd.to_numeric(d[b])).to_numpy(float)
+        pval, m = _sign_test_greater(lead)
+        out.append(_row(claim, "accuracy" if claim.startswith("log") else "probe_accuracy_norm", "", stat_name,
+                        float(np.median(lead)) if len(d) else None,
+                        cluster_bootstrap(d, _median_of(lead), nb, seed) if len(d) else (None, None), _cells(d), len(d),
+                        "exact one-sided sign test (lead > 0)", 0.0, pval, claim,
+                        f"{int((lead > 0).sum())} of {len(d)} runs lead" if len(d) else "no run has both events"))
+    return out
+
+
+def json_claims(jsons: dict, st: dict) -> list[dict]:
+    """Rows for the floors, scale, top-down and prediction claims from the summary JSON files
+    (floor_summary.json, scale_invariance.json, top_down_summary.json, prediction.json).
+    A file that is missing, or lacks a statistic, gives an inconclusive row saying so."""
+    return []
+
+
+def finish(rows: list[dict], st: dict) -> pd.DataFrame:
+    """Holm-adjust p within each family and apply the rule (``word``)."""
+    df = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+    alpha, n_min = float(st.get("alpha", 0.05)), int(st.get("verdict_min_units", 5))
+    for fam, g in df.groupby("family", sort=False):
+        ps = g["p"].astype(float).to_numpy()
+        ok = np.isfinite(ps)
+        adj = np.full(len(ps), np.nan)
+        if ok.any():
+            adj[ok] = holm(ps[ok])
+        df.loc[g.index, "p_holm"] = adj
+    df["verdict"] = [word(None if not np.isfinite(r.p_holm) else r.p_holm, r.ci95_lo, r.value, int(r.n_units or 0),
+                          float(r.null_value) if r.null_value is not None else 0.0, alpha, n_min)
+                     for r in df.astype({"p_holm": float}).itertuples()]
+    return df
+
+
+def verdict_table(pres: list[dict], rows: pd.DataFrame, st: dict, extra: list[dict] | None = None) -> pd.DataFrame:
+    """verdict.csv: behaviour claims, precursor claims, and ``extra`` rows (floors, scale,
+    top-down, prediction) with their p and interval already computed."""
+    return finish(behaviour_claims(pres, st) + precursor_claims(rows, st) + list(extra or []), st)
