@@ -28,7 +28,7 @@ def expected_answer(task, params, toks):
         return ["<" if int(a) < int(b) else ">" if int(a) > int(b) else "EQ"]
     if task == "add":
         a, b = s.split("+")
-        return list(str(int(a) + int(b)).zfill(len(a) + 1))
+        return list(str(int(a) + int(b)).zfill(len(a) + 1))[::-1]          # least significant first
     if task == "mod":
         a, b = s.split("+")
         m = params["modulus"]
@@ -36,7 +36,7 @@ def expected_answer(task, params, toks):
         return list(str((int(a) + int(b)) % m).zfill(len(str(m - 1))))
     if task == "mul":
         a, b = s.split("*")
-        return list(str(int(a) * int(b)).zfill(len(a) + len(b)))
+        return list(str(int(a) * int(b)).zfill(len(a) + len(b)))[::-1]     # least significant first
     raise AssertionError(task)
 
 

@@ -19,14 +19,19 @@ copy  ``COPY 3 1 4 1 = 3 1 4 1``             ``length`` (digits)
 rev   ``REV 3 1 4 1 = 1 4 1 3``              ``length`` (digits)
 cmp   ``CMP 4 2 , 4 7 = <``                  ``digits`` per number
 par   ``PAR 1 0 1 1 0 1 0 0 1 1 = 0``        ``length`` (bits); answer = sum mod 2
-add   ``ADD 4 2 + 1 9 = 0 6 1``              ``digits`` per operand; answer n+1 digits
+add   ``ADD 4 2 + 1 9 = 1 6 0``              ``digits`` per operand; answer n+1 digits, reversed
 mod   ``MOD 3 0 + 0 9 = 0 2`` (p = 37)       ``modulus`` p; a, b < p; answer (a+b) mod p
 sort  ``SORT 3 1 4 1 = 1 1 3 4``             ``length`` (digits)
-mul   ``MUL 4 7 * 8 = 3 7 6``                ``digits`` of each operand ``[da, db]``
+mul   ``MUL 4 7 * 8 = 6 7 3``                ``digits`` of each operand ``[da, db]``; reversed
 ====  =====================================  ===========================
 
 Numbers are written most-significant digit first and zero-padded to a fixed
-width. ``cmp`` draws the second number sharing a random-length prefix with the
+width, except the answers of add and mul, which are written least-significant digit
+first (reversed), as small-transformer arithmetic studies do: with the most significant
+digit first, the first answer digit depends on every carry of the sum and the model must
+solve the whole problem before emitting anything (Lee et al. 2023, "Teaching arithmetic
+to small transformers"); reversed, each digit needs only the operands' digits at its
+place and the carry from the previous one. ``cmp`` draws the second number sharing a random-length prefix with the
 first half of the time (otherwise the first digit decides almost every case).
 
 Held-out split (``TaskData``): each input is held out or not by a seeded hash of the
@@ -201,7 +206,7 @@ def make_task(task: str, level: str, params: dict | None = None) -> TaskSpec:
         n = int(p["digits"])
         draw = lambda rng, N: rng.integers(0, 10, size=(N, 2 * n))
         layout = lambda x: _concat(_const(len(x), T), x[:, :n], _const(len(x), "+"), x[:, n:], _const(len(x), "="))
-        ans = lambda x: _digits(_from_digits(x[:, :n]) + _from_digits(x[:, n:]), n + 1)
+        ans = lambda x: _digits(_from_digits(x[:, :n]) + _from_digits(x[:, n:]), n + 1)[:, ::-1].copy()
         return TaskSpec(task, level, p, 2 * n, n + 1, 2 * n, draw, layout, ans)
 
     if task == "mod":
@@ -220,7 +225,7 @@ def make_task(task: str, level: str, params: dict | None = None) -> TaskSpec:
         da, db = (int(v) for v in p["digits"])
         draw = lambda rng, N: rng.integers(0, 10, size=(N, da + db))
         layout = lambda x: _concat(_const(len(x), T), x[:, :da], _const(len(x), "*"), x[:, da:], _const(len(x), "="))
-        ans = lambda x: _digits(_from_digits(x[:, :da]) * _from_digits(x[:, da:]), da + db)
+        ans = lambda x: _digits(_from_digits(x[:, :da]) * _from_digits(x[:, da:]), da + db)[:, ::-1].copy()
         return TaskSpec(task, level, p, da + db, da + db, da + db, draw, layout, ans)
 
     raise AssertionError(task)
