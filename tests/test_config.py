@@ -579,3 +579,23 @@ def test_largest_allowed_settings_validate_fast():
     t = time.perf_counter()
     assert len(run_names(resolve(big))) == 54
     assert time.perf_counter() - t < 1.0
+
+
+def test_seeds_are_a_grid_dimension_with_their_own_runs():
+    from geoanatomy.config import job_spec, run_names, run_spec
+    from geoanatomy.stages.common import build
+    cfg = resolve({"grid": [{"tasks": ["add"], "levels": ["L1"], "sizes": ["nano"], "seeds": [0, 1]},
+                            {"tasks": ["add"], "levels": ["L1"], "sizes": ["nano"], "control": "shuffled"}]})
+    assert run_names(cfg) == ["add_L1_nano", "add_L1_nano_s1", "add_L1_nano_shuffled"]
+    s0, s1 = run_spec(cfg, "add_L1_nano"), run_spec(cfg, "add_L1_nano_s1")
+    assert (s0.seed, s1.seed) == (0, 1) and s0.train_hash() != s1.train_hash()
+    assert job_spec(cfg, "add_L1_nano_s1", "train").run.seed == 1
+    (m0, d0), (m1, d1) = build(s0), build(s1)
+    # the seed changes the initialisation, the training stream and the held-out split
+    assert not all((a == b).all() for a, b in zip(m0.state_dict().values(), m1.state_dict().values()))
+    assert not (d0.train_batch(0, 16) == d1.train_batch(0, 16)).all()
+    assert not (d0.is_heldout(d0.heldout_inputs) == d1.is_heldout(d0.heldout_inputs)).all()
+    ctrl = run_spec(cfg, "add_L1_nano_shuffled")
+    assert ctrl.control == "shuffled" and ctrl.train_hash() != s0.train_hash()
+    with pytest.raises(ConfigError, match="not in the config grid"):
+        run_spec(cfg, "add_L1_nano_s2")
