@@ -449,6 +449,35 @@ def test_spearman_exact_matches_scipy_permutation_test():
     assert spearman_exact([1, 2], [2, 1])["rho"] is None
 
 
+def test_pythia_spearman_is_the_analysis_one_and_bounded_at_n10():
+    """One Spearman implementation: the Pythia branch imports geoanatomy.analysis.stats; at n = 10
+    it is exact without building the 10! x 10 permutation array (the old copy peaked near 0.66 GB)."""
+    import itertools
+    import tracemalloc
+
+    from scipy import stats
+
+    from geoanatomy.analysis import stats as astats
+    from geoanatomy.pythia.scale import spearman_exact
+    x = np.array([1, 1, 2, 3, 3, 3, 5.0])
+    y = np.array([2, 0, 2, 7, 1, 7, 3.0])
+    rx, ry = stats.rankdata(x), stats.rankdata(y)
+    null = np.array([np.corrcoef(rx, ry[list(p)])[0, 1] for p in itertools.permutations(range(7))])
+    obs = np.corrcoef(rx, ry)[0, 1]
+    assert spearman_exact(x, y)["p_value"] == pytest.approx(np.mean(np.abs(null) >= abs(obs) - 1e-12))
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=10), rng.normal(size=10)
+    if hasattr(astats, "_perm_table"):
+        astats._perm_table.cache_clear()
+    tracemalloc.start()
+    got = spearman_exact(x, y)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 50e6 and got["n_permutations"] == 3628800
+    ref = astats.spearman_exact(x, y)
+    assert (got["rho"], got["p_value"]) == (ref["rho"], ref["p"])
+
+
 # ------------------------------------------------------------------ through Snakemake
 @pytest.mark.slow
 def test_pythia_rules_through_snakemake(tmp_path, local_dir):

@@ -1,6 +1,7 @@
 """Behavioural references: log-probability emergence and linear-probe acquisition.
 
-emergence.csv (one row per run): acquisition step (accuracy definition),
+emergence.csv (one row per study run; shuffled-label control runs are left
+out, they are controls reported by rates.control_rows): acquisition step (accuracy definition),
 log-probability emergence step and loss-plateau exit step (events.py
 definitions), and the lead of each over acquisition in steps
 (lead = t_acq - t_event; positive = the event comes first). Runs that never
@@ -9,7 +10,9 @@ acquired keep their emergence step with an empty lead.
 probes.csv (one row per run and layer): probe acquisition step (from the
 run's ``probes`` entry, top level or under ``measures``) vs behavioural
 acquisition; lead = t_acq - t_probe (positive: the hidden states held the
-answer before the model emitted it). Accepted shapes of the probes entry:
+answer before the model emitted it). Control runs are kept here, flagged
+in column ``control`` (a probe that reads shuffled labels is a false alarm).
+Accepted shapes of the probes entry:
 {"per_layer": {layer: step | {"acquisition_step": step, ...}}, ...} or
 {layer: step | {...}}; extra scalar fields per layer are kept as columns
 (prefixed ``probe_``, e.g. probe_constant_by_construction, probe_final_accuracy); the
@@ -21,13 +24,13 @@ import json
 
 import pandas as pd
 
-from .load import run_facts, step_or_none
+from .load import run_facts, step_or_none, study_runs
 
-EMERGENCE_COLUMNS = ["run", "task", "level", "size", "family", "n_params", "steps", "difficulty", "acquired",
+EMERGENCE_COLUMNS = ["run", "task", "level", "size", "seed", "family", "n_params", "steps", "difficulty", "acquired",
                      "diverged", "acquisition_step", "logprob_emergence_step", "lead_logprob_steps",
                      "loss_plateau_exit_step", "lead_plateau_exit_steps", "logprob_before_acquisition",
                      "final_accuracy", "max_accuracy", "chance_accuracy", "n_checkpoints"]
-PROBE_COLUMNS = ["run", "task", "level", "size", "family", "n_params", "difficulty", "acquired",
+PROBE_COLUMNS = ["run", "task", "level", "size", "seed", "control", "family", "n_params", "difficulty", "acquired",
                  "acquisition_step", "layer", "probe_acquisition_step", "lead_steps", "probe_before_behaviour",
                  "probe_settings"]
 _STEP_KEYS = ("acquisition_step", "probe_acquisition_step", "step")
@@ -39,7 +42,7 @@ def _lead(t_acq, t_ev):
 
 def emergence(pres: list[dict]) -> pd.DataFrame:
     rows = []
-    for p in pres:
+    for p in study_runs(pres):
         f = run_facts(p)
         t_lp, t_pl = step_or_none(p.get("logprob_emergence_step")), step_or_none(p.get("loss_plateau_exit_step"))
         lead = _lead(f["acquisition_step"], t_lp)

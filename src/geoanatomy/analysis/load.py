@@ -5,6 +5,14 @@ checked in ``REQUIRED``; every entry of ``measures`` that carries curve events
 (``floor_step`` or ``transition_step``) is a geometric measure, whatever its
 name (rankme, grad_erank, grad_cov_erank, hessian_top, llc, ...). A ``probes``
 entry (top level or under ``measures``) is read by ``behaviour.probes``.
+
+Runs come with seeds and controls: a run's cell is (task, level, size); replicate
+seeds of one cell (run name suffix ``_s{seed}``, field ``seed``) are nested in
+it, and cross-size statistics use one value per cell (``per_cell``: the median
+over its seeds). Shuffled-label control runs (field ``control`` non-empty, name
+suffix ``_shuffled``) are controls, not study runs: ``study_runs`` leaves them
+out of floors, scale, prediction, top-down and emergence statistics
+(``rates.control_rows`` reports them).
 """
 from __future__ import annotations
 
@@ -12,6 +20,8 @@ import json
 import math
 import re
 from pathlib import Path
+
+import pandas as pd
 
 from ..sizes import SIZES
 from ..tasks import LEVELS, TASKS
@@ -114,7 +124,46 @@ def level_order(levels) -> list[str]:
 def sort_runs(pres: list[dict]) -> list[dict]:
     sizes = size_order([p["size"] for p in pres], {p["size"]: p.get("n_params") for p in pres})
     tasks, levels = task_order([p["task"] for p in pres]), level_order([p["level"] for p in pres])
-    return sorted(pres, key=lambda p: (levels.index(p["level"]), tasks.index(p["task"]), sizes.index(p["size"])))
+    return sorted(pres, key=lambda p: (levels.index(p["level"]), tasks.index(p["task"]), sizes.index(p["size"]),
+                                       is_control(p), seed_of(p)))
+
+
+def is_control(pre: dict) -> bool:
+    """A shuffled-label (or other) control run: field ``control`` set, or a ``_shuffled`` name."""
+    return bool(pre.get("control")) or str(pre.get("run", "")).endswith("_shuffled")
+
+
+def seed_of(pre: dict) -> int:
+    """The run's seed: field ``seed``, else the ``_s{seed}`` name suffix, else 0."""
+    s = pre.get("seed")
+    if isinstance(s, int) and not isinstance(s, bool):
+        return s
+    m = re.search(r"_s(\d+)(?:_shuffled)?$", str(pre.get("run", "")))
+    return int(m.group(1)) if m else 0
+
+
+def study_runs(pres: list[dict]) -> list[dict]:
+    """The runs the statistics use: control runs left out (module doc)."""
+    return [p for p in pres if not is_control(p)]
+
+
+def per_cell(df: pd.DataFrame, keys: list[str], value: str = "value") -> pd.DataFrame:
+    """One row per cell (the ``keys`` columns): ``value`` = median over its rows (its seeds;
+    NaN rows skipped, +inf = censored kept, so a cell is censored when at least half its
+    seeds are), ``n_seeds`` = rows with a non-NaN value."""
+    d = df[keys + [value]].copy()
+    d[value] = pd.to_numeric(d[value], errors="coerce").astype(float)
+    d = d[d[value].notna()]
+    g = d.groupby(keys, sort=False)[value]
+    return pd.concat([g.median().rename(value), g.size().rename("n_seeds")], axis=1).reset_index()
+
+
+def seeds_span(counts) -> str:
+    """'3' when every cell has 3 seeds, '1-3' when they differ, '0' when there are no cells."""
+    c = [int(v) for v in counts]
+    if not c:
+        return "0"
+    return str(min(c)) if min(c) == max(c) else f"{min(c)}-{max(c)}"
 
 
 def is_curve_measure(entry) -> bool:
@@ -138,6 +187,7 @@ def extreme(entry: dict) -> tuple[str, float | None, int | None]:
 def run_facts(pre: dict) -> dict:
     """The per-run columns every table starts with."""
     return {"run": pre["run"], "task": pre["task"], "level": pre["level"], "size": pre["size"],
+            "seed": seed_of(pre), "control": pre.get("control") or ("shuffled" if is_control(pre) else ""),
             "family": family(pre["size"]), "n_params": pre.get("n_params"),
             "steps": pre.get("steps"), "difficulty": pre["difficulty"],
             "acquired": bool(pre["acquired"]), "diverged": bool(pre.get("diverged", False)),

@@ -1,13 +1,32 @@
-"""Small-n statistics: exact permutation Spearman, pairwise concordance, quantiles.
+"""Small-n statistics: permutation Spearman (plain and stratified), Holm, sign test, concordance.
 
 Spearman's rho = Pearson correlation of the (average-tie) ranks. Its two-sided
-p-value is the share of all n! re-pairings of the ranks whose |rho| is at least
-the observed |rho| (exact permutation distribution; ties are kept, so tied data
-are handled exactly too). scipy's default p-value is asymptotic and only right
-for large n (its docs say > 500); the smallest exact two-sided p at n = 6 is 2/720
-(only the identity and the reversal reach |rho| = 1). Above ``exact_max_n``,
-``scipy.stats.permutation_test`` (pairings, ``n_resamples`` random
-permutations, fixed seed) estimates it.
+p-value is the share of re-pairings of the ranks whose |rho| is at least the
+observed |rho| (one rule in every branch: |rho_perm| >= |rho_obs| - 1e-12);
+ties are kept, so tied data are handled exactly too. This is the only Spearman
+implementation in the project (``geoanatomy.pythia.scale`` imports it).
+
+* n <= ``exact_max_n`` (default 10, at most 10): exact, over all n! pairings.
+  They are enumerated block-wise, never all at once: one table of the 8! = 40320
+  orderings of the last min(n, 8) positions, reused under each of the n!/8!
+  orderings of the first n - 8 positions (90 blocks at n = 10), so memory stays
+  at a few MB (peak under 10 MB at n = 10, tested) and no n! x n array is built.
+* above: Monte Carlo, ``n_resamples`` uniformly random pairings from a seeded
+  ``numpy.random.default_rng(seed)`` (own loop, no scipy.stats.permutation_test,
+  so it behaves the same on every scipy >= 1.11); p = (1 + #{|rho_perm| >=
+  |rho_obs| - 1e-12}) / (1 + n_resamples), i.e. the same share over the observed
+  pairing plus the random ones (the exact branch counts the identity too).
+
+scipy's default Spearman p-value is asymptotic and only right for large n (its
+docs say > 500); the smallest exact two-sided p at n = 6 is 2/720.
+
+``spearman_stratified``: the same rho over pooled units, its null made by
+permuting the pairing only within strata (e.g. within a curriculum level), so
+a stratum effect alone (all units of one level high at both sizes) is kept in
+the null and does not make the correlation significant. Monte Carlo as above.
+
+``holm``: Holm's step-down adjustment of a family of p-values (None kept).
+``sign_test``: exact two-sided binomial test of k successes in n at 1/2.
 """
 from __future__ import annotations
 
@@ -19,12 +38,15 @@ import numpy as np
 from scipy import stats
 
 _TOL = 1e-12
+EXACT_MAX_N = 10            # largest n with an exact p (10! = 3628800 pairings, enumerated block-wise)
+_BLOCK = 8                  # trailing positions enumerated as one table (8! rows)
+_MC_CHUNK = 10_000          # random pairings drawn per batch
 
 
-@lru_cache(maxsize=12)
-def _all_permutations(n: int) -> np.ndarray:
-    """(n!, n) int8 array of every permutation of range(n)."""
-    return np.array(list(itertools.permutations(range(n))), dtype=np.int8)
+@lru_cache(maxsize=_BLOCK + 1)
+def _perm_table(m: int) -> np.ndarray:
+    """(m!, m) int8 array of every permutation of range(m), m <= 8 (at most 320 kB)."""
+    return np.array(list(itertools.permutations(range(m))), dtype=np.int8).reshape(-1, m)
 
 
 def _pair_clean(x, y):
@@ -36,45 +58,123 @@ def _pair_clean(x, y):
     return x[ok], y[ok]
 
 
-def spearman_exact(x, y, exact_max_n: int = 9, n_resamples: int = 20000, seed: int = 0) -> dict:
-    """Spearman rho of paired samples (NaN pairs dropped) with a permutation p-value.
+def _centred_ranks(x, y):
+    rx, ry = stats.rankdata(x), stats.rankdata(y)
+    cx, cy = rx - rx.mean(), ry - ry.mean()
+    return cx, cy
 
-    Returns {rho, p, n, method, n_permutations, reason}; rho and p are None when
-    n < 3 or either side is constant (reason says which).
+
+def _exact_hits(cx: np.ndarray, cy: np.ndarray, denom: float, thr: float) -> int:
+    """#pairings pi (all n!) with |sum cx_i cy_pi(i)| / denom >= thr, enumerated block-wise."""
+    n = len(cx)
+    m = min(n, _BLOCK)
+    k = n - m
+    table = _perm_table(m).astype(np.intp)
+    hits = 0
+    for prefix in itertools.permutations(range(n), k):          # n!/m! blocks (1 for n <= 8)
+        rest = np.array([i for i in range(n) if i not in prefix], dtype=np.intp)
+        head = float(cx[:k] @ cy[list(prefix)]) if k else 0.0
+        null = (head + cy[rest][table] @ cx[k:]) / denom          # (m!,)
+        hits += int((np.abs(null) >= thr).sum())
+    return hits
+
+
+def _mc_hits(cx, cy, denom, thr, n_resamples, seed, strata=None) -> int:
+    """#random pairings (seeded; within strata when given) with |rho_perm| >= thr."""
+    rng = np.random.default_rng(seed)
+    n = len(cx)
+    groups = [np.arange(n)] if strata is None else [np.flatnonzero(strata == s) for s in np.unique(strata)]
+    hits, done = 0, 0
+    while done < n_resamples:
+        b = min(_MC_CHUNK, n_resamples - done)
+        idx = np.empty((b, n), dtype=np.intp)
+        for g in groups:
+            idx[:, g] = g[np.argsort(rng.random((b, len(g))), axis=1)]
+        null = (cy[idx] @ cx) / denom
+        hits += int((np.abs(null) >= thr).sum())
+        done += b
+    return hits
+
+
+def spearman_exact(x, y, exact_max_n: int = EXACT_MAX_N, n_resamples: int = 20000, seed: int = 0) -> dict:
+    """Spearman rho of paired samples (pairs with a non-finite value dropped) with a
+    two-sided permutation p-value (module doc).
+
+    Returns {rho, p, n, method, n_permutations, reason, test}; rho and p are None when
+    n < 3 or either side is constant (reason says which). ``exact_max_n`` is capped at 10.
     """
     x, y = _pair_clean(x, y)
     n = len(x)
-    out = {"rho": None, "p": None, "n": n, "method": None, "n_permutations": None, "reason": None}
+    out = {"rho": None, "p": None, "n": n, "method": None, "n_permutations": None, "reason": None,
+           "test": "Spearman rho, two-sided permutation p (|rho_perm| >= |rho_obs|)"}
     if n < 3:
         out["reason"] = f"n = {n} < 3 paired values"
         return out
-    rx, ry = stats.rankdata(x), stats.rankdata(y)
-    if np.ptp(rx) == 0 or np.ptp(ry) == 0:
+    cx, cy = _centred_ranks(x, y)
+    if np.ptp(cx) == 0 or np.ptp(cy) == 0:
         out["reason"] = "constant ranks on one side"
         return out
-    cx, cy = rx - rx.mean(), ry - ry.mean()
     denom = math.sqrt(float(cx @ cx) * float(cy @ cy))
     rho = float(cx @ cy) / denom
-    if n <= exact_max_n:
-        perms = _all_permutations(n)                                   # (n!, n)
-        hits = 0
-        for c0 in range(0, len(perms), 200_000):                        # chunks bound memory at n = 10
-            null = (cy[perms[c0:c0 + 200_000]] @ cx) / denom            # (chunk,)
-            hits += int((np.abs(null) >= abs(rho) - _TOL).sum())
-        p = hits / len(perms)
-        out.update(method="exact permutation (all n! pairings)", n_permutations=len(perms))
+    thr = abs(rho) - _TOL
+    if n <= min(int(exact_max_n), EXACT_MAX_N):
+        total = math.factorial(n)
+        p = _exact_hits(cx, cy, denom, thr) / total
+        out.update(method="exact permutation (all n! pairings)", n_permutations=total)
     else:
-        def stat(a, axis=-1):                                           # a: (..., n) permuted ranks
-            ac = a - a.mean(axis=axis, keepdims=True)
-            return (ac @ cx) / denom
-        res = stats.permutation_test((cy,), stat, permutation_type="pairings", vectorized=True,
-                                     n_resamples=n_resamples, alternative="two-sided",
-                                     rng=np.random.default_rng(seed))
-        p = float(res.pvalue)
-        out.update(method=f"scipy.stats.permutation_test (pairings, {n_resamples} resamples, seed {seed})",
-                   n_permutations=n_resamples)
+        p = (1 + _mc_hits(cx, cy, denom, thr, int(n_resamples), seed)) / (1 + int(n_resamples))
+        out.update(method=f"Monte Carlo permutation ({n_resamples} random pairings, seed {seed})",
+                   n_permutations=int(n_resamples))
     out.update(rho=float(np.clip(rho, -1.0, 1.0)), p=min(1.0, p))
     return out
+
+
+def spearman_stratified(x, y, strata, n_resamples: int = 20000, seed: int = 0) -> dict:
+    """Spearman rho over all pooled pairs; two-sided p from permutations of the pairing
+    *within* each stratum only (Monte Carlo, seeded; module doc)."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    strata = np.asarray(strata)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y, strata = x[ok], y[ok], strata[ok]
+    n = len(x)
+    out = {"rho": None, "p": None, "n": n, "n_strata": len(np.unique(strata)), "method": None,
+           "n_permutations": None, "reason": None,
+           "test": "Spearman rho over pooled units, two-sided p from permutations within strata"}
+    if n < 3:
+        out["reason"] = f"n = {n} < 3 paired values"
+        return out
+    cx, cy = _centred_ranks(x, y)
+    if np.ptp(cx) == 0 or np.ptp(cy) == 0:
+        out["reason"] = "constant ranks on one side"
+        return out
+    denom = math.sqrt(float(cx @ cx) * float(cy @ cy))
+    rho = float(cx @ cy) / denom
+    hits = _mc_hits(cx, cy, denom, abs(rho) - _TOL, int(n_resamples), seed, strata=strata)
+    out.update(rho=float(np.clip(rho, -1.0, 1.0)), p=min(1.0, (1 + hits) / (1 + int(n_resamples))),
+               method=f"Monte Carlo permutation within strata ({n_resamples} random pairings, seed {seed})",
+               n_permutations=int(n_resamples))
+    return out
+
+
+def holm(pvals) -> list:
+    """Holm step-down adjusted p-values, in input order; None/NaN entries stay None and are not
+    counted in the family size."""
+    idx = [i for i, p in enumerate(pvals) if p is not None and np.isfinite(p)]
+    out = [None] * len(pvals)
+    m = len(idx)
+    running = 0.0
+    for rank, i in enumerate(sorted(idx, key=lambda i: pvals[i])):
+        running = max(running, min(1.0, (m - rank) * float(pvals[i])))
+        out[i] = running
+    return out
+
+
+def sign_test(k: int, n: int) -> float | None:
+    """Exact two-sided binomial p of k successes in n trials at 1/2 (None when n = 0)."""
+    if n <= 0:
+        return None
+    return float(stats.binomtest(int(k), int(n), 0.5).pvalue)
 
 
 def concordance(a, b) -> dict:
@@ -112,7 +212,7 @@ def quantiles(values) -> dict:
     if len(v) == 0:
         return {"n": 0, "median": None, "q25": None, "q75": None, "iqr": None}
     q25, med, q75 = np.percentile(v, [25, 50, 75])
-    return {"n": int(len(v)), "median": float(med), "q25": float(q25), "q75": float(q75), "iqr": float(q75 - q25)}
+    return {"n": len(v), "median": float(med), "q25": float(q25), "q75": float(q75), "iqr": float(q75 - q25)}
 
 
 def log_steps_close(t1, t2, tol_log10: float) -> bool | None:

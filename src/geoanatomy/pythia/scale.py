@@ -3,25 +3,27 @@
 For every pair of models (e.g. 160m vs 410m vs 2.8b) and every per-benchmark quantity
 (headline-layer RankMe floor value and floor step, acquisition step, final accuracy),
 the Spearman rank correlation over the benchmarks both models have a finite value for,
-with an exact two-sided permutation p-value:
+with a two-sided permutation p-value from the project's one Spearman implementation
+(``geoanatomy.analysis.stats.spearman_exact``):
 
     rho  = Pearson correlation of the (average-tie) ranks of x and y
     p    = #{permutations pi of y : |rho(x, pi y)| >= |rho_obs| - 1e-12} / n!
 
-over all n! permutations for n <= ``EXACT_MAX_N`` (10: 3.6M permutations); above that, a
-Monte-Carlo estimate with ``n_resamples`` random permutations, (1 + #extreme) / (1 + R).
-scipy's default Spearman p-value assumes large n (its docs: > 500) and is not used. The smallest exact two-sided p at n = 6 is 2/720.
+exact over all n! permutations for n <= ``EXACT_MAX_N`` (10; enumerated block-wise, a few MB
+of memory, never the whole n! x n array); above that, a seeded Monte-Carlo estimate with
+``n_resamples`` random permutations, (1 + #extreme) / (1 + R). scipy's default Spearman
+p-value assumes large n (its docs: > 500) and is not used. The smallest exact two-sided p at
+n = 6 is 2/720.
 """
 from __future__ import annotations
 
 import itertools
 import json
-import math
 from pathlib import Path
 
-import numpy as np
+from ..analysis.stats import EXACT_MAX_N
+from ..analysis.stats import spearman_exact as _spearman
 
-EXACT_MAX_N = 10
 QUANTITIES = {  # name -> (where in precursor.json, description)
     "rankme_floor": (("measures", "rankme", "floor"), "RankMe floor value (headline layer, last prompt token)"),
     "rankme_floor_step": (("measures", "rankme", "floor_step"), "training step of the RankMe floor"),
@@ -30,52 +32,16 @@ QUANTITIES = {  # name -> (where in precursor.json, description)
 }
 
 
-def _ranks(x: np.ndarray) -> np.ndarray:
-    from scipy.stats import rankdata
-    return rankdata(x, method="average")
-
-
-def _corr(a: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """Pearson correlation of vector a (n,) with each row of B (m, n)."""
-    a = a - a.mean()
-    B = B - B.mean(axis=1, keepdims=True)
-    den = np.sqrt((a ** 2).sum() * (B ** 2).sum(axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (B @ a) / den
-
-
 def spearman_exact(x, y, n_resamples: int = 100_000, seed: int = 0) -> dict:
-    """Spearman rho of x, y with an exact (n <= 10) or Monte-Carlo permutation p-value."""
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    n = len(x)
-    if n != len(y):
+    """Spearman rho of x, y with an exact (n <= 10) or Monte-Carlo permutation p-value
+    (``geoanatomy.analysis.stats.spearman_exact``), in this branch's record format:
+    {n, rho, p_value, method, n_permutations, test}."""
+    if len(x) != len(y):
         raise ValueError("x and y differ in length")
-    out = {"n": n, "rho": None, "p_value": None, "method": None, "n_permutations": None}
-    if n < 3:
-        out["method"] = "not computed: fewer than 3 paired values"
-        return out
-    rx, ry = _ranks(x), _ranks(y)
-    if np.ptp(rx) == 0 or np.ptp(ry) == 0:
-        out["method"] = "not computed: one variable is constant"
-        return out
-    rho = float(_corr(rx, ry[None, :])[0])
-    if n <= EXACT_MAX_N:
-        perms = np.array(list(itertools.permutations(range(n))), dtype=np.int8)   # (n!, n)
-        count = 0
-        for c0 in range(0, len(perms), 200_000):
-            r = _corr(rx, ry[perms[c0:c0 + 200_000]])
-            count += int((np.abs(r) >= abs(rho) - 1e-12).sum())
-        p = count / math.factorial(n)
-        out.update(method="exact permutation (all n! orderings)", n_permutations=math.factorial(n))
-    else:
-        rng = np.random.default_rng(seed)
-        B = np.stack([ry[rng.permutation(n)] for _ in range(n_resamples)])
-        count = int((np.abs(_corr(rx, B)) >= abs(rho) - 1e-12).sum())
-        p = (1 + count) / (1 + n_resamples)
-        out.update(method=f"Monte-Carlo permutation ({n_resamples} resamples, seed {seed})", n_permutations=n_resamples)
-    out.update(rho=rho, p_value=p)
-    return out
+    r = _spearman(x, y, EXACT_MAX_N, n_resamples, seed)
+    return {"n": r["n"], "rho": r["rho"], "p_value": r["p"],
+            "method": r["method"] or f"not computed: {r['reason']}", "n_permutations": r["n_permutations"],
+            "test": r["test"]}
 
 
 def _get(d: dict, path: tuple):
