@@ -75,3 +75,23 @@ def test_planted_lead_is_reproduced():
     hits = sum(_verdicts(population(rng, planted=True)).get("precursor on hard runs") == "reproduced"
                for _ in range(10))
     assert hits >= 9
+
+
+def test_json_claims_follow_the_rule():
+    from geoanatomy.analysis.verdict import json_claims
+    jsons = {
+        "floor_summary.json": {"measures": {"rankme": {"all": {"n_cells": 24, "n_runs": 24, "p_task": 0.001,
+                                                                 "omega2_task": 0.6, "omega2_size": 0.1}},
+                                            "rankme_centred": {"all": {"n_cells": 24, "n_runs": 24, "p_task": 0.4,
+                                                                       "omega2_task": 0.0, "omega2_size": 0.2}}}},
+        "top_down_summary.json": {"measures": {"rankme": {"all": {"top_down": "11/12", "n_determined": 12, "runs": 16}}}},
+        "scale_invariance.json": {"families": {"toy": {"floors": {"rankme": {"by_level": {"L3": {
+            "smallest_vs_largest": {"a": "nano", "b": "micro", "rho": 0.9, "p": 0.004, "n": 8}}}}}}}},
+    }
+    v = finish(json_claims(jsons, ST), ST)
+    got = {(r.claim, r.measure): r.verdict for r in v.itertuples()}
+    assert got[("floors task-specific", "rankme")] == "reproduced"
+    assert got[("floors task-specific", "rankme_centred")] == "not reproduced"
+    assert got[("top-down propagation", "rankme")] == "reproduced"          # 11/12, p = 0.003
+    assert got[("top-down propagation", "rankme_centred")] == "inconclusive"  # no data
+    assert got[("floors scale-invariant", "rankme")] == "reproduced"        # one-sided p 0.002

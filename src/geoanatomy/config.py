@@ -95,13 +95,14 @@ DEFAULTS: dict = {
                "C": 0.1, "max_iter": 100, "standardize": True},
     "threads": {"train": 1, "metrics": 1, "events": 1, "measures": 1, "probes": 1},
     # Cross-run analysis -> results/summary/ (geoanatomy.analysis documents every key).
-    "summary": {"coincide_log10_tol": 0.1, "exact_max_n": 9, "n_resamples": 20000, "seed": 0,
-                "alpha": 0.05, "topdown_require_collapse": True},
+    "summary": {"coincide_log10_tol": 0.1, "exact_max_n": 10, "n_resamples": 20000, "seed": 0,
+                "alpha": 0.05, "topdown_require_collapse": True, "n_permutations": 10000,
+                "n_bootstrap": 2000, "verdict_min_units": 5},
     # Pythia validation branch (geoanatomy.pythia.settings documents every key).
     "pythia": {
         "enabled": False, "models": [], "revisions": "all", "benchmarks": list(PYTHIA_BENCHMARKS),
         "n_items": {}, "deduction_seed": 0, "scoring": "sum", "layer": "final_ln_post",
-        "delete_cache": False, "cache_dir": None, "dtype": "float32", "batch_size": 16,
+        "delete_cache": True, "cache_dir": None, "dtype": "float32", "batch_size": 16,
         "device": "auto", "threads": 1,
     },
 }

@@ -16,6 +16,8 @@ Modules (one purpose each):
 * ``behaviour``   emergence.csv, probes.csv
 * ``tables``      writing CSVs with '#' provenance headers; tables.html for the report
 * ``figures``     the summary figures
+* ``nulls``       clock and permutation nulls, sign test, paired leads, bootstrap of a median
+* ``verdict``     verdict.csv: one row per claim, the rule that turns a statistic into a word
 * ``summarize``   the entry points the CLI and the Snakemake rules call
 
 Settings (``summary:`` block of the config; defaults in ``geoanatomy.config.DEFAULTS``):
@@ -25,10 +27,14 @@ coincide_log10_tol
     |log10(t_tr + 1) - log10(t_exit + 1)| <= tol (decades; 0.1 = within a
     factor 1.26 of the exit step).
 exact_max_n
-    Spearman p-values enumerate all n! permutations up to this n (9! = 362880);
-    above it ``scipy.stats.permutation_test`` with ``n_resamples`` draws, ``seed``.
-alpha
-    Level for the "rising with capacity" verdicts on floors.
+    Spearman p-values enumerate all n! permutations up to this n (10! = 3628800, in
+    blocks, bounded memory); above it a seeded Monte Carlo with ``n_resamples`` draws.
+n_permutations, n_bootstrap
+    Acquisition-step permutations for the precursor nulls (``nulls``) and bootstrap
+    resamples for intervals (cells resampled, seeds nested; ``verdict``).
+alpha, verdict_min_units
+    Test level of every verdict (after Holm within a family); a claim resting on fewer
+    units (cells) than verdict_min_units is inconclusive (``verdict``).
 topdown_require_collapse
     Top-down layer order uses only layers whose curve collapsed (a flat curve's
     argmin is noise).

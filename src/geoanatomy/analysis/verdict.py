@@ -7,7 +7,8 @@ p-value of a test against that null (one-sided, in the claimed direction, Holm-a
 across the rows of one family), an effect estimate and its 95% interval::
 
     inconclusive    fewer than ``n_min`` units, or no test could be run
-    reproduced      adjusted p < alpha and the interval lies above the null value
+    reproduced      adjusted p < alpha and the interval lies above the null value (for a
+                    statistic with no interval, a rank correlation or an ANOVA, the estimate)
     not reproduced  adjusted p >= alpha and the estimate is at or below the null value
     inconclusive    otherwise (an effect in the claimed direction the data cannot confirm,
                     or a significant test whose interval still reaches the null)
@@ -39,6 +40,19 @@ log-probability before accuracy
 probes before behaviour
     the final-layer probe reads the first answer token before the model emits it: median
     lead of probe acquisition over first-token acquisition, exact one-sided sign test.
+floors task-specific (per RankMe variant)
+    the two-way ANOVA of log10 floors (task x size cells, levels pooled as units) has a
+    significant task effect and omega^2(task) > omega^2(size) (floor_summary.json).
+floors / acquisition order scale-invariant
+    Spearman rho over the tasks of one level between the smallest and the largest size
+    (scale_invariance.json; acquisition order with unacquired cells ranked last), one row per
+    level, one-sided p for rho > 0 from the exact two-sided permutation p.
+top-down propagation (per RankMe variant)
+    more determined runs reach their floors output side first than input side first: exact
+    one-sided sign test against 1/2, Clopper-Pearson interval (top_down_summary.json).
+smaller-size geometry predicts larger-size acquisition order (per RankMe variant)
+    Spearman rho of the transition steps at the smaller size vs acquisition steps at the
+    larger one, per level and size pair (prediction.json ``cross_scale``).
 """
 from __future__ import annotations
 
@@ -52,7 +66,8 @@ from .nulls import is_precursor, permutation_null
 
 VERDICT_COLUMNS = ["claim", "measure", "variant", "protocol", "statistic", "value", "ci95_lo", "ci95_hi",
                    "n_units", "n_runs", "null", "null_value", "p", "p_holm", "family", "verdict", "detail"]
-RULE = ("reproduced: Holm-adjusted one-sided p < alpha and the 95% interval above the null value; "
+RULE = ("reproduced: Holm-adjusted one-sided p < alpha and the 95% interval above the null value "
+        "(the estimate, for statistics without an interval: rank correlations, ANOVA); "
         "not reproduced: adjusted p >= alpha and the estimate at or below the null value; "
         "inconclusive: fewer than n_min units, no test, or neither of the above")
 
@@ -74,7 +89,8 @@ def word(p, ci_lo, estimate, n_units: int, null_value: float, alpha: float = 0.0
     """The rule that turns a statistic into a word (module doc)."""
     if n_units < n_min or p is None or estimate is None or (isinstance(p, float) and math.isnan(p)):
         return "inconclusive"
-    if p < alpha and ci_lo is not None and ci_lo > null_value:
+    above = ci_lo > null_value if ci_lo is not None and not math.isnan(ci_lo) else estimate > null_value
+    if p < alpha and above:
         return "reproduced"
     if p >= alpha and estimate <= null_value:
         return "not reproduced"
@@ -227,11 +243,74 @@ def behaviour_claims(pres: list[dict], st: dict) -> list[dict]:
     return out
 
 
+def _one_sided(rho, p_two):
+    """One-sided p for rho > 0 from a two-sided permutation p (symmetric null)."""
+    if rho is None or p_two is None:
+        return None
+    return p_two / 2 if rho > 0 else 1 - p_two / 2
+
+
+def _clopper_pearson(k: int, n: int) -> tuple:
+    if n == 0:
+        return (None, None)
+    lo = 0.0 if k == 0 else float(stats.beta.ppf(0.025, k, n - k + 1))
+    hi = 1.0 if k == n else float(stats.beta.ppf(0.975, k + 1, n - k))
+    return (lo, hi)
+
+
+RANKME = {"rankme": "uncentred", "rankme_centred": "centred"}
+
+
 def json_claims(jsons: dict, st: dict) -> list[dict]:
     """Rows for the floors, scale, top-down and prediction claims from the summary JSON files
-    (floor_summary.json, scale_invariance.json, top_down_summary.json, prediction.json).
-    A file that is missing, or lacks a statistic, gives an inconclusive row saying so."""
-    return []
+    (floor_summary.json, scale_invariance.json, top_down_summary.json, prediction.json), for
+    both RankMe variants. A statistic that could not be computed gives an inconclusive row
+    saying why."""
+    out = []
+    fl = (jsons.get("floor_summary.json") or {}).get("measures", {})
+    for m, variant in RANKME.items():
+        a = (fl.get(m) or {}).get("all") or {}
+        n_cells = int(a.get("n_cells") or 0)
+        out.append(_row("floors task-specific", m, variant, "omega^2(task) - omega^2(size) of log10 floor",
+                        (a["omega2_task"] - a["omega2_size"]) if a.get("omega2_task") is not None
+                        and a.get("omega2_size") is not None else None, (None, None), n_cells,
+                        a.get("n_runs") or 0, "two-way ANOVA: F test for task (F distribution)", 0.0,
+                        a.get("p_task"), "floors task-specific", a.get("note") or f"F_task {a.get('F_task')}"))
+    fam = ((jsons.get("scale_invariance.json") or {}).get("families") or {}).get("toy") or {}
+    for what, claim, family in (("floors", "floors scale-invariant", "floors scale-invariant"),
+                                ("acquisition_order", "acquisition order scale-invariant", "acquisition order")):
+        for m, variant in (RANKME.items() if what == "floors" else [("acquisition", "")]):
+            src = (fam.get("floors", {}).get(m) if what == "floors"
+                   else (fam.get("acquisition_order") or {}).get("censored_last")) or {}
+            for lv, e in (src.get("by_level") or {}).items():
+                sl = e.get("smallest_vs_largest") or {}
+                rho = sl.get("rho")
+                vs = f"{sl.get('a')} vs {sl.get('b')}" if sl else "needs two sizes"
+                out.append(_row(claim, m, variant, f"Spearman rho over tasks, level {lv}, {vs}",
+                                rho, (None, None), int(sl.get("n") or 0), int(sl.get("n") or 0),
+                                "exact permutation (pairing of tasks across sizes)", 0.0, _one_sided(rho, sl.get("p")),
+                                family, sl.get("reason") or (f"not acquired ranked last: {sl.get('n_censored_ranked_last')}"
+                                                             if what != "floors" else "")))
+    td = (jsons.get("top_down_summary.json") or {}).get("measures", {})
+    for m, variant in RANKME.items():
+        a = (td.get(m) or {}).get("all") or {}
+        k = int(str(a.get("top_down", "0/0")).split("/")[0] or 0)
+        n = int(a.get("n_determined") or 0)
+        p = float(stats.binomtest(k, n, 0.5, alternative="greater").pvalue) if n else None
+        out.append(_row("top-down propagation", m, variant, "share of determined runs whose floors run top-down",
+                        k / n if n else None, _clopper_pearson(k, n), n, int(a.get("runs") or 0),
+                        "exact one-sided sign test against 1/2 (tied and undetermined runs left out)", 0.5, p,
+                        "top-down", f"{k}/{n} top-down; tied {a.get('tied_tau0')}, undetermined {a.get('undetermined')}"))
+    cs = (jsons.get("prediction.json") or {}).get("cross_scale") or {}
+    for pair, by_m in (cs.items() if isinstance(cs, dict) else []):
+        for m, variant in RANKME.items():
+            for lv, e in ((by_m or {}).get(m) or {}).items():
+                rho = e.get("rho")
+                out.append(_row("smaller-size geometry predicts larger-size acquisition order", m, variant,
+                                f"Spearman rho, level {lv}, {pair}", rho, (None, None), int(e.get("n") or 0),
+                                int(e.get("n") or 0), "exact permutation", 0.0, _one_sided(rho, e.get("p")),
+                                "cross-scale prediction", e.get("reason") or ""))
+    return out
 
 
 def finish(rows: list[dict], st: dict) -> pd.DataFrame:
