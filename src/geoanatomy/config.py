@@ -78,7 +78,7 @@ DEFAULTS: dict = {
         "transition": "floor", "precursor_min_gap_frac": 0.25,
         "logprob_margin": 0.1, "plateau_rule": "matched", "easy_max_step": 150,
     },
-    # Expensive measures on a checkpoint subset (geoanatomy.expensive documents every key).
+    # Expensive measures on a checkpoint subset (geoanatomy.stages.measures documents every key).
     "measures": {
         "which": ["grad_rank", "hessian", "llc"],
         "sizes": ["nano", "micro", "small", "medium", "large", "xlarge"],
@@ -89,7 +89,7 @@ DEFAULTS: dict = {
         "llc": {"eps": 3e-5, "gamma": 1e4, "n_beta": 30.0, "chains": 2, "draws": 20, "burnin": 5,
                 "batch_size": 32, "n_data": 512, "disagree_threshold": 0.5},
     },
-    # Linear probes per layer and checkpoint (geoanatomy.probes documents every key).
+    # Linear probes per layer and checkpoint (geoanatomy.stages.probes documents every key).
     "probes": {"sizes": ["nano", "micro", "small", "medium", "large", "xlarge"],
                "n_samples": 200, "test_frac": 0.5, "positions": "first", "every_k": 2,
                "C": 0.1, "max_iter": 100, "standardize": True},
