@@ -5,14 +5,29 @@ branch; finishing order of golfers; vehicles from oldest to newest; fruits from 
 to most expensive), a paragraph of clue statements, and n options "object k is at
 position q" for one target position q, exactly one of which is true.
 
+Wording follows BIG-Bench Hard: the lead "The following paragraphs each describe a set of
+five objects arranged in a fixed order. The statements are logically consistent within
+each paragraph."; positions are named from the nearer end, the middle one from the start
+(``position_phrase``): for five books "the leftmost", "the second from the left", "the
+third from the left", "the second from the right", "the rightmost"; for seven golfers
+"first", "second", "third", "fourth", "third-to-last", "second-to-last", "last"; for
+seven fruits "cheapest", "second-cheapest", "third-cheapest", "fourth-most expensive",
+..., "most expensive" (antiques and fruit name the middle from the newest / most
+expensive end, as BIG-Bench Hard does). The same phrase is used in clues and options
+(never "the fifth from the left" for the rightmost of five).
+
 Generation (``make_puzzle``):
 1. draw the order (a permutation) and the target position q;
-2. the clue pool: one relative clue per pair of objects (phrased as before or after,
-   whichever is true) and absolute clues "X is the k-th from the start/end" for every
-   object *not* at q (so the answer is never stated outright);
-3. add clues from the shuffled pool until exactly one of the n! orderings satisfies
-   them all (brute force over every permutation, ``solutions``), then drop clues in
-   random order whenever the rest still leave a single ordering (a minimal clue set).
+2. two clue pools: one relative clue per pair of objects (phrased as before or after,
+   whichever is true) and one absolute clue per object ("X is the second from the left"),
+   for *every* object, including the one at q (as in BIG-Bench Hard, where a clue may
+   state the answer outright);
+3. interleave the pools, the next clue absolute with probability ``ABSOLUTE_DRAW`` (0.3;
+   the minimal sets then hold about 30/50/60% absolute clues for 3/5/7 objects, near
+   BIG-Bench Hard's even mix), add informative clues until exactly one of
+   the n! orderings satisfies them all (brute force over every permutation,
+   ``solutions``), then drop clues in random order whenever the rest still leave a single
+   ordering (a minimal clue set).
 
 ``solutions`` is the brute-force check; tests re-derive every answer with their own
 parser of the rendered text and their own enumeration of permutations.
@@ -27,6 +42,10 @@ import numpy as np
 
 NUMBER_WORDS = {3: "three", 5: "five", 7: "seven"}
 ORDINALS = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh"]
+# Probability that the next pool clue is absolute. Minimal clue sets keep absolute clues more
+# often than they are drawn (each removes more orderings): 0.3 gives about 30%, 50% and 60% absolute
+# clues in the final sets for 3, 5 and 7 objects (BIG-Bench Hard items mix both about evenly).
+ABSOLUTE_DRAW = 0.3
 
 
 @dataclass(frozen=True)
@@ -44,6 +63,7 @@ class Domain:
     start_k: str                      # "{A}" at position k from the start ("{ord}" = second...)
     end0: str                         # at position n-1
     end_k: str                        # at position n-1-k ("{ord}" = second...)
+    middle_from_end: bool = False     # the middle of an odd n is named from the end
 
 
 DOMAINS = (
@@ -69,13 +89,13 @@ DOMAINS = (
            "In an antique car show, there are {n} vehicles: {items}.", True, "is",
            "{A} is older than {B}.", "{A} is newer than {B}.",
            "{A} is the oldest.", "{A} is the {ord}-oldest.",
-           "{A} is the newest.", "{A} is the {ord}-newest."),
+           "{A} is the newest.", "{A} is the {ord}-newest.", True),
     Domain("fruit", ("apples", "pears", "kiwis", "mangoes", "plums", "peaches", "oranges",
                      "loquats", "watermelons", "cantaloupes"),
            "A fruit stand sells {n} fruits: {items}.", False, "are",
            "{A} are less expensive than {B}.", "{A} are more expensive than {B}.",
            "{A} are the cheapest.", "{A} are the {ord}-cheapest.",
-           "{A} are the most expensive.", "{A} are the {ord}-most expensive."),
+           "{A} are the most expensive.", "{A} are the {ord}-most expensive.", True),
 )
 DOMAIN_BY_NAME = {d.name: d for d in DOMAINS}
 
@@ -97,35 +117,49 @@ def _list_items(d: Domain, objs: list[str]) -> str:
     return ", ".join(objs[:-1]) + ", and " + objs[-1]
 
 
-# A clue is a tuple: ("before", a, b) | ("after", a, b) | ("start", a, k) | ("end", a, k)
-# with object indices a, b (into the puzzle's object list) and k >= 0.
+def position_phrase(d: Domain, n: int, p: int, A: str) -> str:
+    """The sentence placing ``A`` at 0-based position ``p`` of ``n``, named as BIG-Bench Hard
+    does: the ends by their own word, positions before the middle from the start, after it
+    from the end, the middle from the start (shelf, branch, golf: "the third from the left",
+    "finished fourth") or from the end (antiques, fruit: "the second-newest" of three, "the
+    fourth-most expensive" of seven)."""
+    if p == 0:
+        return d.start0.format(A=A)
+    if p == n - 1:
+        return d.end0.format(A=A)
+    middle = (n - 1) / 2
+    if p < middle or (p == middle and not d.middle_from_end):
+        return d.start_k.format(A=A, ord=ORDINALS[p])
+    return d.end_k.format(A=A, ord=ORDINALS[n - 1 - p])
+
+
+# A clue is a tuple: ("before", a, b) | ("after", a, b) | ("at", a, p) with object indices
+# a, b (into the puzzle's object list) and a 0-based position p.
 def render_clue(d: Domain, objs: list[str], clue: tuple) -> str:
     kind, a, x = clue
     A = _cap(_ref(d, objs[a]))
     if kind in ("before", "after"):
         return getattr(d, kind).format(A=A, B=_ref(d, objs[x]))
-    if x == 0:
-        return (d.start0 if kind == "start" else d.end0).format(A=A)
-    return (d.start_k if kind == "start" else d.end_k).format(A=A, ord=ORDINALS[x])
+    if kind == "at":
+        return position_phrase(d, len(objs), x, A)
+    raise ValueError(f"unknown clue kind {kind!r}")
 
 
 def holds(clue: tuple, pos) -> bool:
     """Truth of a clue under ``pos`` (pos[obj] = 0-based position)."""
     kind, a, x = clue
-    n = len(pos)
     return {"before": lambda: pos[a] < pos[x], "after": lambda: pos[a] > pos[x],
-            "start": lambda: pos[a] == x, "end": lambda: pos[a] == n - 1 - x}[kind]()
+            "at": lambda: pos[a] == x}[kind]()
 
 
 def _truth_table(clue: tuple, P: np.ndarray) -> np.ndarray:
     """Vectorised ``holds`` over all permutations: P (n!, n) positions -> (n!,) bool."""
     kind, a, x = clue
-    n = P.shape[1]
     if kind == "before":
         return P[:, a] < P[:, x]
     if kind == "after":
         return P[:, a] > P[:, x]
-    return P[:, a] == (x if kind == "start" else n - 1 - x)
+    return P[:, a] == x
 
 
 def solutions(n: int, clues: list[tuple]) -> list[tuple[int, ...]]:
@@ -144,14 +178,17 @@ def make_puzzle(n: int, rng: random.Random, domain: Domain) -> dict:
     for p_, o in enumerate(order):
         pos[o] = p_
     q = rng.randrange(n)                                 # asked-about position
-    pool = []
+    relative = []
     for a, b in itertools.combinations(range(n), 2):
         a, b = (a, b) if rng.random() < 0.5 else (b, a)
-        pool.append(("before" if pos[a] < pos[b] else "after", a, b))
-    for o in range(n):
-        if pos[o] != q:
-            pool.append(("start", o, pos[o]) if rng.random() < 0.5 else ("end", o, n - 1 - pos[o]))
-    rng.shuffle(pool)
+        relative.append(("before" if pos[a] < pos[b] else "after", a, b))
+    absolute = [("at", o, pos[o]) for o in range(n)]     # every object, the answer's included
+    rng.shuffle(relative)
+    rng.shuffle(absolute)
+    pool = []
+    while relative or absolute:                          # absolute with probability ABSOLUTE_DRAW
+        src = absolute if (absolute and (not relative or rng.random() < ABSOLUTE_DRAW)) else relative
+        pool.append(src.pop())
     P = np.array(list(itertools.permutations(range(n))), dtype=np.int8)   # (n!, n)
     tables = [_truth_table(c, P) for c in pool]
     alive = np.ones(len(P), dtype=bool)
@@ -172,12 +209,11 @@ def make_puzzle(n: int, rng: random.Random, domain: Domain) -> dict:
             keep[i] = False
     clues = [c for (c, _), k in zip(chosen, keep) if k]
     rng.shuffle(clues)
-    use_end = q == n - 1 or (q != 0 and rng.random() < 0.5)
-    opt_clues = [(("end", o, n - 1 - q) if use_end else ("start", o, q)) for o in range(n)]
+    opt_clues = [("at", o, q) for o in range(n)]
     paragraph = " ".join([domain.intro.format(n=NUMBER_WORDS[n], items=_list_items(domain, objs))]
                          + [render_clue(domain, objs, c) for c in clues])
-    prompt = (f"The following paragraph describes a set of {NUMBER_WORDS[n]} objects arranged in a fixed "
-              f"order. The statements are logically consistent within the paragraph. {paragraph}\n"
+    prompt = (f"The following paragraphs each describe a set of {NUMBER_WORDS[n]} objects arranged in a fixed "
+              f"order. The statements are logically consistent within each paragraph. {paragraph}\n"
               f"Question: Which of the following is true?\nAnswer:")
     return {"prompt": prompt, "options": [" " + render_clue(domain, objs, c) for c in opt_clues],
             "answer": order[q], "domain": domain.name, "objects": objs, "order": order,

@@ -17,10 +17,27 @@ precursor.json has no Pythia counterpart it is null and ``not_applicable`` says 
 * ``loss_plateau_exit_step``: null (no training loss at the revisions);
 * ``difficulty``: easy if acquired by ``easy_max_frac`` x the last selected step
   (143000 for the full hub list), hard if later, unlearned if never.
+
+Fields for comparisons across benchmarks and sizes (``pythia.scale``), since raw values
+differ between benchmarks by construction:
+
+* ``final_accuracy_norm`` = (final accuracy - chance) / (1 - chance): chance ranges from
+  1/2 (syntax) to 1/7 (deduction7), so raw accuracy ranks benchmarks by their option
+  count in every model;
+* ``measures.rankme.floor_norm`` = floor / max_rank, max_rank = min(N, d): RankMe at the
+  last prompt token is capped by the number of items N (40, 50 or 60 here);
+* ``measures.rankme.last_token_stratum``: "shared" when at least half of a benchmark's
+  prompts end in the same token (arithmetic " =", icl " ->", the deduction sets
+  "Answer:"), else "diverse". A shared last token lowers uncentred RankMe in every model
+  alike, so benchmarks are compared within strata (``stratified_spearman``).
+
+``fair_quantities`` and ``stratified_spearman`` are the helpers ``pythia.scale`` uses.
 """
 from __future__ import annotations
 
+import itertools
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +51,16 @@ def _curve(df, measure: str, **match):
     """(steps, values, rows) of one curve (the rows carry each point's settings)."""
     sub = select(df, measure, **match)
     return sub["step"].to_numpy(np.int64), sub["value"].to_numpy(np.float64), sub
+
+
+SHARED_LAST_TOKEN = 0.5      # top last-token share at or above which a benchmark's stratum is "shared"
+
+
+def _ratio(a, b):
+    if a is None or b in (None, 0):
+        return None
+    a = float(a)
+    return a / float(b) if math.isfinite(a) else None
 
 
 def build_precursor(df, run: str, bench: str, extract: dict, dups: dict, e: dict) -> dict:
@@ -63,9 +90,15 @@ def build_precursor(df, run: str, bench: str, extract: dict, dups: dict, e: dict
         st = json.loads(sub_l["settings"].iloc[0])
         cev["constant_by_construction"] = bool(st.get("constant_by_construction", False))
         cev["max_rank"] = st.get("max_rank")
+        cev["floor_norm"] = _ratio(cev.get("floor"), cev["max_rank"])
         per_layer[name] = cev
     head = dict(per_layer[e["layer"]])
     head.update(ev.precursor(head, t_acq, e["transition"], e["precursor_min_gap_frac"]))
+    st_head = json.loads(rm[rm["layer"] == e["layer"]]["settings"].iloc[0])
+    n_last = st_head.get("n_unique_last_tokens")
+    top = st_head.get("top_last_token_share")
+    head.update(n_unique_last_tokens=n_last, top_last_token_share=top,
+                last_token_stratum=None if top is None else ("shared" if top >= SHARED_LAST_TOKEN else "diverse"))
     n_items = int(sub["n_samples"].iloc[0])
     total = int(extract["max_step"])
     out = {
@@ -79,6 +112,7 @@ def build_precursor(df, run: str, bench: str, extract: dict, dups: dict, e: dict
         "logprob_emergence_step": t_lp, "loss_plateau_exit_step": None,
         "difficulty": ev.difficulty(t_acq, total, e["easy_max_frac"]),
         "final_accuracy": float(acc[-1]), "max_accuracy": float(np.nanmax(acc)),
+        "final_accuracy_norm": float((acc[-1] - chance) / (1 - chance)),
         "chance_accuracy": chance, "chance_logprob_choice": chance_lc,
         "scoring": e["scoring"],
         "eval": {"n_samples": n_items, "split": f"benchmark items ({bench})", "positions": {
@@ -115,4 +149,117 @@ def run_events(run_dir: str | Path, benchmarks: list[str], e: dict, log=print) -
             f"{pre['final_accuracy']:.3f} (chance {pre['chance_accuracy']:.3f}), RankMe {rm['layer']} floor "
             f"{rm['floor']} @ {rm['floor_step']}, precursor {rm['precursor']}, gap {rm['gap_steps']}")
         out[bench] = pre
+    return out
+
+
+# ------------------------------------------------------------------ helpers for pythia.scale
+FAIR_QUANTITIES = {  # name -> (path in precursor.json, stratify by last-token stratum, description)
+    "rankme_floor_norm": (("measures", "rankme", "floor_norm"), True,
+                          "RankMe floor / min(N, d) (headline layer, last prompt token), within last-token strata"),
+    "rankme_floor_step": (("measures", "rankme", "floor_step"), True, "training step of the RankMe floor"),
+    "acquisition_step": (("acquisition_step",), False,
+                         "first step of sustained chance-normalised accuracy >= threshold"),
+    "final_accuracy_norm": (("final_accuracy_norm",), False,
+                            "(final accuracy - chance) / (1 - chance) at the last measured revision"),
+}
+
+
+def _get(d: dict, path: tuple):
+    for k in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+def fair_quantities(pre: dict) -> dict:
+    """{quantity: value} of one precursor.json for cross-size comparison (FAIR_QUANTITIES),
+    plus "stratum" (the last-token stratum of the headline RankMe). Older precursor files
+    without the normalised fields get them computed from the raw ones where possible."""
+    out = {q: _get(pre, path) for q, (path, _, _) in FAIR_QUANTITIES.items()}
+    rm = _get(pre, ("measures", "rankme")) or {}
+    if out["rankme_floor_norm"] is None:
+        out["rankme_floor_norm"] = _ratio(rm.get("floor"), (rm.get("per_layer") or {}).get(rm.get("layer"), {})
+                                          .get("max_rank") or rm.get("n_samples"))
+    if out["final_accuracy_norm"] is None and pre.get("final_accuracy") is not None and pre.get("chance_accuracy"):
+        c = float(pre["chance_accuracy"])
+        out["final_accuracy_norm"] = (float(pre["final_accuracy"]) - c) / (1 - c)
+    out["stratum"] = rm.get("last_token_stratum")
+    return out
+
+
+def _ranks(v: np.ndarray) -> np.ndarray:
+    from scipy.stats import rankdata
+    return rankdata(v, method="average")
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> float | None:
+    a, b = a - a.mean(), b - b.mean()
+    den = math.sqrt(float((a * a).sum() * (b * b).sum()))
+    return None if den == 0 else float((a * b).sum() / den)
+
+
+def stratified_spearman(x, y, strata, max_exact: int = 100_000, n_resamples: int = 20_000,
+                        seed: int = 0) -> dict:
+    """Spearman correlation of x and y *within* strata, with a stratified permutation p.
+
+    rho_within = Pearson correlation of the ranks of x and of y after subtracting each
+    stratum's mean rank (ranks over all pairs, average ties); a factor shared by every
+    member of a stratum (the same last token in every prompt) moves the stratum means, not
+    rho_within. p (two-sided) = share of the permutations of y *within* strata with
+    |rho_within| >= observed - 1e-12: exact when the product of the strata's factorials is
+    at most ``max_exact``, else seeded Monte Carlo, (1 + #extreme) / (1 + R). Pairs with a
+    missing value are dropped; rho is None with fewer than 3 pairs or no within-stratum
+    variation. ``rho_pooled`` (plain Spearman over all pairs) is reported for contrast."""
+    keep = [i for i, (a, b, s) in enumerate(zip(x, y, strata))
+            if a is not None and b is not None and s is not None
+            and math.isfinite(float(a)) and math.isfinite(float(b))]
+    xs = np.array([float(x[i]) for i in keep])
+    ys = np.array([float(y[i]) for i in keep])
+    ss = [strata[i] for i in keep]
+    out = {"n": len(keep), "strata": {s: ss.count(s) for s in dict.fromkeys(ss)}, "rho_within": None,
+           "rho_pooled": None, "p_value": None, "method": None, "n_permutations": None,
+           "test": "Spearman within strata, two-sided stratified permutation p"}
+    if len(keep) < 3:
+        out["method"] = f"not computed: {len(keep)} < 3 pairs"
+        return out
+    rx, ry = _ranks(xs), _ranks(ys)
+    out["rho_pooled"] = _pearson(rx, ry)
+    groups = [np.array([i for i, s in enumerate(ss) if s == g]) for g in dict.fromkeys(ss)]
+
+    def centre(r):
+        r = r.copy()
+        for g in groups:
+            r[g] -= r[g].mean()
+        return r
+    cx = centre(rx)
+    rho = _pearson(cx, centre(ry))
+    if rho is None:
+        out["method"] = "not computed: no variation within strata"
+        return out
+    out["rho_within"] = rho
+    n_perm = math.prod(math.factorial(len(g)) for g in groups)
+    count, total = 0, 0
+    if n_perm <= max_exact:
+        for perms in itertools.product(*[itertools.permutations(g) for g in groups]):
+            idx = np.empty(len(ss), dtype=int)
+            for g, pg in zip(groups, perms):
+                idx[g] = pg
+            r = _pearson(cx, centre(ry[idx]))
+            count += int(r is not None and abs(r) >= abs(rho) - 1e-12)
+            total += 1
+        p = count / total
+        out.update(method="exact stratified permutation", n_permutations=total)
+    else:
+        rng = np.random.default_rng(seed)
+        for _ in range(n_resamples):
+            idx = np.arange(len(ss))
+            for g in groups:
+                idx[g] = rng.permutation(g)
+            r = _pearson(cx, centre(ry[idx]))
+            count += int(r is not None and abs(r) >= abs(rho) - 1e-12)
+        p = (1 + count) / (1 + n_resamples)
+        out.update(method=f"Monte-Carlo stratified permutation ({n_resamples}, seed {seed})",
+                   n_permutations=n_resamples)
+    out["p_value"] = p
     return out

@@ -1,19 +1,55 @@
-"""Fingerprints of loaded checkpoints and duplicate revisions.
+"""Fingerprints of Pythia revisions and which revision a weight set is measured as.
 
-Many published Pythia revisions hold byte-identical weights: step0 = step1 = step2 in
-every size (EleutherAI/pythia#83, #198), and 86 of 154 branches of pythia-2.8b are
-copies (#195, #205). Each loaded checkpoint gets
+Two fingerprints, one rule.
 
-    sha256( for name in sorted(parameter names):
-                name, 0x00, dtype, shape, 0x00, raw little-endian bytes )
+* **Before downloading** (hub ids, where the hub answers): the LFS sha256 of each
+  revision's weight files as the hub lists them (``loading.hub_weight_hashes``), folded
+  into one hash per revision by ``files_fingerprint``::
 
-over the parameters as loaded (``pythia.dtype``; float16 hub weights loaded in float32
-convert exactly, so equal files give equal hashes). A revision whose hash equals an
-earlier revision's (smaller step) is a duplicate of the earliest one with that hash.
+      sha256( for path in sorted(weight files): path, 0x00, lfs sha256, 0x0A )
+
+  Weight files are the ``*.safetensors`` files when every listed revision has them, else
+  the ``pytorch_model*.bin`` files when every revision has those (``common_format``: like
+  is compared with like); in a mixed repository, per revision what transformers loads
+  (safetensors where present).
+* **After loading** (every source): ``weights_sha256`` over the parameters as loaded::
+
+      sha256( for name in sorted(parameter names):
+                  name, 0x00, dtype, shape, 0x00, raw little-endian bytes )
+
+  It catches what file hashes cannot (the same weights saved as .bin in one revision and
+  .safetensors in another; local directories; no hub metadata offline).
+
+The rule (``resolve``): the published branch names are not trustworthy labels. In
+pythia-2.8b (EleutherAI/pythia#205) main's weights appear under 76 branches (step0, the
+whole early grid, step1000..step53000 and later round steps) and a second weight set
+under step54000..step64000 and step143000; step0 = step1 = step2 in every size (#83,
+#198). A weight set is therefore measured as the *latest* revision holding it, and
+main's weight set as ``step143000`` (main is the final checkpoint):
+
+* weights equal to main's: measured as ``step143000`` if that branch holds them, else not
+  measured at all (holder ``main``); every other revision holding them is a duplicate;
+* otherwise: the latest (largest-step) revision holding them is measured, every earlier
+  one is a duplicate of it;
+* step0 holding main's (or step143000's) weights is not an initialisation: the run stops
+  (``Step0IsTrained``) instead of measuring trained weights as step 0.
+
+A revision whose weights equal a later revision's (or main's) is never measured as its own
+step. The latest holder may be a revision the selection does not include: its weights
+are then not measured at all (recorded in duplicates.json).
 """
 from __future__ import annotations
 
 import hashlib
+from collections import defaultdict
+
+from .revisions import FINAL_STEP, MAIN, parse_revision, revision_name
+
+FINAL = revision_name(FINAL_STEP)
+
+
+class Step0IsTrained(RuntimeError):
+    """step0 of a repository holds the final checkpoint's weights."""
 
 
 def weights_sha256(model) -> str:
@@ -29,13 +65,94 @@ def weights_sha256(model) -> str:
     return h.hexdigest()
 
 
-def duplicates(fingerprints: list[tuple[str, str]]) -> dict[str, str]:
-    """[(revision, sha256)] in step order -> {duplicate revision: earliest identical revision}."""
-    first: dict[str, str] = {}
+def weight_files(files: dict[str, str], fmt: str | None = None) -> dict[str, str]:
+    """{path: sha256} of a revision's files -> its weight files: ``fmt`` "safetensors"
+    (``*.safetensors``) or "bin" (``pytorch_model*.bin``); None = what transformers would
+    load (the safetensors files if any, else the .bin files)."""
+    st = {p: s for p, s in files.items() if p.endswith(".safetensors")}
+    pt = {p: s for p, s in files.items() if p.split("/")[-1].startswith("pytorch_model") and p.endswith(".bin")}
+    if fmt == "safetensors":
+        return st
+    if fmt == "bin":
+        return pt
+    return st or pt
+
+
+def files_fingerprint(files: dict[str, str], fmt: str | None = None) -> str | None:
+    """One sha256 for a revision's weight files ({path: LFS sha256}, see ``weight_files``);
+    None without any."""
+    w = weight_files(files, fmt)
+    if not w or any(not s for s in w.values()):
+        return None
+    h = hashlib.sha256()
+    for p in sorted(w):
+        h.update(p.encode() + b"\0" + str(w[p]).encode() + b"\n")
+    return h.hexdigest()
+
+
+def common_format(listings: dict[str, dict[str, str]]) -> str | None:
+    """The weight format every listed revision has ("safetensors" preferred, else "bin"), so
+    that file hashes compare like with like; None when no single format covers them all."""
+    with_weights = [f for f in listings.values() if weight_files(f)]
+    for fmt in ("safetensors", "bin"):
+        if with_weights and all(weight_files(f, fmt) for f in with_weights):
+            return fmt
+    return None
+
+
+def resolve(hashes: dict[str, str | None]) -> dict[str, str]:
+    """{revision: holder} for every step revision in ``hashes`` ({revision or "main": hash}).
+
+    holder = the revision itself (measured as its own step), a later revision with the same
+    weights, or "main" (main's weights, which step143000 does not hold: not measured).
+    Revisions with an unknown hash (None) are their own holders."""
+    main = hashes.get(MAIN)
+    groups: dict[str, list[str]] = defaultdict(list)
     out = {}
-    for rev, sha in fingerprints:
-        if sha in first:
-            out[rev] = first[sha]
+    for rev, h in hashes.items():
+        if rev == MAIN:
+            continue
+        if h is None:
+            out[rev] = rev
         else:
-            first[sha] = rev
+            groups[h].append(rev)
+    for h, revs in groups.items():
+        revs.sort(key=parse_revision)
+        if main is not None and h == main:
+            holder = FINAL if FINAL in revs else MAIN
+        else:
+            holder = revs[-1]
+        for r in revs:
+            out[r] = holder
     return out
+
+
+def duplicates(fingerprints: list[tuple[str, str]] | dict[str, str | None]) -> dict[str, str]:
+    """{duplicate revision: the revision (or "main") its weights are measured as}."""
+    hashes = dict(fingerprints)
+    return {r: h for r, h in resolve(hashes).items() if h != r}
+
+
+def final_conflict(hashes: dict[str, str | None]) -> str | None:
+    """A warning when main and step143000 are both known and hold different weights."""
+    m, f = hashes.get(MAIN), hashes.get(FINAL)
+    if m is not None and f is not None and m != f:
+        n = sum(1 for r, h in hashes.items() if r != MAIN and h == m)
+        return (f"main's weights differ from step143000's: step143000 is measured as step 143000 and main's "
+                f"weight set (held by {n} step branches) is not measured as any step")
+    return None
+
+
+def check_step0(hashes: dict[str, str | None], source: str, how: str) -> None:
+    """Raise Step0IsTrained when step0's hash equals main's or step143000's."""
+    s0 = hashes.get("step0")
+    if s0 is None:
+        return
+    same = [r for r in (MAIN, FINAL) if hashes.get(r) is not None and hashes[r] == s0]
+    if same:
+        raise Step0IsTrained(
+            f"{source}: step0 holds the same weights as {' and '.join(same)} ({how}); it is not an initialisation, "
+            f"and measuring it as step 0 would put trained weights at the start of every curve "
+            f"(EleutherAI/pythia#205 reports this for pythia-2.8b). Leave step0 out of the selection, e.g. "
+            f"pythia.revisions: {{preset: all, exclude: [step0]}} or a model's own "
+            f"{{source: {source}, revisions: {{preset: spread72, exclude: [step0]}}}}")

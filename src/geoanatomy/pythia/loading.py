@@ -13,6 +13,17 @@ Safety: ``trust_remote_code=False`` always; ``use_safetensors=None`` makes trans
 prefer ``*.safetensors`` where a revision has them and fall back to ``*.bin`` loaded with
 ``torch.load(weights_only=True)`` (``weights_only=True`` is passed explicitly).
 Only GPT-NeoX checkpoints are accepted (the layer naming in ``scoring`` depends on it).
+
+Precision: the weights load in ``pythia.dtype`` (the fingerprint is taken there);
+``for_scoring`` then casts a half-precision model to float32, so every forward pass and
+every hidden state is float32 at least, whatever the load dtype (scoring applies the
+unembedding in float64 on top).
+
+Hub metadata (``hub_weight_hashes``): the LFS sha256 of every revision's weight files,
+from ``HfApi.list_repo_tree(repo_id, revision=...)`` (each ``RepoFile`` carries
+``lfs.sha256``; no file is downloaded). The client is injectable (``api=``) and
+``default_hub_api`` returns None offline (HF_HUB_OFFLINE=1), so tests run against a fake
+hub and an offline run falls back to fingerprints after loading.
 """
 from __future__ import annotations
 
@@ -63,6 +74,15 @@ def load_model(source: str, kind: str, revision: str, dtype: str = "float32", de
     return model.to(device).eval()
 
 
+def for_scoring(model):
+    """The model with float32 parameters and buffers at least (half-precision loads are cast
+    up in place; float32 and float64 models are returned unchanged)."""
+    import torch
+    if any(p.dtype in (torch.float16, torch.bfloat16) for p in model.parameters()):
+        model = model.to(torch.float32)
+    return model
+
+
 def load_tokenizer(source: str, kind: str, revision: str, cache_dir: str | None = None):
     """The tokenizer (same for every Pythia revision): local ``root/stepN`` if it has
     tokenizer files, else ``root``; hub: the repository at ``revision``."""
@@ -95,6 +115,25 @@ def cached_revision_bytes(repo_id: str, revision: str, cache_dir: str | None = N
     return None
 
 
+def cached_weight_files(repo_id: str, revision: str, cache_dir: str | None = None) -> list[str]:
+    """Names of the weight files (*.safetensors, pytorch_model*.bin) cached for ``repo_id`` at
+    branch ``revision`` ([] when none: a revision with only its tokenizer cached counts as
+    not downloaded)."""
+    from huggingface_hub import scan_cache_dir
+    try:
+        info = scan_cache_dir(cache_dir)
+    except Exception:  # noqa: BLE001 - no cache yet
+        return []
+    out = []
+    for repo in info.repos:
+        if repo.repo_id == repo_id and repo.repo_type == "model":
+            for rev in repo.revisions:
+                if revision in rev.refs:
+                    out += [f.file_name for f in rev.files if f.file_name.endswith(".safetensors")
+                            or (f.file_name.startswith("pytorch_model") and f.file_name.endswith(".bin"))]
+    return sorted(out)
+
+
 def delete_cached_revision(repo_id: str, revision: str, cache_dir: str | None = None) -> int:
     """Delete the cached snapshot of ``repo_id`` at branch ``revision`` (and its blobs when
     no other cached revision uses them) with huggingface_hub's cache API. Returns the bytes
@@ -112,3 +151,67 @@ def delete_cached_revision(repo_id: str, revision: str, cache_dir: str | None = 
     freed = int(strategy.expected_freed_size)
     strategy.execute()
     return freed
+
+
+def default_hub_api():
+    """``huggingface_hub.HfApi()``, or None when the hub may not be contacted (offline)."""
+    from huggingface_hub import HfApi, constants
+    if constants.HF_HUB_OFFLINE:
+        return None
+    return HfApi()
+
+
+def _file_hash(entry) -> str | None:
+    lfs = getattr(entry, "lfs", None)
+    if lfs is not None:
+        sha = getattr(lfs, "sha256", None) or (lfs.get("sha256") if isinstance(lfs, dict) else None)
+        if sha:
+            return f"lfs:{sha}"
+    for attr, tag in (("xet_hash", "xet"), ("blob_id", "git")):
+        v = getattr(entry, attr, None)
+        if v:
+            return f"{tag}:{v}"
+    return None
+
+
+def revision_files(api, repo_id: str, revision: str) -> dict[str, str | None]:
+    """{path: content hash} of the files at the root of ``repo_id`` at ``revision`` (hub
+    metadata only; LFS files give their sha256)."""
+    out = {}
+    for e in api.list_repo_tree(repo_id, revision=revision, recursive=False):
+        if getattr(e, "size", None) is None and getattr(e, "lfs", None) is None and not hasattr(e, "blob_id"):
+            continue                                   # a folder
+        out[e.path] = _file_hash(e)
+    return out
+
+
+def hub_weight_hashes(repo_id: str, revisions: list[str], api=None, log=print) -> tuple[dict, dict]:
+    """({revision: weight-files fingerprint or None}, info) from hub metadata, before any
+    download. ``api``: an ``HfApi``-like client (``default_hub_api()`` when None); with no
+    client (offline) every hash is None and info says why. A revision the hub cannot list
+    gets None (it is then fingerprinted after loading, if selected)."""
+    from .fingerprint import common_format, files_fingerprint
+    api = default_hub_api() if api is None else api
+    if api is None:
+        return {r: None for r in revisions}, {"used": False, "reason": "offline (HF_HUB_OFFLINE): no hub metadata"}
+    hashes, files, failed = {}, {}, {}
+    for rev in revisions:
+        try:
+            f = revision_files(api, repo_id, rev)
+        except Exception as e:  # noqa: BLE001 - one unlisted branch must not stop the plan
+            hashes[rev], failed[rev] = None, f"{type(e).__name__}: {e}"[:300]
+            continue
+        files[rev] = f
+    if failed and len(failed) == len(revisions):
+        log(f"[pythia] {repo_id}: hub metadata unavailable ({next(iter(failed.values()))}); "
+            f"duplicates are found after loading only")
+        return hashes, {"used": False, "reason": "every metadata request failed", "failed": failed}
+    # compare like with like: one weight format for every revision where one covers them all
+    # (a branch with only pytorch_model.bin next to one with model.safetensors would otherwise
+    # never match); mixed repositories fall back to what transformers loads per revision
+    fmt = common_format(files)
+    for rev, f in files.items():
+        hashes[rev] = files_fingerprint(f, fmt)
+    return hashes, {"used": True, "source": "HfApi.list_repo_tree (LFS sha256 of the weight files)",
+                    "format": fmt or "mixed: per revision, safetensors where present", "failed": failed,
+                    "files": files}

@@ -7,6 +7,13 @@ concatenated, ids = enc(prompt) + enc(option). Every (item, option) pair is one
 sequence; sequences are right-padded into batches (rotary positions start at 0 in every
 row, padding is masked and never read).
 
+Precision: the forward pass runs in float32 at least (``loading.for_scoring`` casts a
+half-precision load up; ``score`` refuses a half-precision model), and the logits of the
+option positions are computed in float64 from the final hidden state (``embed_out``'s
+weight cast to float64, then log-softmax in float64). A bf16 forward with bf16 logits
+rounds each logit to 8 significant bits (0.05-0.1 nats per token at Pythia's logit
+scale); tests/test_pythia.py compares both paths with a float64 reference.
+
 Option scores, computed in float64 from the logits::
 
     lp_k      = log softmax(logits[t-1])[option token k]    (t = position of token k)
@@ -59,7 +66,11 @@ def score(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict:
 
     Returns {"sum": [np.float64 (n_opt,)], "mean": [...], "n_tokens": [np.int64 (n_opt,)],
     "hidden": {layer name: torch.float32 (N, d)}, "last_token": np.int64 (N,)}.
+    ``model`` must be float32 or float64 (see the module doc on precision).
     """
+    if any(p.dtype in (torch.float16, torch.bfloat16) for p in model.parameters()):
+        raise ValueError("score() needs a float32 (or float64) model: cast a half-precision load with "
+                         "geoanatomy.pythia.loading.for_scoring first")
     n_layer = model.config.num_hidden_layers
     names = layer_names(n_layer)
     rows = [(i, j, p + o, len(p), len(o)) for i, (p, opts) in enumerate(encoded) for j, o in enumerate(opts)]
@@ -70,6 +81,8 @@ def score(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict:
     hidden = {n: torch.zeros(len(encoded), d, dtype=torch.float32) for n in names}
     captured = {}
     unembed = model.get_output_embeddings()                    # d -> V (embed_out)
+    W64 = unembed.weight.detach().to(torch.float64)            # (V, d), once per call
+    b64 = None if getattr(unembed, "bias", None) is None else unembed.bias.detach().to(torch.float64)
     hook = model.gpt_neox.layers[-1].register_forward_hook(
         lambda mod, inp, out: captured.__setitem__("h", out[0] if isinstance(out, tuple) else out))
     try:
@@ -94,7 +107,8 @@ def score(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict:
             bi = torch.tensor([b for b, r in enumerate(batch) for _ in range(r[4])])
             ti = torch.tensor([r[3] - 1 + k for r in batch for k in range(r[4])])
             tgt = torch.tensor([r[2][r[3] + k] for r in batch for k in range(r[4])])
-            logits = unembed(hs[-1][bi.to(device), ti.to(device)]).to(torch.float64)     # (n_opt_tokens, V)
+            h64 = hs[-1][bi.to(device), ti.to(device)].to(torch.float64)                 # (n_opt_tokens, d)
+            logits = h64 @ W64.T if b64 is None else h64 @ W64.T + b64                     # (n_opt_tokens, V)
             lps = torch.log_softmax(logits, -1).gather(-1, tgt.to(device)[:, None])[:, 0].cpu()  # (n_opt_tokens,)
             k0 = 0
             for b, (i, j, seq, lp, lo) in enumerate(batch):

@@ -6,25 +6,30 @@ Block (defaults in ``geoanatomy.config.DEFAULTS["pythia"]``)::
 
     pythia:
       enabled: false          # no network here: off unless a config turns it on
-      models: [EleutherAI/pythia-160m, /data/pythia-410m, {source: ..., name: 2.8b}]
-      revisions: all          # all | {stride: 10, keep_early: true} | [step0, step1000, 143000]
+      models: [EleutherAI/pythia-160m, /data/pythia-410m,
+               {source: EleutherAI/pythia-2.8b, name: 2.8b, revisions: {preset: window}}]
+      revisions: all          # all | {stride: 10, keep_early: true} | {preset: all|window|spread72}
+                              # | [step0, step1000, 143000]; dict forms take exclude: [step0, ...]
       benchmarks: [syntax, semantics, arithmetic, icl, factual, reasoning, general,
                    deduction3, deduction5, deduction7]
       n_items: {}             # per-benchmark cap (fixed sets) / count (deduction, default 50)
       deduction_seed: 0
       scoring: sum            # accuracy definition: sum | mean of option-token log-probs
       layer: final_ln_post    # headline layer for the events
-      delete_cache: false     # delete each hub revision from the HF cache after extraction
+      delete_cache: true      # remove each hub revision this job downloaded once it is measured
       cache_dir: null         # HF cache (null: HF_HUB_CACHE / ~/.cache/huggingface/hub)
-      dtype: float32          # float32 | bfloat16 | float16
+      dtype: float32          # weights load in float32 | bfloat16 | float16; the forward pass
+                              # runs in float32 and the unembedding in float64 whatever this is
       batch_size: 16          # sequences per forward pass
       device: auto
       threads: 1
 
 A model is a hub id ``org/name`` (loaded at ``revision="stepN"``) or a local directory
-holding one sub-folder per step (``dir/step1000/config.json`` + weights). Its run name
-is ``pythia_<name>``, ``<name>`` = the last path component, lower-cased, without a
-leading ``pythia-`` (``EleutherAI/pythia-160m`` -> ``pythia_160m``), unless given.
+holding one sub-folder per step (``dir/step1000/config.json`` + weights; optionally
+``dir/main/``, fingerprinted to resolve duplicates). Its run name is ``pythia_<name>``,
+``<name>`` = the last path component, lower-cased, without a leading ``pythia-``
+(``EleutherAI/pythia-160m`` -> ``pythia_160m``), unless given. ``{source, revisions}``
+overrides ``pythia.revisions`` for that model (revisions.py documents every form).
 """
 from __future__ import annotations
 
@@ -40,10 +45,11 @@ BENCHMARKS = FIXED_BENCHMARKS + list(DEDUCTION_BENCHMARKS)
 DEDUCTION_DEFAULT_ITEMS = 50
 # Bump when the extraction code changes what it measures: it is part of the job's params,
 # so Snakemake reruns the extraction (edits under src/ alone do not trigger reruns).
-EXTRACT_VERSION = 1
-EVENTS_VERSION = 2  # 2: the matched detector family of the algorithmic runs
-# Pythia's difficulty: easy if acquired within this share of the last selected step (the
-# revisions are the same for every size, so the classes compare like with like).
+EXTRACT_VERSION = 2  # 2: float32 forward + float64 unembedding; latest-holder duplicates
+EVENTS_VERSION = 3  # 2: the matched detector family; 3: chance/cap-normalised fields for scale
+# Pythia's difficulty: easy if acquired within this share of the last selected step (compare
+# sizes with the same last step: a model's own ``revisions`` may differ, and duplicates removed
+# at extraction leave some sizes without early revisions, e.g. pythia-2.8b before step66000).
 EASY_MAX_FRAC = 0.1
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -88,8 +94,10 @@ def models(cfg: dict) -> list[dict]:
     out, seen = [], {}
     for i, m in enumerate(cfg["pythia"]["models"]):
         field = f"pythia.models[{i}]"
+        revs = None
         if isinstance(m, dict):
             source, name = str(m["source"]), m.get("name") or derive_name(m["source"])
+            revs = m.get("revisions")
         else:
             source, name = str(m), derive_name(m)
         if not NAME.match(name):
@@ -102,13 +110,16 @@ def models(cfg: dict) -> list[dict]:
         kind = source_kind(source)
         if kind == "invalid":
             raise _err(field, f"{source!r} is neither an existing directory nor a hub id 'org/name'")
-        out.append({"name": name, "run": f"pythia_{name}", "source": source, "kind": kind, "field": field})
+        out.append({"name": name, "run": f"pythia_{name}", "source": source, "kind": kind, "field": field,
+                    "revisions": revs})
     return out
 
 
 def model_steps(cfg: dict, m: dict) -> list[int]:
     """The selected steps of one model (checked: missing directories/revisions name the field)."""
-    sel = cfg["pythia"]["revisions"]
+    own = m.get("revisions") is not None
+    sel = m["revisions"] if own else cfg["pythia"]["revisions"]
+    sel_field = f"{m['field']}.revisions" if own else "pythia.revisions"
     available = None
     if m["kind"] == "local":
         root = Path(m["source"]).expanduser()
@@ -122,7 +133,7 @@ def model_steps(cfg: dict, m: dict) -> list[int]:
         steps = select_steps(sel, available)
     except ValueError as e:
         where = f" for {m['field']} ({m['source']})"
-        raise _err("pythia.revisions", f"{e}{where}") from None
+        raise _err(sel_field, f"{e}{where}") from None
     return steps
 
 
@@ -143,21 +154,31 @@ def check_pythia(cfg: dict) -> None:
         raise _err("pythia.models", "empty while pythia.enabled is true; give hub ids or local directories")
     if not p["benchmarks"]:
         raise _err("pythia.benchmarks", "empty while pythia.enabled is true")
-    if isinstance(p["revisions"], list):
-        for j, r in enumerate(p["revisions"]):
-            try:
-                parse_revision(r)
-            except ValueError as e:
-                raise _err(f"pythia.revisions[{j}]", str(e)) from None
+    _check_selection(p["revisions"], "pythia.revisions")
     persist = cfg["events"]["persist"]
     for m in models(cfg):
+        field = "pythia.revisions"
+        if m["revisions"] is not None:
+            field = f"{m['field']}.revisions"
+            _check_selection(m["revisions"], field)
         n = len(model_steps(cfg, m))
         if n < persist + 2:
-            raise _err("pythia.revisions", f"only {n} revisions selected for {m['field']} ({m['source']}); "
-                                           f"event detection needs at least events.persist + 2 = {persist + 2}")
+            raise _err(field, f"only {n} revisions selected for {m['field']} ({m['source']}); "
+                              f"event detection needs at least events.persist + 2 = {persist + 2}")
     layer = p["layer"]
     if not re.match(r"^(embed|layer[1-9][0-9]*|final_ln_post)$", layer):
         raise _err("pythia.layer", f"{layer!r} is not embed, layerK (K >= 1) or final_ln_post")
+
+
+def _check_selection(sel, field: str) -> None:
+    """Revision names in a list or an ``exclude`` list parse (errors name the entry)."""
+    entries = sel if isinstance(sel, list) else (sel.get("exclude") or []) if isinstance(sel, dict) else []
+    sub = "" if isinstance(sel, list) else ".exclude"
+    for j, r in enumerate(entries):
+        try:
+            parse_revision(r)
+        except ValueError as e:
+            raise _err(f"{field}{sub}[{j}]", str(e)) from None
 
 
 def enabled_models(cfg: dict) -> list[dict]:
