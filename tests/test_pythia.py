@@ -871,7 +871,7 @@ def test_stratified_spearman_removes_a_shared_stratum_offset():
     """Two strata (shared / diverse last token) with a large offset in both variables and
     no association within strata: the pooled Spearman is high by construction, the
     within-strata one is not, and its stratified permutation p matches a brute-force count."""
-    from geoanatomy.pythia.events import stratified_spearman
+    from geoanatomy.analysis.stats import spearman_within_strata as stratified_spearman
     rng = np.random.default_rng(1)
     strata = ["shared"] * 5 + ["diverse"] * 5
     x = np.r_[rng.normal(0, 1, 5), rng.normal(10, 1, 5)]
@@ -981,7 +981,7 @@ def test_pythia_rules_through_snakemake(tmp_path, local_dir):
     assert p.returncode == 0, p.stdout + p.stderr
     summ = json.loads((tmp_path / target).read_text())
     assert [m["name"] for m in summ["models"]] == ["tiny", "tinyb"]
-    floors = [q for q in summ["pairs"] if q["quantity"] == "rankme_floor"][0]
+    floors = [q for q in summ["pairs"] if q["quantity"] == "rankme_floor_norm"][0]
     assert floors["n"] == 3 and floors["rho"] == pytest.approx(1.0)         # identical checkpoints
     for name in ("tiny", "tinyb"):
         assert (tmp_path / f"results/pythia_{name}/deduction3/precursor.json").exists()

@@ -127,7 +127,7 @@ def pythia_records(obj) -> pd.DataFrame:
     for r in recs:
         size = r.get("model", r.get("size"))
         unit = r.get("benchmark", r.get("task"))
-        fl = r.get("floor", r.get("rankme_floor"))
+        fl = r.get("rankme_floor_norm", r.get("floor", r.get("rankme_floor")))   # cap-normalised first
         if fl is None and isinstance(r.get("measures"), dict):
             fl = (r["measures"].get("rankme") or {}).get("floor")
         if size is None or unit is None:

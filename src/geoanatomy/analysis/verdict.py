@@ -63,6 +63,7 @@ import pandas as pd
 from scipy import stats
 
 from .nulls import is_precursor, permutation_null
+from .stats import holm
 
 VERDICT_COLUMNS = ["claim", "measure", "variant", "protocol", "statistic", "value", "ci95_lo", "ci95_hi",
                    "n_units", "n_runs", "null", "null_value", "p", "p_holm", "family", "verdict", "detail"]
@@ -70,19 +71,6 @@ RULE = ("reproduced: Holm-adjusted one-sided p < alpha and the 95% interval abov
         "(the estimate, for statistics without an interval: rank correlations, ANOVA); "
         "not reproduced: adjusted p >= alpha and the estimate at or below the null value; "
         "inconclusive: fewer than n_min units, no test, or neither of the above")
-
-
-def holm(p) -> np.ndarray:
-    """Holm step-down adjusted p-values (same order as ``p``)."""
-    p = np.asarray(p, dtype=float)
-    m = len(p)
-    order = np.argsort(p)
-    adj = np.empty(m)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, (m - rank) * p[i])
-        adj[i] = min(1.0, running)
-    return adj
 
 
 def word(p, ci_lo, estimate, n_units: int, null_value: float, alpha: float = 0.05, n_min: int = 5) -> str:
@@ -322,7 +310,7 @@ def finish(rows: list[dict], st: dict) -> pd.DataFrame:
         ok = np.isfinite(ps)
         adj = np.full(len(ps), np.nan)
         if ok.any():
-            adj[ok] = holm(ps[ok])
+            adj[ok] = np.asarray(holm(ps[ok]), dtype=float)
         df.loc[g.index, "p_holm"] = adj
     df["verdict"] = [word(None if not np.isfinite(r.p_holm) else r.p_holm, r.ci95_lo, r.value, int(r.n_units or 0),
                           float(r.null_value) if r.null_value is not None else 0.0, alpha, n_min)

@@ -48,6 +48,7 @@ def main(argv=None) -> int:
         print("\n".join(published_revisions()))
         return 0
     from ..errors import ConfigError
+    from ..pythia.fingerprint import Step0IsTrained
     try:
         from ..runtime import limit_threads
         spec = _spec(args, args.cmd)
@@ -71,6 +72,9 @@ def main(argv=None) -> int:
                       f"(n={p['n']}, {p['method']})")
             print(f"[pythia scale] wrote {out}")
     except ConfigError as e:
+        print(f"geoanatomy pythia: {e}", file=sys.stderr)
+        return 2
+    except Step0IsTrained as e:                # step0 holds trained weights: nothing is measured
         print(f"geoanatomy pythia: {e}", file=sys.stderr)
         return 2
     return 0

@@ -8,11 +8,13 @@ benchmarks   seven diagnostic multiple-choice sets (data/*.jsonl) + logical-dedu
 deduction    seeded BIG-Bench-Hard-style logical-deduction generator with a brute-force solver
 loading      transformers loading from a hub id + revision or a local directory per step;
              Hugging Face cache clean-up
-fingerprint  sha256 of a checkpoint's weights; duplicate revisions
+fingerprint  sha256 of a checkpoint's weights; duplicate revisions (a weight set is measured
+             once, as the latest revision holding it; step0 equal to main stops the run)
 scoring      option log-likelihoods and hidden states at the last prompt token
 extract      one model: every revision -> metrics.csv, duplicates.json, extract.json
 events       per-benchmark precursor.json + trajectory figure (same event detection as the
              algorithmic runs)
-scale        cross-size Spearman correlations with exact permutation p-values
-cli          ``geoanatomy pythia extract|events|scale|revisions``
+scale        cross-size Spearman correlations (chance-normalised accuracy, cap-normalised
+             RankMe within last-token strata) with exact permutation p-values
+(the command line is ``geoanatomy.cli.pythia``: ``geoanatomy pythia extract|events|scale|revisions``)
 """

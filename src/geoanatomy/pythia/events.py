@@ -29,13 +29,12 @@ differ between benchmarks by construction:
 * ``measures.rankme.last_token_stratum``: "shared" when at least half of a benchmark's
   prompts end in the same token (arithmetic " =", icl " ->", the deduction sets
   "Answer:"), else "diverse". A shared last token lowers uncentred RankMe in every model
-  alike, so benchmarks are compared within strata (``stratified_spearman``).
+  alike, so benchmarks are compared within strata (``analysis.stats.spearman_within_strata``).
 
-``fair_quantities`` and ``stratified_spearman`` are the helpers ``pythia.scale`` uses.
+``fair_quantities`` is the helper ``pythia.scale`` uses.
 """
 from __future__ import annotations
 
-import itertools
 import json
 import math
 from pathlib import Path
@@ -185,81 +184,4 @@ def fair_quantities(pre: dict) -> dict:
         c = float(pre["chance_accuracy"])
         out["final_accuracy_norm"] = (float(pre["final_accuracy"]) - c) / (1 - c)
     out["stratum"] = rm.get("last_token_stratum")
-    return out
-
-
-def _ranks(v: np.ndarray) -> np.ndarray:
-    from scipy.stats import rankdata
-    return rankdata(v, method="average")
-
-
-def _pearson(a: np.ndarray, b: np.ndarray) -> float | None:
-    a, b = a - a.mean(), b - b.mean()
-    den = math.sqrt(float((a * a).sum() * (b * b).sum()))
-    return None if den == 0 else float((a * b).sum() / den)
-
-
-def stratified_spearman(x, y, strata, max_exact: int = 100_000, n_resamples: int = 20_000,
-                        seed: int = 0) -> dict:
-    """Spearman correlation of x and y *within* strata, with a stratified permutation p.
-
-    rho_within = Pearson correlation of the ranks of x and of y after subtracting each
-    stratum's mean rank (ranks over all pairs, average ties); a factor shared by every
-    member of a stratum (the same last token in every prompt) moves the stratum means, not
-    rho_within. p (two-sided) = share of the permutations of y *within* strata with
-    |rho_within| >= observed - 1e-12: exact when the product of the strata's factorials is
-    at most ``max_exact``, else seeded Monte Carlo, (1 + #extreme) / (1 + R). Pairs with a
-    missing value are dropped; rho is None with fewer than 3 pairs or no within-stratum
-    variation. ``rho_pooled`` (plain Spearman over all pairs) is reported for contrast."""
-    keep = [i for i, (a, b, s) in enumerate(zip(x, y, strata))
-            if a is not None and b is not None and s is not None
-            and math.isfinite(float(a)) and math.isfinite(float(b))]
-    xs = np.array([float(x[i]) for i in keep])
-    ys = np.array([float(y[i]) for i in keep])
-    ss = [strata[i] for i in keep]
-    out = {"n": len(keep), "strata": {s: ss.count(s) for s in dict.fromkeys(ss)}, "rho_within": None,
-           "rho_pooled": None, "p_value": None, "method": None, "n_permutations": None,
-           "test": "Spearman within strata, two-sided stratified permutation p"}
-    if len(keep) < 3:
-        out["method"] = f"not computed: {len(keep)} < 3 pairs"
-        return out
-    rx, ry = _ranks(xs), _ranks(ys)
-    out["rho_pooled"] = _pearson(rx, ry)
-    groups = [np.array([i for i, s in enumerate(ss) if s == g]) for g in dict.fromkeys(ss)]
-
-    def centre(r):
-        r = r.copy()
-        for g in groups:
-            r[g] -= r[g].mean()
-        return r
-    cx = centre(rx)
-    rho = _pearson(cx, centre(ry))
-    if rho is None:
-        out["method"] = "not computed: no variation within strata"
-        return out
-    out["rho_within"] = rho
-    n_perm = math.prod(math.factorial(len(g)) for g in groups)
-    count, total = 0, 0
-    if n_perm <= max_exact:
-        for perms in itertools.product(*[itertools.permutations(g) for g in groups]):
-            idx = np.empty(len(ss), dtype=int)
-            for g, pg in zip(groups, perms):
-                idx[g] = pg
-            r = _pearson(cx, centre(ry[idx]))
-            count += int(r is not None and abs(r) >= abs(rho) - 1e-12)
-            total += 1
-        p = count / total
-        out.update(method="exact stratified permutation", n_permutations=total)
-    else:
-        rng = np.random.default_rng(seed)
-        for _ in range(n_resamples):
-            idx = np.arange(len(ss))
-            for g in groups:
-                idx[g] = rng.permutation(g)
-            r = _pearson(cx, centre(ry[idx]))
-            count += int(r is not None and abs(r) >= abs(rho) - 1e-12)
-        p = (1 + count) / (1 + n_resamples)
-        out.update(method=f"Monte-Carlo stratified permutation ({n_resamples}, seed {seed})",
-                   n_permutations=n_resamples)
-    out["p_value"] = p
     return out

@@ -1,10 +1,14 @@
 """Cross-size comparison of the Pythia runs: do per-benchmark patterns hold across scale?
 
 For every pair of models (e.g. 160m vs 410m vs 2.8b) and every per-benchmark quantity
-(headline-layer RankMe floor value and floor step, acquisition step, final accuracy),
-the Spearman rank correlation over the benchmarks both models have a finite value for,
-with a two-sided permutation p-value from the project's one Spearman implementation
-(``geoanatomy.analysis.stats.spearman_exact``):
+(``pythia.events.FAIR_QUANTITIES``: RankMe floor divided by its cap min(N, d), so benchmarks
+with 40, 50 and 60 items compare fairly; the floor step; the acquisition step; final
+accuracy normalised by chance, (acc - chance) / (1 - chance), since chance runs from 1/2 to
+1/7), the Spearman rank correlation over the benchmarks both models have a value for, with
+a two-sided permutation p-value from the project's Spearman (``geoanatomy.analysis.stats``).
+RankMe quantities are compared *within* last-token strata
+(``analysis.stats.spearman_within_strata``): prompts that end on the same token share a
+factor that would inflate rho by construction. Otherwise (``spearman_exact``):
 
     rho  = Pearson correlation of the (average-tie) ranks of x and y
     p    = #{permutations pi of y : |rho(x, pi y)| >= |rho_obs| - 1e-12} / n!
@@ -21,15 +25,12 @@ import itertools
 import json
 from pathlib import Path
 
-from ..analysis.stats import EXACT_MAX_N
+from ..analysis.stats import EXACT_MAX_N, spearman_within_strata
 from ..analysis.stats import spearman_exact as _spearman
+from .events import FAIR_QUANTITIES, fair_quantities
 
-QUANTITIES = {  # name -> (where in precursor.json, description)
-    "rankme_floor": (("measures", "rankme", "floor"), "RankMe floor value (headline layer, last prompt token)"),
-    "rankme_floor_step": (("measures", "rankme", "floor_step"), "training step of the RankMe floor"),
-    "acquisition_step": (("acquisition_step",), "first step of sustained chance-normalised accuracy >= threshold"),
-    "final_accuracy": (("final_accuracy",), "accuracy at the last measured revision"),
-}
+QUANTITIES = {q: (path, desc) for q, (path, _, desc) in FAIR_QUANTITIES.items()}
+STRATIFIED = {q for q, (_, strat, _) in FAIR_QUANTITIES.items() if strat}
 
 
 def spearman_exact(x, y, n_resamples: int = 100_000, seed: int = 0) -> dict:
@@ -44,34 +45,40 @@ def spearman_exact(x, y, n_resamples: int = 100_000, seed: int = 0) -> dict:
             "test": r["test"]}
 
 
-def _get(d: dict, path: tuple):
-    for k in path:
-        if d is None:
-            return None
-        d = d.get(k)
-    return d
+def _pair(a: str, b: str, q: str, table: dict, benchmarks: list[str]) -> dict:
+    keep = [bn for bn in benchmarks if table[a][bn][q] is not None and table[b][bn][q] is not None]
+    x, y = [table[a][bn][q] for bn in keep], [table[b][bn][q] for bn in keep]
+    out = {"a": a, "b": b, "quantity": q, "benchmarks": keep}
+    if q not in STRATIFIED:
+        return {**out, **spearman_exact(x, y)}
+    strata = [table[a][bn]["stratum"] if table[a][bn]["stratum"] == table[b][bn]["stratum"]
+              else f"{table[a][bn]['stratum']}|{table[b][bn]['stratum']}" for bn in keep]
+    r = spearman_within_strata(x, y, strata)
+    return {**out, "n": r["n"], "rho": r["rho_within"], "p_value": r["p_value"], "rho_pooled": r["rho_pooled"],
+            "strata": r["strata"], "method": r["method"], "n_permutations": r["n_permutations"], "test": r["test"]}
 
 
 def scale_summary(models: list[dict], benchmarks: list[str]) -> dict:
     """models: [{"name", "n_params", "precursors": {benchmark: precursor dict}}] ->
     the pythia_scale.json dict (per-model table and every pair's correlations)."""
     models = sorted(models, key=lambda m: m["n_params"])
-    table = {m["name"]: {b: {q: _get(m["precursors"].get(b) or {}, path) for q, (path, _) in QUANTITIES.items()}
-                         for b in benchmarks} for m in models}
-    pairs = []
-    for a, b in itertools.combinations(models, 2):
-        for q, (_, desc) in QUANTITIES.items():
-            keep = [bn for bn in benchmarks
-                    if table[a["name"]][bn][q] is not None and table[b["name"]][bn][q] is not None]
-            res = spearman_exact([table[a["name"]][bn][q] for bn in keep], [table[b["name"]][bn][q] for bn in keep])
-            pairs.append({"a": a["name"], "b": b["name"], "quantity": q, "benchmarks": keep, **res})
+    table = {}
+    for m in models:
+        table[m["name"]] = {}
+        for bn in benchmarks:
+            pre = m["precursors"].get(bn) or {}
+            raw = ((pre.get("measures") or {}).get("rankme") or {}).get("floor")
+            table[m["name"]][bn] = {**fair_quantities(pre), "rankme_floor": raw}   # raw floor: reference only
+    pairs = [_pair(a["name"], b["name"], q, table, benchmarks)
+             for a, b in itertools.combinations(models, 2) for q in QUANTITIES]
     return {
         "kind": "pythia_scale",
         "models": [{"name": m["name"], "n_params": m["n_params"], "source": m.get("source")} for m in models],
         "benchmarks": benchmarks,
         "quantities": {q: desc for q, (_, desc) in QUANTITIES.items()},
-        "method": "Spearman rho over benchmarks with a value in both models; p-value two-sided, exact "
-                  f"permutation for n <= {EXACT_MAX_N}, Monte-Carlo above (see geoanatomy.pythia.scale)",
+        "method": "Spearman rho over benchmarks with a value in both models (chance-normalised accuracy, "
+                  "RankMe floor / min(N, d); RankMe quantities within last-token strata); p-value two-sided, "
+                  f"exact permutation for n <= {EXACT_MAX_N}, Monte-Carlo above (see geoanatomy.pythia.scale)",
         "per_model": table,
         "pairs": pairs,
         "smallest_vs_largest": [p for p in pairs if p["a"] == models[0]["name"] and p["b"] == models[-1]["name"]]
