@@ -9,6 +9,7 @@ the Pythia branch and the cross-run summary.
     geoanatomy clean-run results/mod_L3_nano [--checkpoints]
     geoanatomy summarize tables|scale|prediction|figures|html|all ...   (results/summary/)
     geoanatomy pythia extract|events|scale|revisions ...                 (Pythia branch)
+    geoanatomy scan DIR --probe FILE|BENCHMARK [--out OUT]             (any HF checkpoint folder)
     geoanatomy --version
 
 STAGE is a Snakemake rule name; ``STAGES`` maps each to its module in
@@ -68,6 +69,7 @@ def run_stage(job, threads: int = 1) -> dict:
 DELEGATED = {
     "summarize": "cross-run summary tables, statistics and figures (results/summary/)",
     "pythia": "Pythia validation branch: extract, events, scale, revisions",
+    "scan": "geometric events of a folder of HF checkpoints (stepN/ or checkpoint-N/)",
 }
 
 
@@ -104,6 +106,9 @@ def main(argv=None) -> int:
     if argv[:1] == ["summarize"]:
         from .summarize import main as summarize_main
         return summarize_main(argv[1:])
+    if argv[:1] == ["scan"]:
+        from ..scan.cli import main as scan_main
+        return scan_main(argv[1:])
     args = _parser().parse_args(argv)
 
     from ..errors import ConfigError

@@ -39,6 +39,7 @@ logprob            mean over items of log p(correct option | prompt), float64, n
 logprob_per_token  mean over items of that divided by the option's token count
 logprob_choice     mean over items of log P(correct | options) under ``pythia.scoring``
                    (renormalised over the options; chance = mean log(1/n_options))
+mean_share         per layer: ||mean row||^2 / mean ||row||^2 of the same matrix as RankMe
 rankme             per layer (scoring.layer_names), position "last_prompt", variants
                    uncentred (RankMe's definition) / centred; N = items, capped at min(N, d)
                    (settings: max_rank, n_unique_last_tokens, top_last_token_share)
@@ -49,7 +50,6 @@ import gc
 import json
 import platform
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +57,6 @@ import numpy as np
 from ..spec import settings_hash
 from ..files import json_safe
 from ..table import write_table
-from ..measures.rankme import rankme
 from ..files import atomic_write_json
 from ..runtime import pick_device
 from .benchmarks import load_benchmark
@@ -65,7 +64,7 @@ from .fingerprint import FINAL, check_step0, final_conflict, resolve, weights_sh
 from .loading import (LoadError, cached_revision_bytes, cached_weight_files, delete_cached_revision,
                       for_scoring, hub_weight_hashes, load_model, load_tokenizer)
 from .revisions import MAIN, parse_revision, published_revisions
-from .scoring import choice_stats, encode, layer_names, score
+from .scoring import encode, layer_names
 
 # Spec keys that do not change the numbers of one revision (excluded from the partial key).
 _NOT_NUMERIC = ("revisions", "delete_cache", "results_dir", "cache_dir", "device")
@@ -78,55 +77,16 @@ def numbers_key(spec: dict) -> str:
 
 def measure_revision(model, tokenizer_enc: dict, items: dict, spec: dict, run: str, step: int,
                      device: str) -> tuple[list[dict], dict]:
-    """All rows of one revision (every benchmark) and per-benchmark timing."""
+    """All rows of one revision (every benchmark) and per-benchmark timing. The measurement is
+    the scanner's (``geoanatomy.scan.measure_model``): one code path for any folder of Hugging
+    Face checkpoints and for the Pythia branch."""
+    from ..scan import ProbeSet, measure_model
     rows, timing = [], {}
-    eps = float(spec["rankme_eps"])
-    scoring = spec["scoring"]
-    names = layer_names(model.config.num_hidden_layers)
-    d = model.config.hidden_size
     for bench, its in items.items():
         t0 = time.time()
-        res = score(model, tokenizer_enc[bench], spec["batch_size"], device)
-        answers = [it.answer for it in its]
-        N = len(its)
-        chance = float(np.mean([it.chance for it in its]))
-        stats = {sc: choice_stats(res[sc], answers) for sc in ("sum", "mean")}
-        lp_sum = float(np.mean([s[a] for s, a in zip(res["sum"], answers)]))
-        lp_tok = float(np.mean([s[a] for s, a in zip(res["mean"], answers)]))
-        chance_lc = float(np.mean([np.log(it.chance) for it in its]))
-        r_name = f"{run}_{bench}"
-        beh = dict(run=r_name, step=step, layer="output", layer_index=-1, position="options", variant="",
-                   n_samples=N)
-        acc = stats[scoring]["accuracy"]
-        defn = {"sum": "argmax over options of the sum of option-token log-probs",
-                "mean": "argmax over options of the mean option-token log-prob"}
-        rows += [
-            {**beh, "measure": "accuracy", "value": acc, "settings": {"scoring": scoring, "definition": defn[scoring]}},
-            {**beh, "measure": "accuracy_norm", "value": (acc - chance) / (1 - chance),
-             "settings": {"scoring": scoring, "chance": chance}},
-            {**beh, "measure": "accuracy_sum", "value": stats["sum"]["accuracy"], "settings": {"definition": defn["sum"]}},
-            {**beh, "measure": "accuracy_mean", "value": stats["mean"]["accuracy"], "settings": {"definition": defn["mean"]}},
-            {**beh, "measure": "logprob", "value": lp_sum, "settings": {"of": "correct option, summed over its tokens"}},
-            {**beh, "measure": "logprob_per_token", "value": lp_tok, "settings": {"of": "correct option, per-token mean"}},
-            {**beh, "measure": "logprob_choice", "value": stats[scoring]["logprob_choice"],
-             "settings": {"scoring": scoring, "chance": chance_lc}},
-        ]
-        _, counts = np.unique(res["last_token"], return_counts=True)
-        n_unique_last = int(len(counts))
-        top_share = float(counts.max() / N)
-        for li, name in enumerate(names):
-            Z = res["hidden"][name]                                     # (N, d) float32
-            settings = {"eps": eps, "d": d, "max_rank": min(N, d), "n_unique_last_tokens": n_unique_last,
-                        "top_last_token_share": top_share}
-            if name == "embed" and n_unique_last == 1:
-                settings["constant_by_construction"] = True             # same last token in every prompt
-            for variant, centred in (("uncentred", False), ("centred", True)):
-                with warnings.catch_warnings():                         # N < d is the norm here: the cap
-                    warnings.simplefilter("ignore")                     # is recorded in settings.max_rank
-                    v = rankme(Z, centred=centred, eps=eps)
-                rows.append({"run": r_name, "step": step, "measure": "rankme", "layer": name, "layer_index": li,
-                             "position": "last_prompt", "variant": variant, "n_samples": N, "value": v,
-                             "settings": settings})
+        rows += measure_model(model, ProbeSet.from_items(bench, its, tokenizer_enc[bench]),
+                              run=f"{run}_{bench}", step=step, batch_size=spec["batch_size"], device=device,
+                              eps=float(spec["rankme_eps"]), scoring=spec["scoring"])
         timing[bench] = time.time() - t0
     return rows, timing
 

@@ -1,0 +1,63 @@
+"""``geoanatomy scan DIR --probe PROBE``: geometric events of a folder of checkpoints
+(``geoanatomy.scan``; docs/monitor.md).
+
+    geoanatomy scan runs/my-model --probe prompts.txt             # one prompt a line: loss
+    geoanatomy scan runs/my-model --probe syntax --out scan_out   # a shipped benchmark: accuracy
+    geoanatomy scan pythia-160m --probe deduction3 --n-items 50 --device cuda
+
+DIR holds ``stepN/`` or ``checkpoint-N/`` sub-folders. A rerun reuses every checkpoint
+already measured under the same settings (``OUT/partial/``). Local files only, never remote
+code, safetensors or ``torch.load(weights_only=True)``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _parser() -> argparse.ArgumentParser:
+    from ..pythia.settings import BENCHMARKS
+    ap = argparse.ArgumentParser(prog="geoanatomy scan", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dir", help="folder with stepN/ or checkpoint-N/ sub-folders of a HF causal LM")
+    ap.add_argument("--probe", required=True,
+                    help=f"a text file of prompts (one a line), or a shipped benchmark: {', '.join(BENCHMARKS)}")
+    ap.add_argument("--out", default=None, help="output folder (default: DIR/geoanatomy_scan)")
+    ap.add_argument("--run", default=None, help="run name in the table (default: DIR's name)")
+    ap.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the checkpoint's, then DIR)")
+    ap.add_argument("--n-items", type=int, default=None,
+                    help="benchmark: items (deduction: how many to generate, fixed sets: the first n); "
+                         "prompt file: the first n prompts")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the generated deduction puzzles")
+    ap.add_argument("--layer", default=None, help="headline layer (default: final_ln_post, the last)")
+    ap.add_argument("--scoring", choices=["sum", "mean"], default="sum", help="benchmark accuracy scoring")
+    ap.add_argument("--device", default="auto", help="auto | cpu | cuda[:N]")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--config", default=None, help="a config file whose `events:` block sets the thresholds")
+    return ap
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    from ..runtime import limit_threads
+    limit_threads(args.threads)
+    from . import ScanError, scan
+    from .hf import ScanLoadError
+    cfg_events = None
+    try:
+        if args.config:
+            from ..config import load_config
+            cfg_events = load_config(args.config)["events"]
+        scan(args.dir, args.probe, args.out, run=args.run, tokenizer=args.tokenizer, n_items=args.n_items,
+             seed=args.seed, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+             scoring=args.scoring, layer=args.layer, cfg_events=cfg_events)
+    except (ScanError, ScanLoadError, ValueError) as e:
+        print(f"geoanatomy scan: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

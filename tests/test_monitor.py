@@ -1,0 +1,282 @@
+"""The precursor monitor (geoanatomy.monitor): online events equal the offline detectors,
+no look-ahead, the same numbers and table format as the pipeline, the project's GPT and a
+Hugging Face causal LM, positions, resume, and the ``transformers.Trainer`` callback."""
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+from geoanatomy import events as ev  # noqa: E402
+from geoanatomy.config import DEFAULTS  # noqa: E402
+from geoanatomy.monitor import Monitor, OnlineAcquisition, OnlineCollapse, Probe  # noqa: E402
+from geoanatomy.table import curve, read_table  # noqa: E402
+
+E = dict(DEFAULTS["events"])
+KEYS = ("collapse", "floor", "recovery")
+
+
+def _steps(n, k=5):
+    return [k * i for i in range(n)]
+
+
+def _curves():
+    """Named falling curves (numpy, seeded): collapse + recovery, no recovery, no collapse,
+    a second deeper dip after a recovery, a noisy slow fall."""
+    rng = np.random.default_rng(0)
+    t = np.arange(60, dtype=float)
+    dip = 10 - 8 * np.exp(-((t - 20) / 6) ** 2)
+    return {
+        "recovers": dip + rng.normal(0, 0.05, 60),
+        "no_recovery": 10 - 8 * (1 - np.exp(-t / 8)) + rng.normal(0, 0.05, 60),
+        "flat": 10 + rng.normal(0, 0.1, 60),
+        "second_dip": np.where(t < 40, dip, 10 - 9.5 * np.exp(-((t - 50) / 3) ** 2)) + rng.normal(0, 0.02, 60),
+        "slow_noisy": 10 - 6 * t / 60 + 2.0 * np.exp(-((t - 45) / 4) ** 2) + rng.normal(0, 0.4, 60),
+    }
+
+
+def _feed(values, e=E, k=5):
+    tr = OnlineCollapse("c", e)
+    recs = []
+    for s, v in zip(_steps(len(values), k), values):
+        recs += tr.update(s, v)
+    return tr, recs
+
+
+@pytest.mark.parametrize("name", list(_curves()))
+@pytest.mark.parametrize("detector", ["matched", "legacy"])
+def test_online_final_events_equal_offline_detector(name, detector):
+    e = {**E, "detector": detector}
+    vals = _curves()[name]
+    tr, recs = _feed(vals, e)
+    off = ev.curve_entry(_steps(len(vals)), vals, "down", e)
+    st = tr.state()
+    for k in KEYS:
+        assert st[f"{k}_step"] == off[f"{k}_step"]
+    assert st["collapsed"] == off["collapsed"]
+    # every report used only the curve up to the step it was made at (no look-ahead)
+    for r in recs:
+        n = r["reported_at"] // 5 + 1
+        pre = ev.curve_entry(_steps(n), vals[:n], "down", e)
+        if r["event"] in KEYS:
+            assert pre[f"{r['event']}_step"] == r["step"], r
+            assert r["reported_at"] >= r["step"]
+
+
+def test_confirmed_events_equal_offline_and_are_reported_when_persistence_confirms():
+    vals = _curves()["recovers"]
+    steps = _steps(len(vals))
+    tr, recs = _feed(vals)
+    off = ev.curve_entry(steps, vals, "down", E)
+    conf = {r["event"]: r for r in recs if r["status"] == "confirmed"}
+    assert set(conf) >= {"floor", "recovery"}
+    for k in ("floor", "recovery"):
+        assert conf[k]["step"] == off[f"{k}_step"]
+    collapse = conf.get("collapse") or next(r for r in recs if r["event"] == "collapse")
+    assert collapse["step"] == off["collapse_step"]
+    # the recovery is confirmed exactly when its persistence window ends: persist - 1 points later
+    assert conf["recovery"]["reported_at"] == steps[steps.index(off["recovery_step"]) + E["persist"] - 1]
+    assert all(r["event"] != "revised" for r in recs)
+    assert tr.state()["status"] == {k: "confirmed" for k in KEYS}
+
+
+def test_floor_stays_provisional_without_recovery_and_revision_is_logged():
+    tr, recs = _feed(_curves()["no_recovery"])
+    assert [r["event"] for r in recs] == ["collapse"] and recs[0]["status"] == "provisional"
+    st = tr.state()
+    assert st["recovery_step"] is None and st["status"]["floor"] == "provisional"
+    tr, recs = _feed(_curves()["second_dip"])
+    events = [r["event"] for r in recs]
+    assert "revised" in events and events.index("recovery") < events.index("revised")
+    assert tr.state()["floor_step"] >= 40          # the final floor is the deeper second one
+    tr, recs = _feed(_curves()["flat"])
+    assert recs == [] and tr.state()["status"] == {k: None for k in KEYS}
+
+
+def test_reports_depend_only_on_the_past():
+    """Two curves equal up to step t: the monitor reports the same events up to t."""
+    a = _curves()["recovers"]
+    b = a.copy()
+    b[30:] = 0.5                                  # a different future
+    _, ra = _feed(a)
+    _, rb = _feed(b)
+    cut = 29 * 5
+    assert [r for r in ra if r["reported_at"] <= cut] == [r for r in rb if r["reported_at"] <= cut]
+
+
+def test_acquisition_is_causal_and_equals_offline():
+    rng = np.random.default_rng(1)
+    acc = np.clip(np.linspace(-0.2, 1.1, 40) + rng.normal(0, 0.15, 40), -1, 1)
+    steps = _steps(40)
+    tr = OnlineAcquisition("acc", E)
+    recs = [r for s, v in zip(steps, acc) for r in tr.update(s, v)]
+    off = ev.acquisition_step(steps, acc, E["acquisition_threshold"], E["persist"])
+    assert off is not None and len(recs) == 1 and recs[0]["step"] == off
+    assert recs[0]["reported_at"] == steps[steps.index(off) + E["persist"] - 1]
+
+
+def test_schedules():
+    from geoanatomy.monitor import log_then_every
+    sch = log_then_every(100)
+    assert [s for s in range(400) if sch(s)] == [0, 1, 2, 3, 5, 7, 11, 17, 25, 38, 57, 86, 100, 200, 300]
+    probe = Probe(torch.zeros(2, 3, dtype=torch.long))
+    assert [s for s in range(10) if Monitor(probe, every=3, log=None).due(s)] == [0, 3, 6, 9]
+    assert [s for s in range(10) if Monitor(probe, every=[0, 4, 5], log=None).due(s)] == [0, 4, 5]
+    with pytest.raises(ValueError):
+        Monitor(probe, every=0)
+
+
+# ------------------------------------------------------------------ the project's GPT
+def _task_model():
+    from geoanatomy.model import GPT, ModelConfig
+    from geoanatomy.tasks import TaskData, make_task
+    torch.manual_seed(0)
+    data = TaskData(make_task("copy", "L1"), 0, n_heldout=128)
+    return GPT(ModelConfig(n_layer=2, d_model=32, n_head=2)), data
+
+
+def _train(model, data, mon, steps, lr=3e-3):
+    from geoanatomy.model import answer_loss
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    mon.step(model, 0)
+    for s in range(1, steps + 1):
+        seq = torch.as_tensor(data.train_batch(s, 32))
+        loss = answer_loss(model, seq, data.spec.n_answer)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        mon.step(model, s, loss=loss.item())
+
+
+def test_monitor_on_a_toy_loop_matches_the_pipeline(tmp_path):
+    from geoanatomy.stages.events import rankme_entry
+    from geoanatomy.stages.metrics import measure_checkpoint
+    model, data = _task_model()
+    lines = []
+    probe = Probe.from_task(data, 64, chance=0.0)
+    mon = Monitor(probe, every=2, out_dir=tmp_path / "run", run="toy", track="all", log=lines.append)
+    _train(model, data, mon, 40)
+    pre = mon.close(model, 40)
+    df = read_table(tmp_path / "run" / "metrics.csv")                 # the pipeline's reader
+    assert (tmp_path / "run" / "trajectory.png").stat().st_size > 10_000
+    assert json.loads((tmp_path / "run" / "precursor.json").read_text())["run"] == "toy"
+    assert sorted(set(df["step"])) == list(range(0, 41, 2))
+    # final online events == the offline detectors on the recorded curves, every curve
+    final = mon.events()["curves"]
+    assert len(final) == 4 * 2 * 2                                     # layers x positions x variants
+    for key, st in final.items():
+        layer, pos, variant = key.split("/")
+        s, v = curve(df, "rankme", layer=layer, position=pos, variant=variant)
+        off = ev.curve_entry(s, v, "down", E)
+        assert {k: st[f"{k}_step"] for k in KEYS} == {k: off[f"{k}_step"] for k in KEYS}, key
+    # the pipeline's events code on the monitor's table gives the same headline entry
+    t_acq = ev.acquisition_step(*curve(df, "accuracy_norm"), E["acquisition_threshold"], E["persist"])
+    assert pre["acquisition_step"] == t_acq
+    e = {**E, "layer": "ln_final", "position": "first"}
+    ent = rankme_entry(df, "uncentred", t_acq, e, 64, 1e-7)
+    assert {k: pre["measures"]["rankme"][f"{k}_step"] for k in KEYS} == {k: ent[f"{k}_step"] for k in KEYS}
+    # same numbers as the metrics stage on the same weights and sequences
+    ref = measure_checkpoint(model, torch.as_tensor(data.eval_set(64)), data.spec.n_answer)
+    last = df[df["step"] == 40]
+    for r in ref:
+        if r["measure"] in ("rankme", "mean_share"):
+            got = last[(last.measure == r["measure"]) & (last.layer == r["layer"])
+                       & (last.position == r["position"]) & (last.variant == (r["variant"] or ""))]["value"]
+            assert got.iloc[0] == pytest.approx(r["value"], rel=1e-4, abs=1e-9, nan_ok=True), r
+        if r["measure"] == "loss":
+            assert last[last.measure == "loss"]["value"].iloc[0] == pytest.approx(r["value"], rel=1e-4)
+        if r["measure"] == "accuracy" and r["position"] == "answer":
+            assert last[last.measure == "accuracy"]["value"].iloc[0] == pytest.approx(r["value"])
+    # one log line per reported event (plus the final summary lines)
+    assert sum(" at step " in ln and "final:" not in ln for ln in lines) == len(mon.event_log)
+    assert mon.overhead()["measurements"] == 21
+
+
+def test_resume_continues_the_table(tmp_path):
+    model, data = _task_model()
+    probe = Probe.from_task(data, 32)
+    a = Monitor(probe, every=2, out_dir=tmp_path, flush_every=1, log=None)
+    _train(model, data, a, 6)
+    b = Monitor(probe, every=2, out_dir=tmp_path, resume=True, log=None)
+    b.step(model, 6)                                    # re-measured: the old step-6 rows are replaced
+    b.step(model, 8)
+    b.close()
+    df = read_table(tmp_path / "metrics.csv")
+    assert sorted(set(df["step"])) == [0, 2, 4, 6, 8]
+    geo = df[df["measure"] != "train_loss"]
+    assert len(geo) == 5 * len(geo[geo["step"] == 0])              # no step measured twice
+    assert b.trackers and all(t.steps == [0, 2, 4, 6, 8] for t in b.trackers.values())
+
+
+# ------------------------------------------------------------------ Hugging Face models
+def _gpt2(vocab=64, layers=2, d=32):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=vocab, n_embd=d, n_layer=layers, n_head=4, n_positions=64,
+                                  bos_token_id=0, eos_token_id=0)
+    return transformers.GPT2LMHeadModel(cfg)
+
+
+def test_hf_positions_and_layer_names():
+    from geoanatomy.monitor import model_forward
+    model = _gpt2().eval()
+    B, T = 6, 9
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, 64, (B, T), generator=g)
+    lens = torch.tensor([9, 5, 7, 9, 3, 6])
+    am = (torch.arange(T)[None] < lens[:, None]).long()               # right padding
+    mask = am.bool().clone()
+    mask[:, 0] = False
+    probe = Probe(ids, attention_mask=am, positions={"last": "last", "p2": 2, "mask_mean": mask,
+                                                     "index": lens - 2})
+    mon = Monitor(probe, every=1, log=None)
+    mon.step(model, 0)
+    with torch.no_grad():
+        logits, names, hs = model_forward(model, ids, am)
+    assert names == ["embed", "layer1", "layer2", "final_ln_post"]
+    assert torch.allclose(model.transformer.ln_f(hs[2]), hs[3], atol=1e-5)   # layer2 is the pre-LN output
+    from geoanatomy.measures.rankme import rankme
+    df = mon.table()
+    ar = torch.arange(B)
+    want = {"last": hs[2][ar, lens - 1], "p2": hs[2][:, 2], "index": hs[2][ar, lens - 2],
+            "mask_mean": (hs[2] * mask[..., None]).sum(1) / mask.sum(1)[:, None]}
+    for pos, Z in want.items():
+        got = df[(df.measure == "rankme") & (df.layer == "layer2") & (df.position == pos) & (df.variant == "centred")]
+        with pytest.warns(UserWarning, match="capped"):            # 6 rows < d = 32
+            ref = rankme(Z, centred=True)
+        assert got["value"].iloc[0] == pytest.approx(ref, rel=1e-6), pos
+    # the loss: mean next-token loss over the non-padding tokens, float64
+    lp = torch.log_softmax(logits.double(), -1)
+    nll = [-lp[b, t, ids[b, t + 1]] for b in range(B) for t in range(int(lens[b]) - 1)]
+    assert df[df.measure == "loss"]["value"].iloc[0] == pytest.approx(float(torch.stack(nll).mean()), rel=1e-9)
+    assert "accuracy" not in set(df.measure)
+    with pytest.raises(ValueError):
+        Probe(ids, positions=T)
+
+
+def test_trainer_callback_in_a_tiny_offline_trainer_run(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate")
+    model = _gpt2()
+    g = torch.Generator().manual_seed(1)
+    data = [{"input_ids": x, "labels": x} for x in torch.randint(1, 64, (48, 12), generator=g)]
+    probe = Probe(torch.randint(1, 64, (40, 12), generator=g))
+    lines = []
+    mon = Monitor(probe, every=2, out_dir=tmp_path / "mon", run="hf_tiny", log=lines.append)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=8, per_device_train_batch_size=8,
+                                          learning_rate=1e-3, logging_steps=2, save_strategy="no", report_to=[],
+                                          use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, seed=0)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[mon.trainer_callback()])
+    trainer.train()
+    df = read_table(tmp_path / "mon" / "metrics.csv")
+    assert sorted(set(df["step"])) == [0, 2, 4, 6, 8]
+    assert set(df["layer"]) >= {"embed", "layer1", "layer2", "final_ln_post"}
+    assert "train_loss" in set(df["measure"])
+    pre = json.loads((tmp_path / "mon" / "precursor.json").read_text())
+    assert pre["measures"]["rankme"]["layer"] == "final_ln_post" and pre["behaviour"]["kind"] == "loss"
+    assert (tmp_path / "mon" / "trajectory.png").is_file()
+    assert model.training                                          # the monitor put the model back

@@ -1,0 +1,231 @@
+"""``geoanatomy scan``: tiny GPT-2 and GPT-NeoX models saved here as ``checkpoint-N`` and
+``stepN`` folders (weights interpolated between two random inits, so the curves move), a tiny
+BPE tokenizer, no network. The scanner's table, precursor.json and figure, resume, the Pythia
+branch's rows from the same measurement function, and loading safety."""
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+import torch  # noqa: E402
+
+from geoanatomy.pythia.benchmarks import load_benchmark  # noqa: E402
+from geoanatomy.scan import ScanError, find_checkpoints, load_probe_set, measure_model, scan  # noqa: E402
+from geoanatomy.table import read_table  # noqa: E402
+
+STEPS = [0, 2, 4, 8, 16, 32, 64]
+PROMPTS = ["The cat sat on the mat.", "Two plus two is four.", "Paris is the capital of France.",
+           "Water boils at one hundred degrees.", "The sun rises in the east.", "Birds can fly.",
+           "A week has seven days.", "Snow is cold and white.", "Fish live in water.", "Trees have leaves."]
+N_ITEMS = {"syntax": 8, "deduction3": 6}
+
+
+def _tokenizer(texts):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<|endoftext|>"], show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
+
+
+def _model(arch, vocab, seed):
+    torch.manual_seed(seed)
+    if arch == "gpt2":
+        cfg = transformers.GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=1024,
+                                      bos_token_id=0, eos_token_id=0)
+        return transformers.GPT2LMHeadModel(cfg).eval()
+    cfg = transformers.GPTNeoXConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=1024, bos_token_id=0, eos_token_id=0)
+    return transformers.GPTNeoXForCausalLM(cfg).eval()
+
+
+def _save_run(root: Path, arch: str, style: str, tok, steps=STEPS) -> Path:
+    """root/{checkpoint-N | stepN}/: weights move from init a to init b along the steps."""
+    tok.save_pretrained(root)
+    a, b = _model(arch, len(tok), 0).state_dict(), _model(arch, len(tok), 1).state_dict()
+    for s in steps:
+        t = (s / steps[-1]) ** 0.5
+        m = _model(arch, len(tok), 0)
+        m.load_state_dict({k: (1 - t) * a[k] + t * b[k] if a[k].is_floating_point() else a[k] for k in a})
+        m.save_pretrained(root / (f"checkpoint-{s}" if style == "checkpoint" else f"step{s}"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def tok():
+    texts = PROMPTS + [it.prompt + o for b, n in N_ITEMS.items() for it in load_benchmark(b, n) for o in it.options]
+    return _tokenizer(texts)
+
+
+@pytest.fixture(scope="module")
+def prompt_file(tmp_path_factory):
+    p = tmp_path_factory.mktemp("probe") / "prompts.txt"
+    p.write_text("\n".join(PROMPTS[:5]) + "\n\n" + "\n".join(PROMPTS[5:]) + "\n")
+    return p
+
+
+@pytest.fixture(scope="module")
+def gpt2_dir(tmp_path_factory, tok):
+    return _save_run(tmp_path_factory.mktemp("gpt2") / "tiny-gpt2", "gpt2", "checkpoint", tok)
+
+
+@pytest.fixture(scope="module")
+def neox_dir(tmp_path_factory, tok):
+    return _save_run(tmp_path_factory.mktemp("neox") / "tiny-neox", "neox", "step", tok)
+
+
+def _check_outputs(out: Path, n_steps: int) -> tuple:
+    df = read_table(out / "metrics.csv")
+    pre = json.loads((out / "precursor.json").read_text())
+    assert (out / "trajectory.png").stat().st_size > 10_000
+    assert sorted(set(df["step"])) == STEPS[:n_steps]
+    assert set(df[df.measure == "rankme"]["variant"]) == {"uncentred", "centred"}
+    assert "mean_share" in set(df.measure)
+    for name in ("rankme", "rankme_centred"):
+        m = pre["measures"][name]
+        assert m["layer"] == "final_ln_post" and m["position"] == "last_prompt"
+        assert set(m["per_layer"]) == {"embed", "layer1", "layer2", "final_ln_post"}
+    return df, pre
+
+
+def test_scan_gpt2_checkpoint_folders_with_a_prompt_file_and_resume(gpt2_dir, prompt_file, tmp_path):
+    out = tmp_path / "out"
+    lines = []
+    pre = scan(gpt2_dir, str(prompt_file), out, device="cpu", log=lines.append)
+    df, pre2 = _check_outputs(out, len(STEPS))
+    assert pre == pre2
+    beh = pre["behaviour"]
+    assert beh["kind"] == "loss" and pre["acquisition_step"] is None and "no accuracy" in beh["note"]
+    loss = df[df.measure == "loss"].sort_values("step")
+    assert len(loss) == len(STEPS) and loss["value"].notna().all()
+    assert beh["loss"]["init"] == pytest.approx(loss["value"].iloc[0])
+    assert pre["difficulty"] == "no accuracy" and "geometry_vs_loss" in pre
+    assert (df[df.measure == "rankme"]["n_samples"] == len(PROMPTS)).all()
+    # the loss is the mean next-token loss over the prompts (checked on the last checkpoint)
+    from geoanatomy.scan.hf import load_causal_lm
+    m = load_causal_lm(gpt2_dir, "checkpoint-64")
+    t = transformers.AutoTokenizer.from_pretrained(gpt2_dir, local_files_only=True)
+    nll, n = 0.0, 0
+    with torch.no_grad():
+        for p in PROMPTS:
+            ids = torch.tensor([t(p, add_special_tokens=False)["input_ids"]])
+            lp = torch.log_softmax(m(ids).logits[0, :-1].double(), -1)
+            nll -= float(lp.gather(-1, ids[0, 1:, None]).sum())
+            n += ids.shape[1] - 1
+    assert loss["value"].iloc[-1] == pytest.approx(nll / n, rel=1e-6)
+    # resume: a rerun reuses every checkpoint and writes the same table
+    before = (out / "metrics.csv").read_bytes()
+    lines.clear()
+    scan(gpt2_dir, str(prompt_file), out, device="cpu", log=lines.append)
+    assert sum("reused" in ln for ln in lines) == len(STEPS)
+    assert (out / "metrics.csv").read_bytes() == before
+    # an interrupted scan (partials of the first 3 only) measures the rest, same numbers
+    for f in sorted((out / "partial").iterdir())[3:]:
+        f.unlink()
+    lines.clear()
+    scan(gpt2_dir, str(prompt_file), out, device="cpu", log=lines.append)
+    assert sum("reused" in ln for ln in lines) == 3
+    assert (out / "metrics.csv").read_bytes() == before
+    # other settings: nothing reused
+    lines.clear()
+    scan(gpt2_dir, str(prompt_file), out, device="cpu", batch_size=3, n_items=9, log=lines.append)
+    assert not any("reused" in ln for ln in lines)
+
+
+def test_scan_neox_step_folders_with_a_benchmark_uses_the_pythia_rows(neox_dir, tok, tmp_path):
+    from geoanatomy.pythia.extract import measure_revision
+    from geoanatomy.pythia.scoring import encode
+    out = tmp_path / "out"
+    pre = scan(neox_dir, "syntax", out, n_items=N_ITEMS["syntax"], device="cpu", log=lambda s: None)
+    df, _ = _check_outputs(out, len(STEPS))
+    assert pre["behaviour"]["kind"] == "accuracy" and "acquired" in pre
+    assert pre["chance_accuracy"] == pytest.approx(0.5)
+    assert set(df[df.layer == "output"]["measure"]) == {"accuracy", "accuracy_norm", "accuracy_sum", "accuracy_mean",
+                                                        "logprob", "logprob_per_token", "logprob_choice"}
+    # the Pythia branch's measure_revision is the same code path: the same rows on the same checkpoint
+    from geoanatomy.scan.hf import load_causal_lm
+    model = load_causal_lm(neox_dir, "step8")
+    items = load_benchmark("syntax", N_ITEMS["syntax"])
+    spec = {"rankme_eps": 1e-7, "scoring": "sum", "batch_size": 16}
+    ref, _ = measure_revision(model, {"syntax": encode(tok, items)}, {"syntax": items}, spec, "x", 8, "cpu")
+    probe = load_probe_set("syntax", tok, N_ITEMS["syntax"])
+    got = measure_model(model, probe, run="x_syntax", step=8)
+    key = lambda r: (r["measure"], r["layer"], r["variant"])  # noqa: E731
+    mine = {key(r): r for r in got}
+    assert {key(r) for r in ref} == set(mine) and "mean_share" in {r["measure"] for r in ref}
+    for r in ref:
+        g = mine[key(r)]
+        assert (g["run"], g["step"], g["position"], g["n_samples"], g["layer_index"]) == \
+            (r["run"], r["step"], r["position"], r["n_samples"], r["layer_index"])
+        assert g["value"] == pytest.approx(r["value"], rel=1e-9, abs=1e-12, nan_ok=True), key(r)
+        assert g["settings"] == r["settings"]
+
+
+def test_generic_scoring_agrees_with_pythia_scoring_and_gpt2_takes_benchmarks(neox_dir, gpt2_dir, tok, tmp_path):
+    from geoanatomy.pythia.scoring import encode, score
+    from geoanatomy.scan.hf import load_causal_lm, score_any
+    model = load_causal_lm(neox_dir, "step16")
+    enc = encode(tok, load_benchmark("deduction3", N_ITEMS["deduction3"]))
+    a, b = score(model, enc, 4), score_any(model, enc, 4)
+    for k in ("sum", "mean"):
+        np.testing.assert_allclose(np.concatenate(a[k]), np.concatenate(b[k]), rtol=1e-5, atol=1e-6)
+    for name in a["hidden"]:
+        torch.testing.assert_close(a["hidden"][name], b["hidden"][name], rtol=1e-5, atol=1e-6)
+    out = tmp_path / "g"
+    shutil.copytree(gpt2_dir, tmp_path / "g2", ignore=shutil.ignore_patterns("checkpoint-[1-9]*"))
+    for s in (2, 4, 8):
+        shutil.copytree(gpt2_dir / f"checkpoint-{s}", tmp_path / "g2" / f"checkpoint-{s}")
+    pre = scan(tmp_path / "g2", "deduction3", out, n_items=N_ITEMS["deduction3"], device="cpu", log=lambda s: None)
+    assert pre["behaviour"]["kind"] == "accuracy" and pre["n_checkpoints"] == 4
+    assert read_table(out / "metrics.csv")["step"].nunique() == 4
+
+
+def test_cli_scan_and_folder_errors(gpt2_dir, prompt_file, tmp_path, capsys):
+    from geoanatomy.cli import main
+    d = tmp_path / "run"
+    shutil.copytree(gpt2_dir, d, ignore=shutil.ignore_patterns("checkpoint-[1-9]*"))
+    for s in (4, 8):                                         # stepN and checkpoint-N mixed
+        shutil.copytree(gpt2_dir / f"checkpoint-{s}", d / f"step{s}")
+    assert [s for s, _ in find_checkpoints(d)] == [0, 4, 8]
+    assert main(["scan", str(d), "--probe", str(prompt_file), "--device", "cpu"]) == 0
+    assert (d / "geoanatomy_scan" / "precursor.json").is_file()
+    shutil.copytree(d / "step4", d / "checkpoint-4")
+    with pytest.raises(ScanError, match="both step 4"):
+        find_checkpoints(d)
+    assert main(["scan", str(tmp_path / "nothing"), "--probe", "syntax"]) == 2
+    assert main(["scan", str(gpt2_dir), "--probe", "no-such-benchmark-or-file"]) == 2
+    assert "neither a shipped benchmark" in capsys.readouterr().err
+
+
+def test_loading_refuses_pickled_code_and_remote_code(gpt2_dir, tmp_path):
+    from geoanatomy.scan.hf import ScanLoadError, load_causal_lm
+    d = tmp_path / "bad"
+    (d / "checkpoint-0").mkdir(parents=True)
+    shutil.copy(gpt2_dir / "checkpoint-0" / "config.json", d / "checkpoint-0" / "config.json")
+    sd = {k: v for k, v in _model("gpt2", 300, 0).state_dict().items()}
+    sd["evil"] = os.system                                   # a pickled reference to code
+    torch.save(sd, d / "checkpoint-0" / "pytorch_model.bin")
+    with pytest.raises(ScanLoadError):
+        load_causal_lm(d, "checkpoint-0")
+    # a plain pickled state dict of tensors loads (torch.load(weights_only=True))
+    sd.pop("evil")
+    torch.save(sd, d / "checkpoint-0" / "pytorch_model.bin")
+    m = load_causal_lm(d, "checkpoint-0")
+    assert not m.training
+    cfg = json.loads((d / "checkpoint-0" / "config.json").read_text())
+    cfg["auto_map"] = {"AutoModelForCausalLM": "evil.Model"}  # remote code is never run
+    (d / "checkpoint-0" / "config.json").write_text(json.dumps(cfg))
+    m = load_causal_lm(d, "checkpoint-0")
+    assert type(m).__name__ == "GPT2LMHeadModel"
