@@ -37,6 +37,15 @@ def _parse(cands: list[str]) -> list[tuple[str, str, object]]:
 
 
 def one(args) -> dict:
+    try:
+        return _one(args)
+    except Exception as e:  # noqa: BLE001 - a candidate the config rejects is reported, not fatal
+        task, param, val, seed, steps, size, _ = args
+        return {"task": task, "param": param, "value": val, "seed": seed, "size": size, "steps": steps,
+                "error": str(e)}
+
+
+def _one(args) -> dict:
     task, param, val, seed, steps, size, config = args
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     from geoanatomy.config import load_config, run_spec
@@ -99,6 +108,9 @@ def main(argv=None) -> int:
           f"final acc | chance |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        if "error" in r:
+            print(f"| {r['task']} | {r['param']}={r['value']} | {r['seed']} | rejected: {r['error'][:120]} |")
+            continue
         print(f"| {r['task']} | {r['param']}={r['value']} | {r['seed']} | {r['acquisition_step']} | "
               f"{r['first_token_acquisition_step']} | {r['loss_plateau_exit_step']} | {r['difficulty']} | "
               f"{r['final_accuracy']:.2f} | {r['chance_accuracy']:.3f} |")
