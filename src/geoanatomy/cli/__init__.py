@@ -107,7 +107,7 @@ def main(argv=None) -> int:
         from .summarize import main as summarize_main
         return summarize_main(argv[1:])
     if argv[:1] == ["scan"]:
-        from ..scan.cli import main as scan_main
+        from .scan import main as scan_main
         return scan_main(argv[1:])
     args = _parser().parse_args(argv)
 

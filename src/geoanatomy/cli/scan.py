@@ -43,8 +43,8 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     from ..runtime import limit_threads
     limit_threads(args.threads)
-    from . import ScanError, scan
-    from .hf import ScanLoadError
+    from ..scan import ScanError, scan
+    from ..scan.hf import ScanLoadError
     cfg_events = None
     try:
         if args.config:
