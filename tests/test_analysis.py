@@ -15,7 +15,6 @@ from geoanatomy.analysis import (
     prediction,
     rates,
     scale,
-    settings,
     topdown,
 )
 from geoanatomy.analysis.load import SummaryInputError, class_counts, load_precursors
@@ -31,6 +30,8 @@ from geoanatomy.sizes import SIZES
 SIZE_NAMES = list(SIZES)
 N_PARAMS = {"nano": 409088, "micro": 1353408, "small": 4757504, "medium": 19400000, "large": 85100000,
             "xlarge": 151300000}
+from geoanatomy.cli.summarize import make_settings as settings  # noqa: E402
+
 ST = settings()
 
 
@@ -303,7 +304,7 @@ def test_prediction_concordance_and_reversals():
     pres = [make_pre(t, size=s, acq=a, tr=a // 4, steps=100) for (t, s), a in acq.items()]
     pres.append(make_pre("mod", size="nano", acq=None))
     rows = rates.measure_rows(pres, 0.1)
-    res = prediction.prediction(rows)
+    res = prediction.prediction(rows, ST)
     assert res["within_class"]["rankme"]["hard"]["pooled"]["concordance"] == 1.0
     assert res["within_class"]["rankme"]["hard"]["pooled"]["concordant"] == 6
     rv = res["reversals"]["pairs"][0]
@@ -614,7 +615,7 @@ def test_prediction_needs_a_transition_cross_scale_and_diverged_excluded():
     dv = make_pre("mul", "L1", "micro", acq=None, tr=10, steps=10 ** 5, diverged=True)
     dv.update(acquired=True, acquisition_step=90000)         # acquired, then diverged: must not make reversals
     pres.append(dv)
-    res = prediction.prediction(rates.measure_rows(pres, 0.1))
+    res = prediction.prediction(rates.measure_rows(pres, 0.1), ST)
     wc = res["within_class"]["rankme"]["acquired"]["pooled"]
     assert wc["concordance"] == 1.0 and wc["discordant"] == 0       # the non-collapsed run predicts nothing
     rv = res["reversals"]["pairs"][0]

@@ -39,7 +39,7 @@ pipeline's ``rankme_entry`` for both variants, plus an ``online`` block with the
 and ``trajectory.png`` (the pipeline's figure) into ``out_dir``.
 
 Models: (a) the project's GPT (``model(x, return_hidden=True)``), (b) any Hugging Face causal
-LM (``output_hidden_states=True``, layer names of ``scan.hf``), (c) anything else through
+LM (``output_hidden_states=True``, layer names of ``pythia.hf``), (c) anything else through
 ``forward_fn(model, input_ids, attention_mask) -> (logits, layer names, hidden states)``.
 
 Which position's hidden state (``Probe(positions=...)``): ``"last"`` (default: the last token
@@ -195,7 +195,7 @@ def model_forward(model, input_ids, attention_mask=None):
     """(logits (B, T, V), layer names, hidden states L+2 x (B, T, d)) of the project's GPT or
     a Hugging Face causal LM (module doc)."""
     from .model import GPT
-    from .scan.hf import forward_hidden, unwrap
+    from .pythia.hf import forward_hidden, unwrap
     m = unwrap(model)
     if isinstance(m, GPT):
         logits, hidden = m(input_ids, return_hidden=True)

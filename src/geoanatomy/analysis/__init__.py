@@ -41,14 +41,3 @@ topdown_require_collapse
 """
 
 
-
-def settings(user: dict | None = None) -> dict:
-    """The ``summary`` block's defaults (``config.DEFAULTS``) updated by ``user``; unknown
-    keys are an error naming them."""
-    from ..config import DEFAULTS
-    out = dict(DEFAULTS["summary"])
-    extra = sorted(set(user or {}) - set(out))
-    if extra:
-        raise ValueError(f"summary settings: unknown keys {extra}; allowed: {sorted(out)}")
-    out.update(user or {})
-    return out

@@ -209,9 +209,8 @@ def reversals(cells: pd.DataFrame, sizes: list[str], measures: list[str]) -> dic
                                        "share_reversed": tot_rev / tot_cmp if tot_cmp else None}}
 
 
-def prediction(rows: pd.DataFrame, st: dict | None = None) -> dict:
-    from . import settings
-    st = {**settings(), **(st or {})}
+def prediction(rows: pd.DataFrame, st: dict) -> dict:
+    """prediction.json (module doc); ``st``: the resolved ``summary`` settings."""
     all_runs = rows.drop_duplicates("run")
     r = study_rows(rows)
     runs = r.drop_duplicates("run")

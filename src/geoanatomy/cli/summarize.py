@@ -23,6 +23,18 @@ from pathlib import Path
 PARTS = ["tables", "scale", "prediction", "verdict", "figures", "html", "all"]
 
 
+def make_settings(user: dict | None = None) -> dict:
+    """The ``summary`` block's defaults (``config.DEFAULTS``) updated by ``user`` (the rules pass
+    the resolved block); unknown keys are an error naming them."""
+    from ..config import DEFAULTS
+    out = dict(DEFAULTS["summary"])
+    extra = sorted(set(user or {}) - set(out))
+    if extra:
+        raise ValueError(f"summary settings: unknown keys {extra}; allowed: {sorted(out)}")
+    out.update(user or {})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="geoanatomy summarize", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -39,7 +51,6 @@ def main(argv=None) -> int:
 
     for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
         os.environ[v] = str(max(1, args.threads))
-    from ..analysis import settings as make_settings
     from ..analysis.load import SummaryInputError
     from ..analysis.summarize import run
 

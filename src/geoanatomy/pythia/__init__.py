@@ -11,6 +11,9 @@ loading      transformers loading from a hub id + revision or a local directory 
 fingerprint  sha256 of a checkpoint's weights; duplicate revisions (a weight set is measured
              once, as the latest revision holding it; step0 equal to main stops the run)
 scoring      option log-likelihoods and hidden states at the last prompt token
+hf           any Hugging Face causal LM: safe loading, named hidden states, generic scoring
+measure      the rows of one checkpoint on a probe set (the Pythia extraction and the
+             checkpoint scanner, ``geoanatomy.scan``, share it)
 extract      one model: every revision -> metrics.csv, duplicates.json, extract.json
 events       per-benchmark precursor.json + trajectory figure (same event detection as the
              algorithmic runs)

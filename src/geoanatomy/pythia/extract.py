@@ -78,9 +78,9 @@ def numbers_key(spec: dict) -> str:
 def measure_revision(model, tokenizer_enc: dict, items: dict, spec: dict, run: str, step: int,
                      device: str) -> tuple[list[dict], dict]:
     """All rows of one revision (every benchmark) and per-benchmark timing. The measurement is
-    the scanner's (``geoanatomy.scan.measure_model``): one code path for any folder of Hugging
+    ``pythia.measure.measure_model``, the scanner's too: one code path for any folder of Hugging
     Face checkpoints and for the Pythia branch."""
-    from ..scan import ProbeSet, measure_model
+    from .measure import ProbeSet, measure_model
     rows, timing = [], {}
     for bench, its in items.items():
         t0 = time.time()

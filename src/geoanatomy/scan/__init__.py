@@ -19,7 +19,7 @@ benchmark  accuracy, accuracy_norm, accuracy_sum, accuracy_mean, logprob, logpro
            logprob_choice (exactly the Pythia branch's rows), layer "output", position "options"
 prompts    loss: mean next-token loss over every prompt token after the first (float64),
            layer "output", position "tokens", variant "probe"
-both       rankme (variants uncentred / centred) and mean_share at every layer (``scan.hf``
+both       rankme (variants uncentred / centred) and mean_share at every layer (``pythia.hf``
            names: embed, layer1..layerL, final_ln_post), position "last_prompt" (each
            prompt's last token), N = prompts / items (RankMe is capped at min(N, d))
 
@@ -31,25 +31,20 @@ sizes, modification times) are unchanged, so an interrupted scan resumes where i
 
 Precision: weights load in ``--dtype`` and are cast to float32 for measuring
 (``pythia.loading.for_scoring``); log-probabilities and losses are float64 (the output
-embedding applied in float64, ``scan.hf.logits64``), RankMe in float64.
+embedding applied in float64, ``pythia.hf.logits64``), RankMe in float64.
 
 Safety: local files only (``HF_HUB_OFFLINE=1`` is set), ``trust_remote_code=False``,
-safetensors or ``torch.load(weights_only=True)`` only (``scan.hf.load_causal_lm``).
+safetensors or ``torch.load(weights_only=True)`` only (``pythia.hf.load_causal_lm``).
 """
 from __future__ import annotations
 
 import gc
-import hashlib
 import json
 import os
 import platform
 import re
 import time
-import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
 
 from ..files import atomic_write_json, json_safe
 from ..spec import settings_hash
@@ -59,156 +54,8 @@ CKPT_DIR = re.compile(r"^(?:step|checkpoint-)(0|[1-9][0-9]*)$")
 SCAN_VERSION = 1
 
 
-class ScanError(RuntimeError):
-    """The folder or the probe set cannot be scanned; the message says what to fix."""
-
-
-# ---------------------------------------------------------------------------- probe sets
-@dataclass
-class ProbeSet:
-    """What every checkpoint is measured on: benchmark items (``kind`` "benchmark") or
-    prompts (``kind`` "prompts"), with their token ids."""
-
-    name: str
-    kind: str
-    encoded: list                       # benchmark: [(prompt ids, [option ids])]; prompts: [ids]
-    items: list = field(default_factory=list)
-    texts: list = field(default_factory=list)
-
-    def identity(self) -> str:
-        """sha256 of the probe set's content (tokens, answers): part of the resume key."""
-        h = hashlib.sha256()
-        h.update(json.dumps([self.name, self.kind, self.encoded,
-                             [it.answer for it in self.items]]).encode())
-        return h.hexdigest()
-
-    def longest(self) -> int:
-        """Tokens in the longest sequence the model reads (prompt + option for benchmarks)."""
-        if self.kind == "benchmark":
-            return max(len(p) + len(o) for p, opts in self.encoded for o in opts)
-        return max(len(x) for x in self.encoded)
-
-    @classmethod
-    def from_items(cls, name: str, items, encoded) -> ProbeSet:
-        """A benchmark probe set from ``pythia.benchmarks`` items and ``pythia.scoring.encode``."""
-        return cls(name, "benchmark", [(list(p), [list(o) for o in opts]) for p, opts in encoded], list(items))
-
-
-def load_probe_set(probe: str, tokenizer, n_items: int | None = None, seed: int = 0) -> ProbeSet:
-    """A shipped benchmark by name or a text file of prompts (module doc)."""
-    from ..pythia.settings import BENCHMARKS
-    if probe in BENCHMARKS:
-        from ..pythia.benchmarks import load_benchmark
-        from ..pythia.scoring import encode
-        items = load_benchmark(probe, n_items, seed)
-        return ProbeSet.from_items(probe, items, encode(tokenizer, items))
-    path = Path(probe)
-    if not path.is_file():
-        raise ScanError(f"probe set {probe!r} is neither a shipped benchmark ({', '.join(BENCHMARKS)}) "
-                        f"nor a file")
-    texts = [ln.rstrip("\r") for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    if n_items is not None:
-        texts = texts[:int(n_items)]
-    if len(texts) < 2:
-        raise ScanError(f"{path}: {len(texts)} prompt(s); a probe file needs at least 2 non-blank lines "
-                        f"(RankMe of one row is 1 by construction)")
-    ids = [list(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
-    empty = [i + 1 for i, x in enumerate(ids) if not x]
-    if empty:
-        raise ScanError(f"{path}: prompts {empty[:5]} encode to no tokens")
-    return ProbeSet(path.name, "prompts", ids, texts=texts)
-
-
-# ---------------------------------------------------------------------------- measurement
-def geometry_rows_of(hidden: dict, names: list[str], last_token, run: str, step: int, eps: float,
-                     position: str = "last_prompt") -> list[dict]:
-    """RankMe (both variants) and mean share of every layer's (N, d) matrix at one position,
-    with the Pythia branch's settings (eps, d, max_rank, n_unique_last_tokens,
-    top_last_token_share)."""
-    from ..measures.rankme import mean_share, rankme
-    rows = []
-    _, counts = np.unique(np.asarray(last_token), return_counts=True)
-    n_unique_last = int(len(counts))
-    for li, name in enumerate(names):
-        Z = hidden[name]                                               # (N, d)
-        N, d = Z.shape
-        settings = {"eps": eps, "d": int(d), "max_rank": int(min(N, d)), "n_unique_last_tokens": n_unique_last,
-                    "top_last_token_share": float(counts.max() / N)}
-        if name == "embed" and n_unique_last == 1:
-            settings["constant_by_construction"] = True                # same last token in every prompt
-        base = {"run": run, "step": step, "layer": name, "layer_index": li, "position": position,
-                "n_samples": int(N)}
-        with warnings.catch_warnings():                                # N < d is the norm: max_rank says so
-            warnings.simplefilter("ignore")
-            for variant, centred in (("uncentred", False), ("centred", True)):
-                rows.append({**base, "measure": "rankme", "variant": variant,
-                             "value": rankme(Z, centred=centred, eps=eps), "settings": settings})
-        rows.append({**base, "measure": "mean_share", "variant": "", "value": mean_share(Z),
-                     "settings": {"definition": "||mean row||^2 / mean ||row||^2",
-                                  **{k: v for k, v in settings.items() if k != "eps"}}})
-    return rows
-
-
-def benchmark_rows(res: dict, items, run: str, step: int, scoring: str) -> list[dict]:
-    """The Pythia branch's behaviour rows of one benchmark from a ``score`` result."""
-    from ..pythia.scoring import choice_stats
-    answers = [it.answer for it in items]
-    N = len(items)
-    chance = float(np.mean([it.chance for it in items]))
-    stats = {sc: choice_stats(res[sc], answers) for sc in ("sum", "mean")}
-    lp_sum = float(np.mean([s[a] for s, a in zip(res["sum"], answers)]))
-    lp_tok = float(np.mean([s[a] for s, a in zip(res["mean"], answers)]))
-    chance_lc = float(np.mean([np.log(it.chance) for it in items]))
-    beh = dict(run=run, step=step, layer="output", layer_index=-1, position="options", variant="", n_samples=N)
-    acc = stats[scoring]["accuracy"]
-    defn = {"sum": "argmax over options of the sum of option-token log-probs",
-            "mean": "argmax over options of the mean option-token log-prob"}
-    return [
-        {**beh, "measure": "accuracy", "value": acc, "settings": {"scoring": scoring, "definition": defn[scoring]}},
-        {**beh, "measure": "accuracy_norm", "value": (acc - chance) / (1 - chance),
-         "settings": {"scoring": scoring, "chance": chance}},
-        {**beh, "measure": "accuracy_sum", "value": stats["sum"]["accuracy"], "settings": {"definition": defn["sum"]}},
-        {**beh, "measure": "accuracy_mean", "value": stats["mean"]["accuracy"], "settings": {"definition": defn["mean"]}},
-        {**beh, "measure": "logprob", "value": lp_sum, "settings": {"of": "correct option, summed over its tokens"}},
-        {**beh, "measure": "logprob_per_token", "value": lp_tok, "settings": {"of": "correct option, per-token mean"}},
-        {**beh, "measure": "logprob_choice", "value": stats[scoring]["logprob_choice"],
-         "settings": {"scoring": scoring, "chance": chance_lc}},
-    ]
-
-
-def measure_model(model, probe: ProbeSet, *, run: str, step: int, batch_size: int = 16, device: str = "cpu",
-                  eps: float = 1e-7, scoring: str = "sum") -> list[dict]:
-    """Every row of one checkpoint on one probe set (module doc): behaviour, then RankMe (both
-    variants) and the mean share per layer at the last prompt token. ``model`` is any HF causal
-    LM in eval mode on ``device`` (half precision is cast to float32 first); GPT-NeoX is scored
-    by ``pythia.scoring.score`` itself."""
-    from .hf import for_scoring, hidden_names, prompt_states, score_items
-    if scoring not in ("sum", "mean"):
-        raise ValueError(f"scoring must be 'sum' or 'mean', got {scoring!r}")
-    model = for_scoring(model)                       # half precision -> float32 (no-op otherwise)
-    limit = getattr(model.config, "max_position_embeddings", None)
-    longest = probe.longest()
-    if isinstance(limit, int) and longest > limit:
-        raise ScanError(f"probe set {probe.name}: a sequence of {longest} tokens exceeds the model's "
-                        f"{limit} positions; use shorter prompts or fewer items (--n-items)")
-    if probe.kind == "benchmark":
-        res = score_items(model, probe.encoded, batch_size, device)
-        rows = benchmark_rows(res, probe.items, run, step, scoring)
-    elif probe.kind == "prompts":
-        res = prompt_states(model, probe.encoded, batch_size, device)
-        n = len(probe.encoded)
-        rows = [{"run": run, "step": step, "measure": "loss", "layer": "output", "layer_index": -1,
-                 "position": "tokens", "variant": "probe", "n_samples": n,
-                 "value": res["nll_sum"] / res["n_tokens"] if res["n_tokens"] else float("nan"),
-                 "settings": {"definition": "mean next-token loss over the prompts (every token after each "
-                                            "prompt's first, token-weighted), float64, nats",
-                              "n_tokens": int(res["n_tokens"]),
-                              "mean_of_prompt_means": float(np.nanmean(res["per_prompt"]))
-                              if np.isfinite(res["per_prompt"]).any() else None}}]
-    else:
-        raise ValueError(f"unknown probe kind {probe.kind!r}")
-    names = [n for n in hidden_names(model) if n in res["hidden"]]
-    return rows + geometry_rows_of(res["hidden"], names, res["last_token"], run, step, eps)
+from ..pythia.measure import (ProbeSet, ScanError, benchmark_rows, geometry_rows_of,  # noqa: F401 (re-exported)
+                              load_probe_set, measure_model)
 
 
 # ---------------------------------------------------------------------------- the folder
@@ -271,7 +118,7 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
     import transformers
 
     from ..runtime import pick_device
-    from .hf import for_scoring, load_causal_lm, load_tokenizer_for
+    from ..pythia.hf import for_scoring, load_causal_lm, load_tokenizer_for
     from .report import build_report, plot_report
 
     root = Path(root)
@@ -303,7 +150,7 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
         model = for_scoring(load_causal_lm(root, folder, dtype, device))     # float32 at least
         t_load = time.time() - t0
         c = model.config
-        from .hf import hidden_names
+        from ..pythia.hf import hidden_names
         info = {"model_type": c.model_type, "n_params": int(sum(p.numel() for p in model.parameters())),
                 "n_layer": int(c.num_hidden_layers), "d_model": int(c.hidden_size),
                 "layer_names": hidden_names(model)}

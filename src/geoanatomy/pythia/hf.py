@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..pythia.scoring import layer_names as pythia_layer_names
+from .scoring import layer_names as pythia_layer_names
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -107,7 +107,7 @@ def load_causal_lm(root: str | Path, folder: str, dtype: str = "float32", device
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
-    from ..pythia.loading import LoadError, load_model
+    from .loading import LoadError, load_model
     if dtype not in DTYPES:
         raise ScanLoadError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     hf_logging.disable_progress_bar()
@@ -130,7 +130,7 @@ def load_causal_lm(root: str | Path, folder: str, dtype: str = "float32", device
 def load_tokenizer_for(root: str | Path, folder: str, tokenizer: str | None = None):
     """The tokenizer: ``tokenizer`` (a folder) when given, else ``root/folder`` or ``root``
     (``pythia.loading.load_tokenizer``, local files only, no remote code)."""
-    from ..pythia.loading import LoadError, load_tokenizer
+    from .loading import LoadError, load_tokenizer
     try:
         if tokenizer is not None:
             from transformers import AutoTokenizer
@@ -147,7 +147,7 @@ def for_scoring(model):
     """``pythia.loading.for_scoring``: half-precision models cast to float32 (every forward
     pass and hidden state float32 at least); float32/float64 models unchanged."""
     try:
-        from ..pythia.loading import for_scoring as pythia_for_scoring
+        from .loading import for_scoring as pythia_for_scoring
     except ImportError:  # an older pythia.loading: the same cast
         if any(p.dtype in (torch.float16, torch.bfloat16) for p in model.parameters()):
             model = model.to(torch.float32)
@@ -214,7 +214,7 @@ def score_any(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict
 def score_items(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict:
     """``pythia.scoring.score`` for GPT-NeoX (the Pythia branch's own code), ``score_any`` otherwise."""
     if getattr(model.config, "model_type", None) == "gpt_neox":
-        from ..pythia.scoring import score
+        from .scoring import score
         return score(model, encoded, batch_size, device)
     return score_any(model, encoded, batch_size, device)
 
