@@ -96,6 +96,19 @@ def _mc_hits(cx, cy, denom, thr, n_resamples, seed, strata=None) -> int:
     return hits
 
 
+def _rho(x, y):
+    """(centred ranks of x, of y, the norm product, Spearman rho) of cleaned pairs, or the
+    reason rho is undefined (fewer than 3 pairs, a constant side)."""
+    n = len(x)
+    if n < 3:
+        return f"n = {n} < 3 paired values"
+    cx, cy = _centred_ranks(x, y)
+    if np.ptp(cx) == 0 or np.ptp(cy) == 0:
+        return "constant ranks on one side"
+    denom = math.sqrt(float(cx @ cx) * float(cy @ cy))
+    return cx, cy, denom, float(cx @ cy) / denom
+
+
 def spearman_exact(x, y, exact_max_n: int = EXACT_MAX_N, n_resamples: int = 20000, seed: int = 0) -> dict:
     """Spearman rho of paired samples (pairs with a non-finite value dropped) with a
     two-sided permutation p-value (module doc).
@@ -107,15 +120,11 @@ def spearman_exact(x, y, exact_max_n: int = EXACT_MAX_N, n_resamples: int = 2000
     n = len(x)
     out = {"rho": None, "p": None, "n": n, "method": None, "n_permutations": None, "reason": None,
            "test": "Spearman rho, two-sided permutation p (|rho_perm| >= |rho_obs|)"}
-    if n < 3:
-        out["reason"] = f"n = {n} < 3 paired values"
+    prep = _rho(x, y)
+    if isinstance(prep, str):
+        out["reason"] = prep
         return out
-    cx, cy = _centred_ranks(x, y)
-    if np.ptp(cx) == 0 or np.ptp(cy) == 0:
-        out["reason"] = "constant ranks on one side"
-        return out
-    denom = math.sqrt(float(cx @ cx) * float(cy @ cy))
-    rho = float(cx @ cy) / denom
+    cx, cy, denom, rho = prep
     thr = abs(rho) - _TOL
     if n <= min(int(exact_max_n), EXACT_MAX_N):
         total = math.factorial(n)
@@ -141,15 +150,11 @@ def spearman_stratified(x, y, strata, n_resamples: int = 20000, seed: int = 0) -
     out = {"rho": None, "p": None, "n": n, "n_strata": len(np.unique(strata)), "method": None,
            "n_permutations": None, "reason": None,
            "test": "Spearman rho over pooled units, two-sided p from permutations within strata"}
-    if n < 3:
-        out["reason"] = f"n = {n} < 3 paired values"
+    prep = _rho(x, y)
+    if isinstance(prep, str):
+        out["reason"] = prep
         return out
-    cx, cy = _centred_ranks(x, y)
-    if np.ptp(cx) == 0 or np.ptp(cy) == 0:
-        out["reason"] = "constant ranks on one side"
-        return out
-    denom = math.sqrt(float(cx @ cx) * float(cy @ cy))
-    rho = float(cx @ cy) / denom
+    cx, cy, denom, rho = prep
     hits = _mc_hits(cx, cy, denom, abs(rho) - _TOL, int(n_resamples), seed, strata=strata)
     out.update(rho=float(np.clip(rho, -1.0, 1.0)), p=min(1.0, (1 + hits) / (1 + int(n_resamples))),
                method=f"Monte Carlo permutation within strata ({n_resamples} random pairings, seed {seed})",

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from .scoring import layer_names as pythia_layer_names
+from .scoring import collect, option_index, padded_batch
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -185,27 +186,12 @@ def score_any(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict
     hidden: dict = {}
     for b0 in range(0, len(order), batch_size):
         batch = [rows[r] for r in order[b0:b0 + batch_size]]
-        T = max(len(r[2]) for r in batch)
-        ids = torch.zeros(len(batch), T, dtype=torch.long)
-        mask = torch.zeros(len(batch), T, dtype=torch.long)
-        for b, (_, _, seq, _, _) in enumerate(batch):
-            ids[b, :len(seq)] = torch.tensor(seq)
-            mask[b, :len(seq)] = 1
+        ids, mask = padded_batch([r[2] for r in batch])
         logits, _, states = forward_hidden(model, ids.to(device), mask.to(device))
-        bi = torch.tensor([b for b, r in enumerate(batch) for _ in range(r[4])], device=device)
-        ti = torch.tensor([r[3] - 1 + k for r in batch for k in range(r[4])], device=device)
-        tgt = torch.tensor([r[2][r[3] + k] for r in batch for k in range(r[4])], device=device)
+        bi, ti, tgt = option_index(batch, device)
         lg = logits64(model, states[-1][bi, ti], logits[bi, ti])                       # (n_opt_tokens, V)
         lps = torch.log_softmax(lg, -1).gather(-1, tgt[:, None])[:, 0].cpu()
-        k0 = 0
-        for b, (i, j, seq, lp, lo) in enumerate(batch):
-            sums[i][j] = float(lps[k0:k0 + lo].sum())
-            k0 += lo
-            if j == 0:
-                for name, h in zip(names, states):
-                    if name not in hidden:
-                        hidden[name] = torch.zeros(len(encoded), h.shape[-1], dtype=torch.float32)
-                    hidden[name][i] = h[b, lp - 1].float().cpu()
+        collect(batch, lps, sums, hidden, names, states, len(encoded))
     means = [s / n for s, n in zip(sums, ntok)]
     last = np.array([p[-1] for p, _ in encoded], dtype=np.int64)
     return {"sum": sums, "mean": means, "n_tokens": ntok, "hidden": hidden, "last_token": last}

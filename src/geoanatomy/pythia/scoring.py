@@ -61,6 +61,40 @@ def encode(tokenizer, items) -> list[tuple[list[int], list[list[int]]]]:
 
 
 @torch.no_grad()
+def padded_batch(seqs: list[list[int]]):
+    """Right-padded token ids (B, T) and attention mask (B, T) of sequences of ids."""
+    T = max(len(q) for q in seqs)
+    ids = torch.zeros(len(seqs), T, dtype=torch.long)
+    mask = torch.zeros(len(seqs), T, dtype=torch.long)
+    for b, seq in enumerate(seqs):
+        ids[b, :len(seq)] = torch.tensor(seq)
+        mask[b, :len(seq)] = 1
+    return ids, mask
+
+
+def option_index(batch, device="cpu"):
+    """For rows (item, option, ids, prompt length, option length) of a padded batch: the batch
+    index, the position predicting each option token, and that token ((n_opt_tokens,) each)."""
+    bi = torch.tensor([b for b, r in enumerate(batch) for _ in range(r[4])], device=device)
+    ti = torch.tensor([r[3] - 1 + k for r in batch for k in range(r[4])], device=device)
+    tgt = torch.tensor([r[2][r[3] + k] for r in batch for k in range(r[4])], device=device)
+    return bi, ti, tgt
+
+
+def collect(batch, lps, sums, hidden: dict, names, states, n_items: int) -> None:
+    """Option log-prob sums (per item and option) and, for each item's first option, the hidden
+    state of every layer at the last prompt token (float32, created on first use)."""
+    k0 = 0
+    for b, (i, j, seq, lp, lo) in enumerate(batch):
+        sums[i][j] = float(lps[k0:k0 + lo].sum())
+        k0 += lo
+        if j == 0:
+            for name, h in zip(names, states):
+                if name not in hidden:
+                    hidden[name] = torch.zeros(n_items, h.shape[-1], dtype=torch.float32)
+                hidden[name][i] = h[b, lp - 1].float().cpu()                     # (d,)
+
+
 def score(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict:
     """Scores and last-prompt-token hidden states for encoded items.
 
@@ -88,12 +122,7 @@ def score(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict:
     try:
         for b0 in range(0, len(order), batch_size):
             batch = [rows[r] for r in order[b0:b0 + batch_size]]
-            T = max(len(r[2]) for r in batch)
-            ids = torch.zeros(len(batch), T, dtype=torch.long)
-            mask = torch.zeros(len(batch), T, dtype=torch.long)
-            for b, (_, _, seq, _, _) in enumerate(batch):
-                ids[b, :len(seq)] = torch.tensor(seq)
-                mask[b, :len(seq)] = 1
+            ids, mask = padded_batch([r[2] for r in batch])
             # The base model, not the LM head over all positions: logits are needed only at
             # the option positions (the full (B, T, V) tensor would be ~1 GB for long prompts).
             out = model.gpt_neox(input_ids=ids.to(device), attention_mask=mask.to(device),
@@ -104,19 +133,11 @@ def score(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict:
             states = hs[:-1] + [captured["h"], hs[-1]]         # embed, layer1..L, final_ln_post
             # One unembedding for every option-predicting position of the batch (a per-row
             # call re-reads the d x V matrix each time: memory-bound, ~20x slower on CPU).
-            bi = torch.tensor([b for b, r in enumerate(batch) for _ in range(r[4])])
-            ti = torch.tensor([r[3] - 1 + k for r in batch for k in range(r[4])])
-            tgt = torch.tensor([r[2][r[3] + k] for r in batch for k in range(r[4])])
-            h64 = hs[-1][bi.to(device), ti.to(device)].to(torch.float64)                 # (n_opt_tokens, d)
+            bi, ti, tgt = option_index(batch, device)
+            h64 = hs[-1][bi, ti].to(torch.float64)                                    # (n_opt_tokens, d)
             logits = h64 @ W64.T if b64 is None else h64 @ W64.T + b64                     # (n_opt_tokens, V)
-            lps = torch.log_softmax(logits, -1).gather(-1, tgt.to(device)[:, None])[:, 0].cpu()  # (n_opt_tokens,)
-            k0 = 0
-            for b, (i, j, seq, lp, lo) in enumerate(batch):
-                sums[i][j] = float(lps[k0:k0 + lo].sum())
-                k0 += lo
-                if j == 0:
-                    for name, h in zip(names, states):
-                        hidden[name][i] = h[b, lp - 1].float().cpu()                 # (d,)
+            lps = torch.log_softmax(logits, -1).gather(-1, tgt[:, None])[:, 0].cpu()      # (n_opt_tokens,)
+            collect(batch, lps, sums, hidden, names, states, len(encoded))
     finally:
         hook.remove()
     means = [s / n for s, n in zip(sums, ntok)]
