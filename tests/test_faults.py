@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import safetensors.torch
 import torch
 
 from geoanatomy.checkpoints import CheckpointError, list_checkpoints, load_weights, save_weights
@@ -68,8 +69,9 @@ def test_kill9_at_random_points_then_identical_table(tmp_path):
     cfg = cfg_for()
     spec = run_spec(cfg, "add_L1_nano")
     sj = job_spec(cfg, "add_L1_nano", "train")
+    # the reference trains through the same CLI path as the killed run, uninterrupted
     ref = tmp_path / "ref" / "add_L1_nano"
-    train_run(spec, ref, device="cpu", log=quiet)
+    assert cli_train(sj, tmp_path / "ref").wait(timeout=600) == 0
     metrics_run(spec, ref, device="cpu", log=quiet)
 
     killed = tmp_path / "killed"
@@ -82,6 +84,13 @@ def test_kill9_at_random_points_then_identical_table(tmp_path):
     kills += 1
     ck = killed / "add_L1_nano" / "checkpoints"
     assert list(ck.glob(".*.tmp")), "the kill should leave a complete but unrenamed temp file"
+    # 1b) a kill between the training-log write and the optimizer-state write (renames: weights,
+    # log, optimizer per checkpoint): the resumed log must still hold every checkpoint's row
+    p = cli_train(sj, tmp_path / "between", kill_at_rename=3 * 4 + 3)
+    p.wait(timeout=300)
+    assert cli_train(sj, tmp_path / "between").wait(timeout=600) == 0
+    assert ((tmp_path / "between" / "add_L1_nano" / "checkpoints" / "train_log.csv").read_bytes()
+            == (ref / "checkpoints" / "train_log.csv").read_bytes())
     # 2) kills at random times while training
     for _ in range(3):
         before = list_checkpoints(ck)
@@ -100,6 +109,12 @@ def test_kill9_at_random_points_then_identical_table(tmp_path):
     run = killed / "add_L1_nano"
     assert json.loads((run / "train.json").read_text())["resumed_from"] > 0
     assert not list(ck.glob(".*.tmp"))
+    # every checkpoint's weights are bit-identical to the uninterrupted run's, and so is the table
+    assert list_checkpoints(ck) == list_checkpoints(ref / "checkpoints")
+    for s in list_checkpoints(ck):
+        a = safetensors.torch.load_file(str(ck / f"step_{s:06d}.safetensors"))
+        b = safetensors.torch.load_file(str(ref / "checkpoints" / f"step_{s:06d}.safetensors"))
+        assert all(torch.equal(a[k], b[k]) for k in b), s
     metrics_run(spec, run, device="cpu", log=quiet)
     assert (run / "metrics.csv").read_bytes() == (ref / "metrics.csv").read_bytes()
 

@@ -128,10 +128,13 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
 
     def checkpoint(step: int, loss_mean: float, lr: float, gnorm: float) -> None:
         nonlocal t_last, s_last
+        # Order matters for resuming: the optimizer state is written last, so whatever step it
+        # names already has its weights and its training-log row on disk (a kill between the
+        # log and the optimizer state resumes from the previous step and rewrites both).
         save_weights(ckdir, step, model, meta_common)
-        save_optimizer(ckdir, step, opt)
         log_rows.append({"step": step, "train_loss": loss_mean, "lr": lr, "grad_norm": gnorm})
         write_train_log(ckdir, log_rows)
+        save_optimizer(ckdir, step, opt)
         acc, rm = quick_eval(model, data, min(eval_n, data.n_heldout), device)
         now = time.time()
         sps = (step - s_last) / max(now - t_last, 1e-9)
