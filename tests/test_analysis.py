@@ -531,6 +531,7 @@ def test_task_specific_verdict_is_an_f_test_not_raw_shares():
 
 
 # ------------------------------------------------------------------ scale: within-level headline
+@pytest.mark.slow
 def test_scale_level_effect_alone_is_not_significant_within_level():
     """Floors and acquisition steps differ by level only (no task effect): the old pooled rho is ~0.8
     with p < 0.05 under an exchangeable permutation; per level and with a within-level permutation

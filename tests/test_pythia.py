@@ -554,6 +554,7 @@ def _rankme_np(Z):
     return math.exp(-(p * np.log(p)).sum())
 
 
+@pytest.mark.slow
 def test_branch_end_to_end_on_local_checkpoints(tmp_path, local_dir):
     torch = _hf()
     from transformers import AutoTokenizer, GPTNeoXForCausalLM

@@ -100,6 +100,7 @@ def _check_outputs(out: Path, n_steps: int) -> tuple:
     return df, pre
 
 
+@pytest.mark.slow
 def test_scan_gpt2_checkpoint_folders_with_a_prompt_file_and_resume(gpt2_dir, prompt_file, tmp_path):
     out = tmp_path / "out"
     lines = []

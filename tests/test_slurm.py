@@ -271,6 +271,7 @@ def test_site_edited_profile_dry_run_passes(tmp_path, edits):
     assert "EDIT_ME" not in p.stdout + p.stderr and "Job stats" in p.stdout + p.stderr
 
 
+@pytest.mark.slow
 def test_paper_grid_dry_run_job_count_and_time(tmp_path):
     """`snakemake -n --profile slurm --configfile config/paper.yaml` (profile with the three
     site edits): one job per run and stage."""

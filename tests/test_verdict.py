@@ -60,6 +60,7 @@ def _verdicts(df):
     return dict(zip(v["claim"], v["verdict"]))
 
 
+@pytest.mark.slow
 def test_null_populations_rarely_reproduced():
     rng = np.random.default_rng(0)
     counts = {"precursor on hard runs": 0, "precursor specific to hard runs": 0}
