@@ -6,7 +6,8 @@ import pytest
 
 from geoanatomy.analysis.rates import ROW_COLUMNS
 from geoanatomy.analysis.stats import holm
-from geoanatomy.analysis.verdict import cluster_bootstrap, finish, precursor_claims, word
+from geoanatomy.analysis.nulls import cluster_bootstrap
+from geoanatomy.analysis.verdict import finish, precursor_claims, word
 
 TASKS = ["copy", "rev", "cmp", "par", "add", "mod", "sort", "mul"]
 ST = {"alpha": 0.05, "n_bootstrap": 100, "n_permutations": 500, "seed": 0, "verdict_min_units": 5}

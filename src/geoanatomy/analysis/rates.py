@@ -32,7 +32,7 @@ import pandas as pd
 import numpy as np
 
 from .load import DIFFICULTIES, REFERENCES, extreme, geometric_measures, run_facts, size_order, step_or_none
-from .nulls import clock_null, paired_lead, permutation_null
+from .nulls import cluster_bootstrap, clock_null, paired_lead, permutation_null
 from .stats import log_steps_close, quantiles
 
 ROW_COLUMNS = ["run", "task", "level", "size", "family", "n_params", "steps", "difficulty", "acquired",
@@ -179,6 +179,23 @@ PAIRED_COLUMNS = ["measure", "difficulty", "runs", "n_pairs", "wins", "losses", 
                   "ci95_lo_decades", "ci95_hi_decades"]
 
 
+def _intervals(r: pd.DataFrame, st: dict) -> tuple:
+    """95% intervals of the precursor rate and of the median gap over cells (seeds nested)."""
+    if not len(r):
+        return (None, None), (None, None)
+    r = r.reset_index(drop=True)
+    nb, seed = int(st.get("n_bootstrap", 2000)), int(st.get("seed", 0))
+    pre = r["precursor"].astype(float).to_numpy()
+    gap = pd.to_numeric(r["gap_steps"], errors="coerce").to_numpy(float)
+
+    def med(idx):
+        g = gap[idx]
+        g = g[np.isfinite(g)]
+        return float(np.median(g)) if len(g) else None
+    return (cluster_bootstrap(r, lambda idx: float(pre[idx].mean()), nb, seed),
+            cluster_bootstrap(r, med, nb, seed) if np.isfinite(gap).any() else (None, None))
+
+
 def precursor_rates(rows: pd.DataFrame, st: dict | None = None) -> pd.DataFrame:
     """Per measure x difficulty class x size (and size 'all'): k/n precursors, the gap, and the
     nulls beside them (clock, permutation p, false alarms). Control runs are left out here
@@ -197,6 +214,7 @@ def precursor_rates(rows: pd.DataFrame, st: dict | None = None) -> pd.DataFrame:
                     continue
                 q = quantiles(r["gap_steps"].tolist())
                 k, n = int(r["precursor"].sum()), int(len(r))
+                ci_rate, ci_gap = _intervals(r, st)
                 coinc = r["coincides_plateau_exit"].dropna()
                 out.append({
                     "measure": measure, "kind": rm["kind"].iloc[0], "layer": _one(rm["layer"]),
@@ -207,6 +225,9 @@ def precursor_rates(rows: pd.DataFrame, st: dict | None = None) -> pd.DataFrame:
                     "rate": k / n if n else None, "n_gap": q["n"],
                     "gap_median_steps": q["median"], "gap_q25_steps": q["q25"], "gap_q75_steps": q["q75"],
                     "gap_iqr_steps": q["iqr"], "n_leads": int((r["gap_steps"].dropna() > 0).sum()),
+                    "n_cells": int(r.groupby(["task", "level", "size"]).ngroups) if n else 0,
+                    "rate_ci95_lo": ci_rate[0], "rate_ci95_hi": ci_rate[1],
+                    "gap_median_ci95_lo": ci_gap[0], "gap_median_ci95_hi": ci_gap[1],
                     "coincide_plateau_k_of_n": f"{int(coinc.astype(bool).sum())}/{len(coinc)}"
                     if measure != "loss_plateau_exit" else "",
                     **null_columns(rm, diff, size, st),
@@ -215,6 +236,8 @@ def precursor_rates(rows: pd.DataFrame, st: dict | None = None) -> pd.DataFrame:
 
 
 RATES_NOTES = [
+    "intervals: rate_ci95_* and gap_median_ci95_* are percentile bootstrap 95% intervals over task x level x size"
+    " cells (n_cells), the seeds of a drawn cell resampled inside it.",
     "nulls: clock_best_* = the best rate (and median lead) that one fixed step, the same in every run, gets under"
     " the same rule (steps tried: the measure's own transition steps in the cell); clock_median_* = the step at"
     " the median of those; perm_p_rate / perm_p_median_lead = permutation p of the count and of the median lead,"

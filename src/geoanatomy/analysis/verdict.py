@@ -62,7 +62,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .nulls import is_precursor, permutation_null
+from .nulls import cluster_bootstrap, is_precursor, permutation_null
 from .stats import holm
 
 VERDICT_COLUMNS = ["claim", "measure", "variant", "protocol", "statistic", "value", "ci95_lo", "ci95_hi",
@@ -83,30 +83,6 @@ def word(p, ci_lo, estimate, n_units: int, null_value: float, alpha: float = 0.0
     if p >= alpha and estimate <= null_value:
         return "not reproduced"
     return "inconclusive"
-
-
-def cluster_bootstrap(df: pd.DataFrame, stat, n_resamples: int = 2000, seed: int = 0,
-                      cell_cols=("task", "level", "size")) -> tuple:
-    """Percentile 95% interval of ``stat(idx)`` (idx: positions into ``df``): cells resampled
-    with replacement and the runs (seeds) of each drawn cell resampled inside it. ``stat``
-    works on positions so that statistics of per-run numbers stay numpy-fast."""
-    if not len(df):
-        return (None, None)
-    rng = np.random.default_rng(seed)
-    codes = df.groupby(list(cell_cols), sort=True).ngroup().to_numpy()
-    groups = [np.flatnonzero(codes == g) for g in range(codes.max() + 1)]
-    sizes = np.array([len(g) for g in groups])
-    vals = []
-    for _ in range(n_resamples):
-        pick = rng.integers(0, len(groups), len(groups))
-        idx = np.concatenate([groups[i][rng.integers(0, sizes[i], sizes[i])] for i in pick])
-        v = stat(idx)
-        if v is not None and np.isfinite(v):
-            vals.append(v)
-    if not vals:
-        return (None, None)
-    lo, hi = np.quantile(vals, [0.025, 0.975])
-    return (float(lo), float(hi))
 
 
 def _mean_of(x: np.ndarray):
