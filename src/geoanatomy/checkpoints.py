@@ -4,6 +4,9 @@ Layout of ``<run_dir>/checkpoints/``::
 
     step_000100.safetensors   model weights at step 100 (metadata: run, step, model config)
     optim.safetensors         AdamW moments of the newest checkpoint (metadata: step)
+                              (with compact analysis checkpoints, train.checkpoint_dtype float16 or
+                              bfloat16, it also holds that checkpoint's full-precision weights,
+                              so a resumed run continues exactly; one file, so the two agree)
     train_log.csv             step, train_loss, lr, grad_norm at every checkpoint so far
 
 Every file is written to a temporary name and renamed, so a killed job leaves
@@ -49,13 +52,20 @@ def list_checkpoints(ckpt_dir: Path) -> list[int]:
     return sorted(int(m.group(1)) for p in d.iterdir() if (m := _STEP_RE.match(p.name)))
 
 
-def save_weights(ckpt_dir: Path, step: int, model: torch.nn.Module, meta: dict) -> Path:
-    """Save model weights (tied tensors stored once) with ``meta`` as safetensors metadata."""
-    sd = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()
-          if k != "lm_head.weight"}  # tied to wte.weight
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def save_weights(ckpt_dir: Path, step: int, model: torch.nn.Module, meta: dict, dtype: str = "float32",
+                 path: Path | None = None) -> Path:
+    """Save model weights (tied tensors stored once) with ``meta`` as safetensors metadata,
+    floating tensors in ``dtype`` (``meta["dtype"]`` says which); to ``path`` if given, else
+    the step's checkpoint file."""
+    sd = {k: v.detach().to("cpu", DTYPES[dtype] if v.is_floating_point() else v.dtype).contiguous()
+          for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied to wte.weight
     md = {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in meta.items()}
     md["step"] = str(step)
-    p = ckpt_path(ckpt_dir, step)
+    md["dtype"] = dtype
+    p = path or ckpt_path(ckpt_dir, step)
     atomic_write_bytes(p, st_save(sd, metadata=md))
     return p
 
@@ -79,8 +89,10 @@ def load_weights(path: Path, model: torch.nn.Module) -> dict:
     """Load weights into ``model`` (strict); returns the file's metadata."""
     tensors, meta = _read(path)
     tensors["lm_head.weight"] = tensors["wte.weight"]
-    try:
-        model.load_state_dict({k: v.to(next(model.parameters()).device) for k, v in tensors.items()}, strict=True)
+    p0 = next(model.parameters())
+    try:   # compact (half-precision) checkpoints are cast to the model's dtype
+        model.load_state_dict({k: v.to(p0.device, p0.dtype if v.is_floating_point() else v.dtype)
+                               for k, v in tensors.items()}, strict=True)
     except RuntimeError as e:
         raise CheckpointError(f"checkpoint {path} does not fit the model: {e}") from e
     return meta
@@ -90,13 +102,18 @@ def read_meta(path: Path) -> dict:
     return _read(path)[1]
 
 
-def save_optimizer(ckpt_dir: Path, step: int, opt: torch.optim.Optimizer) -> None:
-    """AdamW state as flat tensors ``{i}.exp_avg``, ``{i}.exp_avg_sq``, ``{i}.step``."""
+def save_optimizer(ckpt_dir: Path, step: int, opt: torch.optim.Optimizer, model: torch.nn.Module | None = None) -> None:
+    """AdamW state as flat tensors ``{i}.exp_avg``, ``{i}.exp_avg_sq``, ``{i}.step``; with
+    ``model``, also its full-precision weights as ``weights.{name}`` (compact checkpoints)."""
     sd = opt.state_dict()
     flat = {}
     for i, st in sd["state"].items():
         for k, v in st.items():
             flat[f"{i}.{k}"] = (v if torch.is_tensor(v) else torch.tensor(v)).detach().to("cpu").contiguous()
+    if model is not None:
+        for k, v in model.state_dict().items():
+            if k != "lm_head.weight":                                   # tied to wte.weight
+                flat[f"weights.{k}"] = v.detach().to("cpu").contiguous()
     meta = {"step": str(step), "param_groups": json.dumps(sd["param_groups"])}
     atomic_write_bytes(Path(ckpt_dir) / "optim.safetensors", st_save(flat, metadata=meta))
 
@@ -106,6 +123,8 @@ def load_optimizer(ckpt_dir: Path, opt: torch.optim.Optimizer) -> int:
     tensors, meta = _read(Path(ckpt_dir) / "optim.safetensors")
     state: dict[int, dict] = {}
     for key, v in tensors.items():
+        if key.startswith("weights."):
+            continue
         i, k = key.split(".", 1)
         state.setdefault(int(i), {})[k] = v
     sd = opt.state_dict()
@@ -118,6 +137,19 @@ def load_optimizer(ckpt_dir: Path, opt: torch.optim.Optimizer) -> int:
     sd["param_groups"] = json.loads(meta["param_groups"])
     opt.load_state_dict(sd)
     return int(meta["step"])
+
+
+def load_resume_weights(ckpt_dir: Path, model: torch.nn.Module) -> None:
+    """Load the full-precision weights stored with the optimizer state (compact checkpoints)."""
+    path = Path(ckpt_dir) / "optim.safetensors"
+    tensors, _ = _read(path)
+    w = {k[len("weights."):]: v for k, v in tensors.items() if k.startswith("weights.")}
+    if not w:
+        raise CheckpointError(f"{path} holds no full-precision weights (written by a run with float32 "
+                              f"checkpoints?); recompute with `geoanatomy clean-run --checkpoints {Path(ckpt_dir).parent}`")
+    w["lm_head.weight"] = w["wte.weight"]
+    p0 = next(model.parameters())
+    model.load_state_dict({k: v.to(p0.device) for k, v in w.items()}, strict=True)
 
 
 def iter_checkpoints(ckpt_dir: Path, model: torch.nn.Module, steps=None, expect: dict | None = None):

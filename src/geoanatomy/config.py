@@ -64,7 +64,7 @@ DEFAULTS: dict = {
     "model": {"block_size": 64},
     "train": {
         "steps": 2000, "batch_size": 64, "lr": 1e-3, "warmup": 100, "min_lr_frac": 0.1,
-        "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.98, "grad_clip": 1.0,
+        "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.98, "grad_clip": 1.0, "checkpoint_dtype": "float32",
         "checkpoints": {"n_log": 30, "log_end": 0.1, "n_uniform": 50},
     },
     "size_overrides": {},

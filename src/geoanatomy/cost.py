@@ -246,10 +246,17 @@ def job_resources(cfg: dict, stage: str, run: str, attempt: int = 1) -> dict:
 
 
 def checkpoint_disk_mb(cfg: dict, run: str) -> int:
-    """Disk a run's checkpoints/ take: float32 weights per checkpoint + AdamW state (m, v)."""
+    """Disk a run's checkpoints/ take: weights per checkpoint in ``train.checkpoint_dtype``
+    (4 bytes per parameter for float32, 2 for float16/bfloat16) + the AdamW state (m, v: 8
+    bytes per parameter), which also holds the float32 weights (4 more) when the checkpoints
+    are compact."""
+    from .config import train_settings
     s = run_shape(cfg, run)
     n = n_params(s["size"])
-    return math.ceil((s["checkpoints"] * 4 * n + 8 * n) / 1e6)
+    dtype = train_settings(cfg, s["size"]).get("checkpoint_dtype", "float32")
+    per_ck = 4 if dtype == "float32" else 2
+    state = 8 if dtype == "float32" else 12
+    return math.ceil((s["checkpoints"] * per_ck * n + state * n) / 1e6)
 
 
 # ------------------------------------------------------------------- cost table

@@ -27,8 +27,8 @@ import torch
 
 from .. import __version__
 from ..checkpoints import (CheckpointError, checkpoint_dir, ckpt_path, list_checkpoints, load_optimizer,
-                           load_weights, read_meta, read_train_log, save_optimizer, save_weights,
-                           write_train_log)
+                           load_resume_weights, load_weights, read_meta, read_train_log, save_optimizer,
+                           save_weights, write_train_log)
 from ..files import atomic_write_json
 from ..measures.rankme import rankme
 from ..model import GPT, answer_loss
@@ -93,6 +93,8 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
     na = data.spec.n_answer
 
     # ---- resume: newest checkpoint that has both weights and matching optimizer state
+    dtype = tr.get("checkpoint_dtype", "float32")
+    compact = dtype != "float32"        # half-precision analysis checkpoints; exact weights ride with the optimizer
     start, log_rows = 0, []
     if ckdir.is_dir():  # temporary files of writes killed before their rename
         for tmp in ckdir.glob(".*.tmp"):
@@ -111,7 +113,10 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
             shutil.rmtree(ckdir)
         elif meta and int(meta["step"]) in have:
             s = int(meta["step"])
-            load_weights(ckpt_path(ckdir, s), model)
+            if compact:
+                load_resume_weights(ckdir, model)
+            else:
+                load_weights(ckpt_path(ckdir, s), model)
             load_optimizer(ckdir, opt)
             log_rows = [r for r in read_train_log(ckdir) if r["step"] <= s]
             for extra in (c for c in have if c > s):  # weights written after the last optimizer save
@@ -131,10 +136,10 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
         # Order matters for resuming: the optimizer state is written last, so whatever step it
         # names already has its weights and its training-log row on disk (a kill between the
         # log and the optimizer state resumes from the previous step and rewrites both).
-        save_weights(ckdir, step, model, meta_common)
+        save_weights(ckdir, step, model, meta_common, dtype)
         log_rows.append({"step": step, "train_loss": loss_mean, "lr": lr, "grad_norm": gnorm})
         write_train_log(ckdir, log_rows)
-        save_optimizer(ckdir, step, opt)
+        save_optimizer(ckdir, step, opt, model if compact else None)
         acc, rm = quick_eval(model, data, min(eval_n, data.n_heldout), device)
         now = time.time()
         sps = (step - s_last) / max(now - t_last, 1e-9)
