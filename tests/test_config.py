@@ -86,7 +86,8 @@ BAD_INPUTS = [
     ("results_dir the filesystem root", with_("results_dir", "/"), ["results_dir", "filesystem root"]),
     ("results_dir outside the working directory", with_("results_dir", "../../etc"),
      ["results_dir", "outside the working directory", "allow_results_outside_workdir"]),
-    ("results_dir absolute elsewhere", with_("results_dir", "/tmp/x"), ["results_dir", "/tmp/x", "outside"]),
+    ("results_dir absolute elsewhere", with_("results_dir", str(REPO.parent / "elsewhere")),
+     ["results_dir", str(REPO.parent / "elsewhere"), "outside"]),
     ("results_dir the working directory itself", with_("results_dir", "."), ["results_dir", "working directory itself"]),
     ("results_dir shell injection", with_("results_dir", "r$(touch INJECTED)"),
      ["results_dir", "'$'", "no quoting"]),
@@ -196,11 +197,12 @@ def test_config_yaml_level_table_matches_library_defaults():
 
 
 # ------------------------------------------------------------ results_dir
-def test_results_dir_opt_out_and_what_it_does_not_allow():
+def test_results_dir_opt_out_and_what_it_does_not_allow(tmp_path):
     out = {**BASE, "allow_results_outside_workdir": True}
-    assert resolve({**out, "results_dir": "/tmp/x"}, workdir=REPO)["results_dir"] == "/tmp/x"
+    elsewhere = str(tmp_path / "x")
+    assert resolve({**out, "results_dir": elsewhere}, workdir=REPO)["results_dir"] == elsewhere
     assert resolve({**out, "results_dir": "../elsewhere"}, workdir=REPO)["results_dir"] == "../elsewhere"
-    for bad, needle in (("/", "filesystem root"), ("", "empty"), ("/tmp/a b", "' '")):
+    for bad, needle in (("/", "filesystem root"), ("", "empty"), (str(tmp_path / "a b"), "' '")):
         with pytest.raises(ConfigError, match="results_dir") as e:
             resolve({**out, "results_dir": bad}, workdir=REPO)
         assert needle in str(e.value)
@@ -217,7 +219,7 @@ def test_results_dir_that_is_a_file(tmp_path):
 
 def test_load_config_checks_results_dir_against_the_current_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump({**BASE, "results_dir": "/tmp/x"}))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({**BASE, "results_dir": str(tmp_path.parent / "x")}))
     with pytest.raises(ConfigError, match=f"outside the working directory {tmp_path}"):
         load_config("c.yaml")
     (tmp_path / "c.yaml").write_text(yaml.safe_dump({**BASE, "results_dir": "out/runs"}))
