@@ -31,6 +31,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 
 
+def training_step(task: str, level: str, size: str, batch: int):
+    """A training step of the trainer's own loop on a default-settings run (same model init,
+    batches, AdamW, clipping, loss read every step): (step(i), model, data, T input positions).
+    Shared by the benchmarks that time training."""
+    import torch
+
+    from geoanatomy.config import DEFAULTS
+    from geoanatomy.model import answer_loss
+    from geoanatomy.spec import RunSpec
+    from geoanatomy.stages.common import build
+    from geoanatomy.stages.train import make_optimizer
+    from geoanatomy.tasks import DEFAULT_LEVELS
+
+    tr = dict(DEFAULTS["train"], batch_size=batch)
+    spec = RunSpec(task=task, level=level, size=size, level_params=dict(DEFAULT_LEVELS[task][level]), train=tr,
+                   data=dict(DEFAULTS["data"]), seed=0, block_size=64, eval=dict(DEFAULTS["eval"]))
+    model, data = build(spec, "cpu")
+    opt = make_optimizer(model, tr)
+    na = data.spec.n_answer
+    batches = [torch.as_tensor(data.train_batch(i, batch)) for i in range(8)]  # (B, S)
+
+    def step(i: int) -> None:
+        loss = answer_loss(model, batches[i % len(batches)], na)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tr["grad_clip"])
+        opt.step()
+        loss.item()                                             # the trainer reads it every step
+
+    return step, model, data, data.spec.seq_len - 1
+
+
 def cost_table_markdown(cfg: dict) -> str:
     """The docs' cost table for a config (hours per run, then totals for the grid)."""
     from geoanatomy.cost import cost_table
@@ -89,34 +121,12 @@ def main(argv=None) -> int:
     import torch
 
     from geoanatomy.cost import train_step_flops, eval_checkpoint_flops, n_params
-    from geoanatomy.config import DEFAULTS
-    from geoanatomy.spec import RunSpec
     from geoanatomy.stages.metrics import measure_checkpoint
-    from geoanatomy.tasks import DEFAULT_LEVELS
-    from geoanatomy.model import answer_loss
-    from geoanatomy.stages.common import build
-    from geoanatomy.stages.train import make_optimizer
 
     rows = []
     for size in args.sizes:
-        tr = dict(DEFAULTS["train"], batch_size=args.batch)
-        spec = RunSpec(task=args.task, level=args.level, size=size,
-                       level_params=dict(DEFAULT_LEVELS[args.task][args.level]), train=tr,
-                       data=dict(DEFAULTS["data"]), seed=0, block_size=64, eval=dict(DEFAULTS["eval"]))
-        model, data = build(spec, "cpu")
-        opt = make_optimizer(model, tr)
-        na, S = data.spec.n_answer, data.spec.seq_len
-        T = S - 1                                                   # model input positions
-        batches = [torch.as_tensor(data.train_batch(i, args.batch)) for i in range(8)]  # (B, S)
-
-        def step(i: int) -> None:
-            loss = answer_loss(model, batches[i % len(batches)], na)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), tr["grad_clip"])
-            opt.step()
-            loss.item()                                             # the trainer reads it every step
-
+        step, model, data, T = training_step(args.task, args.level, size, args.batch)
+        S = T + 1
         model.train()
         for i in range(args.warmup):
             step(i)
@@ -130,11 +140,11 @@ def main(argv=None) -> int:
         s_step = statistics.median(blocks)
 
         seq = torch.as_tensor(data.eval_set(min(args.eval_n, data.n_heldout)))   # (N, S)
-        measure_checkpoint(model, seq, na)                          # warm-up
+        measure_checkpoint(model, seq, data.spec.n_answer)       # warm-up
         ev = []
         for _ in range(args.eval_repeats):
             c0 = time.process_time()
-            measure_checkpoint(model, seq, na)
+            measure_checkpoint(model, seq, data.spec.n_answer)
             ev.append(time.process_time() - c0)
         s_eval = statistics.median(ev)
 
@@ -160,7 +170,7 @@ def main(argv=None) -> int:
               flush=True)
         if args.expensive:
             print("        " + ", ".join(f"{k} {v}" for k, v in extra.items()), flush=True)
-        del model, opt
+        del model
 
     out = {"what": "CPU seconds per training step (batch, task below) and per metrics checkpoint",
            "task": f"{args.task} {args.level}", "torch": torch.__version__,

@@ -32,6 +32,20 @@ TINY_MEASURES = {
 }
 
 
+def tiny_bpe_tokenizer(texts, vocab_size: int):
+    """A byte-level BPE tokenizer trained on ``texts`` (GPT-2 / Pythia style, ``<|endoftext|>``
+    as BOS and EOS), for tests of the Hugging Face branch without downloads."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<|endoftext|>"], show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
+
+
 def _merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in over.items():

@@ -29,6 +29,7 @@ from geoanatomy.config import ConfigError, resolve  # noqa: E402
 from geoanatomy.pythia import deduction, fingerprint, revisions, settings  # noqa: E402
 from geoanatomy.pythia.benchmarks import load_benchmark, load_fixed  # noqa: E402
 from geoanatomy.pythia.settings import FIXED_BENCHMARKS  # noqa: E402
+from conftest import tiny_bpe_tokenizer  # noqa: E402
 
 GRID = [{"tasks": ["mod"], "levels": ["L1"], "sizes": ["nano"]}]
 STEPS = [0, 1, 2, 4, 8, 16, 32]
@@ -45,16 +46,9 @@ def _hf():
 
 
 # ------------------------------------------------------------------ tiny model
+
 def _tokenizer(texts):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<|endoftext|>"], show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
+    return tiny_bpe_tokenizer(texts, vocab_size=400)
 
 
 def _tiny_model(vocab, seed):

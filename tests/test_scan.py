@@ -20,6 +20,7 @@ import torch  # noqa: E402
 from geoanatomy.pythia.benchmarks import load_benchmark  # noqa: E402
 from geoanatomy.scan import ScanError, find_checkpoints, load_probe_set, measure_model, scan  # noqa: E402
 from geoanatomy.table import read_table  # noqa: E402
+from conftest import tiny_bpe_tokenizer  # noqa: E402
 
 STEPS = [0, 2, 4, 8, 16, 32, 64]
 PROMPTS = ["The cat sat on the mat.", "Two plus two is four.", "Paris is the capital of France.",
@@ -28,16 +29,9 @@ PROMPTS = ["The cat sat on the mat.", "Two plus two is four.", "Paris is the cap
 N_ITEMS = {"syntax": 8, "deduction3": 6}
 
 
+
 def _tokenizer(texts):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<|endoftext|>"], show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
+    return tiny_bpe_tokenizer(texts, vocab_size=300)
 
 
 def _model(arch, vocab, seed):

@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..sizes import SIZES
+from ..spec import parse_run_name
 from ..tasks import LEVELS, TASKS
 
 REQUIRED = ("run", "task", "level", "size", "acquired", "acquisition_step", "difficulty", "measures")
@@ -130,7 +131,7 @@ def sort_runs(pres: list[dict]) -> list[dict]:
 
 def is_control(pre: dict) -> bool:
     """A shuffled-label (or other) control run: field ``control`` set, or a ``_shuffled`` name."""
-    return bool(pre.get("control")) or str(pre.get("run", "")).endswith("_shuffled")
+    return bool(pre.get("control")) or bool((parse_run_name(str(pre.get("run", ""))) or {}).get("control"))
 
 
 def seed_of(pre: dict) -> int:
@@ -138,8 +139,7 @@ def seed_of(pre: dict) -> int:
     s = pre.get("seed")
     if isinstance(s, int) and not isinstance(s, bool):
         return s
-    m = re.search(r"_s(\d+)(?:_shuffled)?$", str(pre.get("run", "")))
-    return int(m.group(1)) if m else 0
+    return (parse_run_name(str(pre.get("run", ""))) or {}).get("seed", 0)
 
 
 def study_runs(pres: list[dict]) -> list[dict]:

@@ -35,7 +35,8 @@ from itertools import permutations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from .stats import sign_test as binomial_p
 
 
 def is_precursor(t_tr, t_acq, min_gap_frac: float) -> np.ndarray:
@@ -135,14 +136,15 @@ def _all_group_perms(idx_by_group, n):
     yield from rec(0, np.arange(n))
 
 
-def sign_test(d) -> dict:
-    """Exact two-sided sign test of the paired differences d (ties dropped)."""
+def sign_test(d, alternative: str = "two-sided") -> dict:
+    """Exact sign test of the paired differences d (ties dropped; ``alternative`` "greater":
+    more positive differences than chance)."""
     d = np.asarray(d, dtype=float)
     d = d[np.isfinite(d)]
     wins, losses = int((d > 0).sum()), int((d < 0).sum())
     m = wins + losses
-    p = float(stats.binomtest(wins, m, 0.5).pvalue) if m else None
-    return {"n": int(len(d)), "wins": wins, "losses": losses, "ties": int(len(d) - m), "p": p}
+    return {"n": int(len(d)), "wins": wins, "losses": losses, "ties": int(len(d) - m),
+            "p": binomial_p(wins, m, alternative)}
 
 
 def bootstrap_median_ci(x, n_resamples: int = 10_000, level: float = 0.95, seed: int = 0) -> tuple:

@@ -94,7 +94,7 @@ def _one(values):
     return vals[0] if len(vals) == 1 else ("mixed" if vals else None)
 
 
-def _effective_transition(r: pd.DataFrame) -> np.ndarray:
+def effective_transition(r: pd.DataFrame) -> np.ndarray:
     """Transition steps that count for the precursor rule: none where the measure did not
     transition (a geometric measure must have collapsed/risen; references always count)."""
     t = pd.to_numeric(r["transition_step"], errors="coerce").to_numpy(float)
@@ -119,17 +119,17 @@ def null_columns(rm: pd.DataFrame, diff: str, size: str, st: dict) -> dict:
             return out
         frac = float(cell["min_gap_frac"].iloc[0])
         t_acq = pd.to_numeric(cell["acquisition_step"], errors="coerce").to_numpy(float)
-        out.update({k: v for k, v in clock_null(_effective_transition(cell), t_acq, frac).items() if k != "n"})
+        out.update({k: v for k, v in clock_null(effective_transition(cell), t_acq, frac).items() if k != "n"})
         acq = scope[scope["acquired"].astype(bool)]
         emax = pd.to_numeric(acq["easy_max_step"], errors="coerce").to_numpy(float)
-        res = permutation_null(_effective_transition(acq), pd.to_numeric(acq["acquisition_step"]).to_numpy(float),
+        res = permutation_null(effective_transition(acq), pd.to_numeric(acq["acquisition_step"]).to_numpy(float),
                                acq["size"].to_numpy(), lambda a: _class_of(a, emax) == diff, frac,
                                n_resamples=int(st.get("n_permutations", 10_000)), seed=int(st.get("seed", 0)))
         out.update(perm_p_rate=res["p_rate"], perm_p_median_lead=res["p_median_lead"],
                    n_permutations=res["n_permutations"])
     elif diff == "unlearned":
         cell = scope[scope["difficulty"] == "unlearned"]
-        fired = np.isfinite(_effective_transition(cell))
+        fired = np.isfinite(effective_transition(cell))
         out["false_alarms_k_of_n"] = f"{int(fired.sum())}/{len(cell)}"
     return out
 
@@ -142,7 +142,7 @@ def control_rows(rows: pd.DataFrame) -> pd.DataFrame:
         c = ctrl[ctrl["measure"] == measure]
         if not len(c):
             continue
-        fired = np.isfinite(_effective_transition(c))
+        fired = np.isfinite(effective_transition(c))
         out.append({"measure": measure, "control": "shuffled labels", "runs": len(c),
                     "acquired": int(c["acquired"].astype(bool).sum()),
                     "transition_fired_k_of_n": f"{int(fired.sum())}/{len(c)}",
@@ -163,7 +163,7 @@ def paired_leads(rows: pd.DataFrame, st: dict) -> pd.DataFrame:
             r = rm if diff == "acquired" else rm[rm["difficulty"] == diff]
             if not len(r):
                 continue
-            pl = paired_lead(_effective_transition(r), pd.to_numeric(r["loss_plateau_exit_step"], errors="coerce"),
+            pl = paired_lead(effective_transition(r), pd.to_numeric(r["loss_plateau_exit_step"], errors="coerce"),
                              n_resamples=int(st.get("n_bootstrap", 10_000)), seed=int(st.get("seed", 0)))
             out.append({"measure": measure, "difficulty": diff, "runs": len(r), "n_pairs": pl["n"],
                         "wins": pl["wins"], "losses": pl["losses"], "ties": pl["ties"], "sign_test_p": pl["p"],

@@ -26,7 +26,7 @@ a stratum effect alone (all units of one level high at both sizes) is kept in
 the null and does not make the correlation significant. Monte Carlo as above.
 
 ``holm``: Holm's step-down adjustment of a family of p-values (None kept).
-``sign_test``: exact two-sided binomial test of k successes in n at 1/2.
+``sign_test``: exact binomial test of k successes in n at 1/2 (two-sided, or one-sided).
 """
 from __future__ import annotations
 
@@ -175,11 +175,12 @@ def holm(pvals) -> list:
     return out
 
 
-def sign_test(k: int, n: int) -> float | None:
-    """Exact two-sided binomial p of k successes in n trials at 1/2 (None when n = 0)."""
+def sign_test(k: int, n: int, alternative: str = "two-sided") -> float | None:
+    """Exact binomial p of k successes in n trials at 1/2 (None when n = 0); ``alternative``
+    "greater" for a one-sided test of more successes than chance."""
     if n <= 0:
         return None
-    return float(stats.binomtest(int(k), int(n), 0.5).pvalue)
+    return float(stats.binomtest(int(k), int(n), 0.5, alternative=alternative).pvalue)
 
 
 def concordance(a, b) -> dict:

@@ -62,7 +62,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .nulls import cluster_bootstrap, is_precursor, permutation_null
+from .nulls import cluster_bootstrap, is_precursor, permutation_null, sign_test
+from .rates import effective_transition
+from .stats import sign_test as binomial_p
 from .stats import holm
 
 VERDICT_COLUMNS = ["claim", "measure", "variant", "protocol", "statistic", "value", "ci95_lo", "ci95_hi",
@@ -98,21 +100,6 @@ def _cells(df: pd.DataFrame) -> int:
     return int(df.groupby(["task", "level", "size"]).ngroups) if len(df) else 0
 
 
-def _eff_transition(r: pd.DataFrame, col: str = "transition_step") -> np.ndarray:
-    t = pd.to_numeric(r[col], errors="coerce").to_numpy(float)
-    ok = (r["kind"] == "reference").to_numpy() | r["transitioned"].fillna(False).astype(bool).to_numpy()
-    return np.where(ok, t, np.nan)
-
-
-def _sign_test_greater(d) -> tuple[float | None, int]:
-    d = np.asarray(d, dtype=float)
-    d = d[np.isfinite(d)]
-    wins, m = int((d > 0).sum()), int((d != 0).sum())
-    if m == 0:
-        return None, 0
-    return float(stats.binomtest(wins, m, 0.5, alternative="greater").pvalue), int(len(d))
-
-
 def _row(claim, measure, variant, statistic, value, ci, n_units, n_runs, null, null_value, p, family, detail=""):
     return {"claim": claim, "measure": measure, "variant": variant, "protocol": "single-task",
             "statistic": statistic, "value": value, "ci95_lo": ci[0], "ci95_hi": ci[1], "n_units": n_units,
@@ -138,7 +125,7 @@ def precursor_claims(rows: pd.DataFrame, st: dict) -> list[dict]:
         t_acq = pd.to_numeric(acq["acquisition_step"], errors="coerce").to_numpy(float)
         hard = acq["difficulty"].to_numpy() == "hard"
         easy = acq["difficulty"].to_numpy() == "easy"
-        t_tr = _eff_transition(acq)
+        t_tr = effective_transition(acq)
         res = permutation_null(t_tr, t_acq, acq["size"].to_numpy(), lambda a: (a > emax), frac, n_perm, seed)
         pre = is_precursor(t_tr, t_acq, frac).astype(float)              # per acquired run
         h = acq[hard].reset_index(drop=True)
@@ -189,7 +176,7 @@ def behaviour_claims(pres: list[dict], st: dict) -> list[dict]:
         return out
     cells = runs.groupby(["task", "level", "size"])["acquired"].mean()
     k, n = int((cells > 0.5).sum()), int(len(cells))
-    p = float(stats.binomtest(k, n, 0.5, alternative="greater").pvalue) if n else None
+    p = binomial_p(k, n, "greater")
     out.append(_row("acquisition rate", "accuracy", "", "share of cells acquired (majority of seeds)", k / n if n else None,
                     cluster_bootstrap(runs, _mean_of(runs["acquired"].to_numpy(float)), nb, seed), n, len(runs),
                     "exact binomial test against 1/2", 0.5, p, "acquisition rate", f"{k}/{n} cells"))
@@ -198,7 +185,7 @@ def behaviour_claims(pres: list[dict], st: dict) -> list[dict]:
                                     "median lead of final-layer probe over first-token acquisition (steps)")):
         d = runs.dropna(subset=[a, b]).reset_index(drop=True)
         lead = (pd.to_numeric(d[a]) - pd.to_numeric(d[b])).to_numpy(float)
-        pval, m = _sign_test_greater(lead)
+        pval = sign_test(lead, "greater")["p"]
         out.append(_row(claim, "accuracy" if claim.startswith("log") else "probe_accuracy_norm", "", stat_name,
                         float(np.median(lead)) if len(d) else None,
                         cluster_bootstrap(d, _median_of(lead), nb, seed) if len(d) else (None, None), _cells(d), len(d),
@@ -260,7 +247,7 @@ def json_claims(jsons: dict, st: dict) -> list[dict]:
         a = (td.get(m) or {}).get("all") or {}
         k = int(str(a.get("top_down", "0/0")).split("/")[0] or 0)
         n = int(a.get("n_determined") or 0)
-        p = float(stats.binomtest(k, n, 0.5, alternative="greater").pvalue) if n else None
+        p = binomial_p(k, n, "greater")
         out.append(_row("top-down propagation", m, variant, "share of determined runs whose floors run top-down",
                         k / n if n else None, _clopper_pearson(k, n), n, int(a.get("runs") or 0),
                         "exact one-sided sign test against 1/2 (tied and undetermined runs left out)", 0.5, p,
