@@ -61,6 +61,7 @@ include: "workflow/rules/metrics.smk"
 include: "workflow/rules/measures.smk"
 include: "workflow/rules/probes.smk"
 include: "workflow/rules/events.smk"
+include: "workflow/rules/prune.smk"
 include: "workflow/rules/pythia.smk"
 include: "workflow/rules/analysis.smk"
 
@@ -72,5 +73,6 @@ rule all:
     input:
         expand(f"{RESULTS}/{{run}}/precursor.json", run=RUNS),
         expand(f"{RESULTS}/{{run}}/trajectory.png", run=RUNS),
+        PRUNE_TARGETS,  # empty unless keep_checkpoints: final (workflow/rules/prune.smk)
         PYTHIA_TARGETS,  # empty unless pythia.enabled (workflow/rules/pythia.smk)
         SUMMARY_TARGETS,  # results/summary/ tables, statistics, figures (workflow/rules/analysis.smk)

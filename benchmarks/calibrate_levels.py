@@ -4,7 +4,8 @@ acquired, with the same trainer, metrics and event definitions as the pipeline.
     python benchmarks/calibrate_levels.py --steps 1500 --jobs 2 [--seeds 0 1 2] \
         --candidates "par:length=6,8,10,12" "add:digits=2,3,4,5" ... [--out benchmarks/out/calibration.json]
 
-Each candidate is ``task:param=v1,v2,...`` (mul: ``mul:digits=2x1,2x2,3x2``). Every run trains
+Each candidate is ``task:param=v1,v2,...[:fixed=v]`` (mul: ``mul:digits=2x1,2x2,3x2``; sparse
+parity: ``par:length=8,12,16:support=3``); ``--set train.lr=3e-3`` overrides a setting. Every run trains
 ``--size`` (default nano) for ``--steps`` steps with the default grid's settings (the config's
 train block, one budget), extracts metrics and detects events (stages train, metrics, events;
 no expensive measures). Prints a markdown table (task, parameter, seed, acquisition step,
@@ -25,14 +26,30 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _parse(cands: list[str]) -> list[tuple[str, str, object]]:
+def _parse(cands: list[str]) -> list[tuple[str, str, object, dict]]:
     out = []
     for c in cands:
         task, _, rest = c.partition(":")
+        rest, *fixed = rest.split(":")
         param, _, vals = rest.partition("=")
+        extra = {k: int(v) for k, v in (f.split("=") for f in fixed)}
         for v in vals.split(","):
             val = [int(x) for x in v.split("x")] if "x" in v else int(v)
-            out.append((task, param, val))
+            out.append((task, param, val, extra))
+    return out
+
+
+def _overrides(sets: list[str]) -> dict:
+    """``["train.lr=3e-3", ...]`` -> nested override dict (values parsed as YAML scalars)."""
+    import yaml
+    out: dict = {}
+    for s in sets:
+        key, _, val = s.partition("=")
+        d = out
+        *path, last = key.split(".")
+        for k in path:
+            d = d.setdefault(k, {})
+        d[last] = yaml.safe_load(val)
     return out
 
 
@@ -40,13 +57,13 @@ def one(args) -> dict:
     try:
         return _one(args)
     except Exception as e:  # noqa: BLE001 - a candidate the config rejects is reported, not fatal
-        task, param, val, seed, steps, size, _ = args
-        return {"task": task, "param": param, "value": val, "seed": seed, "size": size, "steps": steps,
-                "error": str(e)}
+        task, param, val, extra, seed, steps, size, _, _ = args
+        return {"task": task, "param": param, "value": val, **extra, "seed": seed, "size": size,
+                "steps": steps, "error": str(e)}
 
 
 def _one(args) -> dict:
-    task, param, val, seed, steps, size, config = args
+    task, param, val, extra, seed, steps, size, config, sets = args
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     from geoanatomy.config import load_config, run_spec
     from geoanatomy.runtime import limit_threads
@@ -55,10 +72,13 @@ def _one(args) -> dict:
     from geoanatomy.stages.train import run as train_run
     limit_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
+        over = _overrides(sets)
         cfg = load_config(config, overrides={
+            **over,
             "grid": [{"tasks": [task], "levels": ["L1"], "sizes": [size], "seeds": [seed]}],
-            "tasks": {task: {"L1": {param: val}, "L2": _higher(param, val, 1), "L3": _higher(param, val, 2)}},
-            "train": {"steps": steps}, "size_overrides": {}, "results_dir": tmp,
+            "tasks": {task: {"L1": {param: val, **extra}, "L2": {**_higher(param, val, 1), **extra},
+                             "L3": {**_higher(param, val, 2), **extra}}},
+            "train": {**over.get("train", {}), "steps": steps}, "size_overrides": {}, "results_dir": tmp,
             "allow_results_outside_workdir": True})
         name = [n for n in __import__("geoanatomy.config", fromlist=["run_names"]).run_names(cfg)][0]
         spec = run_spec(cfg, name)
@@ -68,8 +88,8 @@ def _one(args) -> dict:
         train_run(spec, rd, device="cpu", log=quiet)
         metrics_run(spec, rd, device="cpu", log=quiet)
         pre = events_run(spec, rd, cfg["events"], log=quiet)
-        return {"task": task, "param": param, "value": val, "seed": seed, "size": size, "steps": steps,
-                "acquisition_step": pre["acquisition_step"],
+        return {"task": task, "param": param, "value": val, **extra, "seed": seed, "size": size,
+                "steps": steps, "set": sets, "acquisition_step": pre["acquisition_step"],
                 "first_token_acquisition_step": pre["first_token_acquisition_step"],
                 "loss_plateau_exit_step": pre["loss_plateau_exit_step"],
                 "logprob_emergence_step": pre["logprob_emergence_step"], "difficulty": pre["difficulty"],
@@ -93,16 +113,20 @@ def main(argv=None) -> int:
     ap.add_argument("--size", default="nano")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--config", default=str(REPO / "config.yaml"))
+    ap.add_argument("--set", nargs="*", default=[], help="config overrides, e.g. train.lr=3e-3")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "out" / "calibration.json"))
     args = ap.parse_args(argv)
-    work = [(t, p, v, s, args.steps, args.size, args.config) for t, p, v in _parse(args.candidates) for s in args.seeds]
+    work = [(t, p, v, x, s, args.steps, args.size, args.config, args.set)
+            for t, p, v, x in _parse(args.candidates) for s in args.seeds]
     t0 = time.time()
     with ProcessPoolExecutor(args.jobs) as ex:
         rows = list(ex.map(one, work))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else []
-    keep = [r for r in old if (r["task"], r["param"], r["value"], r["seed"], r["size"], r["steps"]) not in
-            {(r["task"], r["param"], r["value"], r["seed"], r["size"], r["steps"]) for r in rows}]
+    key = lambda r: json.dumps([r["task"], r["param"], r["value"], r.get("support"), r["seed"], r["size"],  # noqa: E731
+                                r["steps"], r.get("set", [])])
+    new = {key(r) for r in rows}
+    keep = [r for r in old if key(r) not in new]
     Path(args.out).write_text(json.dumps(keep + rows, indent=1))
     print(f"| task | {args.size} level parameter | seed | acquisition | first token | plateau exit | class | "
           f"final acc | chance |")
@@ -111,11 +135,12 @@ def main(argv=None) -> int:
         if "error" in r:
             print(f"| {r['task']} | {r['param']}={r['value']} | {r['seed']} | rejected: {r['error'][:120]} |")
             continue
-        print(f"| {r['task']} | {r['param']}={r['value']} | {r['seed']} | {r['acquisition_step']} | "
+        extra = "".join(f" {k}={r[k]}" for k in ("support",) if k in r)
+        print(f"| {r['task']} | {r['param']}={r['value']}{extra} | {r['seed']} | {r['acquisition_step']} | "
               f"{r['first_token_acquisition_step']} | {r['loss_plateau_exit_step']} | {r['difficulty']} | "
               f"{r['final_accuracy']:.2f} | {r['chance_accuracy']:.3f} |")
-    print(f"# {len(rows)} runs, {args.steps} steps each at {args.size}, {time.time() - t0:.0f} s wall "
-          f"with {args.jobs} processes")
+    print(f"# {len(rows)} runs, {args.steps} steps each at {args.size}{' ' + ' '.join(args.set) if args.set else ''}, "
+          f"{time.time() - t0:.0f} s wall with {args.jobs} processes")
     return 0
 
 

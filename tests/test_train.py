@@ -1,5 +1,6 @@
 """Training: exact resume after interruption, CPU determinism, stale checkpoints discarded."""
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,38 @@ def test_compact_checkpoints_resume_exactly_and_tables_stay_within_tolerance(tmp
     assert (np.abs(m.loc[lp, "value_32"] - m.loc[lp, "value_16"]) <= 0.01).all()
     rm = (m["measure"] == "rankme") & m["value_32"].notna()
     assert (np.abs(m.loc[rm, "value_32"] / m.loc[rm, "value_16"] - 1) <= 0.01).all()
+
+
+def _weights_and_meta(path):
+    """(tensor bytes by name, metadata) of a safetensors file (the header's key order is not
+    stable between writes, so whole-file bytes are not compared)."""
+    from safetensors import safe_open
+    with safe_open(path, "pt") as f:
+        return {k: f.get_tensor(k).numpy().tobytes() for k in f.keys()}, f.metadata()
+
+
+def test_prune_keeps_final_refuses_readers_and_retraining_rebuilds_the_same_checkpoints(copy_of_trained_run):
+    """keep_checkpoints: final. After pruning only the newest weights, the resume state and the
+    log remain; a reader stops with the fix; retraining rebuilds identical checkpoints."""
+    from geoanatomy.checkpoints import CheckpointError, ckpt_path, list_checkpoints
+    from geoanatomy.stages.common import open_run
+    from geoanatomy.stages.prune import run as prune_run
+    from geoanatomy.stages.train import run as train_run
+    _, spec, run_dir = copy_of_trained_run
+    ck = run_dir / "checkpoints"
+    steps = list_checkpoints(ck)
+    before = {s: _weights_and_meta(ckpt_path(ck, s)) for s in steps}
+    size_before = sum(p.stat().st_size for p in ck.iterdir())
+    out = prune_run(spec, run_dir, log=quiet)
+    assert list_checkpoints(ck) == steps[-1:]
+    assert (ck / "optim.safetensors").exists() and (ck / "train_log.csv").exists()
+    rec = json.loads((run_dir / "pruned.json").read_text())
+    assert rec["complete"] and rec["removed_steps"] == steps[:-1] and rec["kept_steps"] == steps[-1:]
+    assert out["bytes_freed"] == size_before - sum(p.stat().st_size for p in ck.iterdir())
+    with pytest.raises(CheckpointError, match="removed after its stages finished.*--forcerun train"):
+        open_run(spec, run_dir, device="cpu")
+    train_run(spec, run_dir, device="cpu", log=quiet)      # what `--forcerun train` runs
+    assert not (run_dir / "pruned.json").exists()
+    assert list_checkpoints(ck) == steps
+    assert [s for s in steps if _weights_and_meta(ckpt_path(ck, s)) != before[s]] == []
+    open_run(spec, run_dir, device="cpu")

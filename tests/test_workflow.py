@@ -58,6 +58,14 @@ def test_dry_run_lists_jobs(workdir):
         assert any(line.split()[:2] == [rule, str(n)] for line in out.splitlines()), out
 
 
+def test_keep_checkpoints_final_adds_one_prune_job_per_run(workdir):
+    c = _job_counts((lambda p: p.stdout + p.stderr)(smk(workdir, "-n", "--configfile", "tiny.yaml")))
+    assert "prune" not in c, c
+    (workdir / "prune.yaml").write_text(TINY + "keep_checkpoints: final\n")
+    c = _job_counts((lambda p: p.stdout + p.stderr)(smk(workdir, "-n", "--configfile", "prune.yaml")))
+    assert c.get("prune") == 2 and c.get("train") == 2, c
+
+
 @pytest.mark.slow
 def test_single_target_builds_only_that_run(workdir):
     smk(workdir, "results/mod_L1_nano/precursor.json", "--cores", "2", "--configfile", "tiny.yaml")

@@ -60,6 +60,7 @@ DEFAULTS: dict = {
     "device": "auto",
     "results_dir": "results",
     "allow_results_outside_workdir": False,
+    "keep_checkpoints": "all",
     "tasks": {},
     "model": {"block_size": 64},
     "train": {
@@ -595,7 +596,7 @@ def run_spec(cfg: dict, name: str) -> RunSpec:
 # Config blocks each stage reads besides the run itself (the job's Snakemake params carry
 # them, so changing a block reruns exactly the stages that read it).
 STAGE_BLOCKS = {"train": (), "metrics": (), "measures": ("measures", "events"), "probes": ("probes",),
-                "events": ("events",)}
+                "events": ("events",), "prune": ()}
 
 
 def job_spec(cfg: dict, name: str, stage: str) -> JobSpec:
@@ -633,16 +634,21 @@ def input_space(task: str, params: dict) -> int:
 
 
 def check_semantics(cfg: dict) -> None:
-    from .tasks import LEVEL_PARAM, LEVELS, TASKS, level_hardness, make_task
+    from .tasks import LEVEL_PARAM, LEVELS, OPTIONAL_PARAMS, TASKS, level_hardness, make_task
     from .schedule import checkpoint_steps
 
     for task, levels in (cfg.get("tasks") or {}).items():
         for lv, p in (levels or {}).items():
             want = LEVEL_PARAM[task]
-            extra = sorted(set(p) - {want})
+            optional = OPTIONAL_PARAMS.get(task, {})
+            extra = sorted(set(p) - {want} - set(optional))
             if want not in p or extra:
-                raise ConfigError(f"config field 'tasks.{task}.{lv}': task {task!r} takes exactly "
-                                  f"the parameter {want!r}, got {sorted(p)}")
+                also = f" (optional: {sorted(optional)})" if optional else ""
+                raise ConfigError(f"config field 'tasks.{task}.{lv}': task {task!r} takes the parameter "
+                                  f"{want!r}{also}, got {sorted(p)}")
+            if "support" in p and not (isinstance(p["support"], int) and 1 <= p["support"] <= p[want]):
+                raise ConfigError(f"config field 'tasks.{task}.{lv}.support': {p['support']!r} must be an "
+                                  f"integer between 1 and length ({p[want]})")
             if task == "mul" and not isinstance(p[want], list):
                 raise ConfigError(f"config field 'tasks.mul.{lv}.digits': give [digits_a, digits_b], got {p[want]!r}")
             if task != "mul" and isinstance(p[want], list):

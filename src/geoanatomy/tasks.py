@@ -18,7 +18,7 @@ task  example (L1)                           level parameter
 copy  ``COPY 3 1 4 1 = 3 1 4 1``             ``length`` (digits)
 rev   ``REV 3 1 4 1 = 1 4 1 3``              ``length`` (digits)
 cmp   ``CMP 4 2 , 4 7 = <``                  ``digits`` per number
-par   ``PAR 1 0 1 1 0 1 0 0 1 1 = 0``        ``length`` (bits); answer = sum mod 2
+par   ``PAR 1 0 1 1 0 1 0 0 1 1 = 0``        ``length`` (bits); answer = parity of ``support`` fixed bits
 add   ``ADD 4 2 + 1 9 = 1 6 0``              ``digits`` per operand; answer n+1 digits, reversed
 mod   ``MOD 3 0 + 0 9 = 0 2`` (p = 37)       ``modulus`` p; a, b < p; answer (a+b) mod p
 sort  ``SORT 3 1 4 1 = 1 1 3 4``             ``length`` (digits)
@@ -74,11 +74,33 @@ DEFAULT_LEVELS: dict[str, dict[str, dict]] = {
 # The one parameter that grades each task's difficulty (validated L1 < L2 < L3).
 LEVEL_PARAM = {"copy": "length", "rev": "length", "cmp": "digits", "par": "length",
                "add": "digits", "mod": "modulus", "sort": "length", "mul": "digits"}
+# Optional second parameters (task -> {name: meaning}); par's support defaults to its length.
+OPTIONAL_PARAMS = {"par": {"support": "bits that decide the answer (default: all; fewer = sparse parity)"}}
+
+
+def parity_support(length: int, support: int | None = None) -> np.ndarray:
+    """The bit positions (k,) whose parity is par's answer, for ``length`` bits.
+
+    ``support`` = None or ``length``: every bit (full parity). Fewer: a fixed subset of
+    ``support`` positions (sparse parity, the (n, k)-parity of Barak et al. 2022), drawn once
+    from a hash of (length, support) only, so every seed and every run learns the same function.
+    """
+    n = int(length)
+    k = n if support is None else int(support)
+    if not 1 <= k <= n:
+        raise ValueError(f"par: support {k} must be between 1 and length {n}")
+    if k == n:
+        return np.arange(n)
+    rng = np.random.default_rng(stable_seed("par support", n, k))
+    return np.sort(rng.choice(n, size=k, replace=False))
 
 
 def level_hardness(task: str, params: dict) -> int:
-    """Scalar hardness of a level used to check L1 < L2 < L3 (the input space size's log)."""
+    """Scalar hardness of a level used to check L1 < L2 < L3: the input space size's log, or
+    for parity n ** k, the statistical-query cost of finding k relevant bits among n."""
     v = params[LEVEL_PARAM[task]]
+    if task == "par":
+        return int(v) ** int(params.get("support", v))
     return int(sum(v)) if isinstance(v, (list, tuple)) else int(v)
 
 
@@ -177,7 +199,8 @@ def make_task(task: str, level: str, params: dict | None = None) -> TaskSpec:
             ans = lambda x: np.sort(np.asarray(x, dtype=np.int64), axis=1)
             na = n
         else:
-            ans = lambda x: (np.asarray(x, dtype=np.int64).sum(1, keepdims=True) % 2)
+            bits = parity_support(n, p.get("support"))
+            ans = lambda x: (np.asarray(x, dtype=np.int64)[:, bits].sum(1, keepdims=True) % 2)
             na = 1
         return TaskSpec(task, level, p, n, na, n * np.log10(hi), draw, layout, ans)
 

@@ -35,6 +35,7 @@ STAGES = {
     "probes": lambda job, threads: {"cfg_probes": job.blocks["probes"], "threads": threads,
                                     "device": job.device},
     "events": lambda job, threads: {"cfg_events": job.blocks["events"]},
+    "prune": lambda job, threads: {},
 }
 RUN_FILES = ("metrics.csv", "measures.csv", "probes.csv", "precursor.json", "trajectory.png", "train.json")
 
@@ -59,7 +60,7 @@ def run_stage(job, threads: int = 1) -> dict:
     """Run one stage's job (thread limits first, then the stage module's run())."""
     from ..runtime import describe_device, limit_threads
     limit_threads(threads)
-    if job.stage != "events":  # the job log states where it runs (CPU or which GPU)
+    if job.stage not in ("events", "prune"):  # the job log states where it runs (CPU or which GPU)
         print(f"[{job.stage}] {job.run.name}: {describe_device(job.device)}", flush=True)
     module = importlib.import_module(f"geoanatomy.stages.{job.stage}")
     return module.run(job.run, job.run_dir, **STAGES[job.stage](job, threads))
@@ -170,5 +171,7 @@ def clean_run(d: Path, checkpoints: bool = False) -> int:
         ckpt.unlink()  # the link only, never the folder it points to
     elif checkpoints and ckpt.exists():
         shutil.rmtree(ckpt)
+    if checkpoints:  # kept otherwise: it tells the trainer the remaining checkpoints are not all
+        (d / "pruned.json").unlink(missing_ok=True)
     print(f"cleaned {d} (checkpoints {'deleted' if checkpoints else 'kept: training resumes'})")
     return 0

@@ -52,6 +52,13 @@ def open_run(spec: RunSpec, run_dir: str | Path, device: str = "auto"):
     checkpoint copied in from elsewhere) or a missing one is an error naming it. Iterate with
     ``checkpoints.iter_checkpoints(..., expect=checkpoint_identity(spec))``."""
     ckdir = checkpoint_dir(run_dir)
+    pruned = Path(run_dir) / "pruned.json"   # written by stages.prune (keep_checkpoints: final)
+    if pruned.exists():
+        raise CheckpointError(
+            f"the analysis checkpoints of {spec.name} were removed after its stages finished "
+            f"(keep_checkpoints: final; {pruned}); to recompute from them, retrain the run: "
+            f"`snakemake --forcerun train {Path(run_dir) / 'train.json'}` (training is deterministic: "
+            f"the same checkpoints come back)")
     steps = list_checkpoints(ckdir)
     if not steps:
         raise CheckpointError(f"no checkpoints in {ckdir}: run the training job first")

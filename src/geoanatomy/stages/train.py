@@ -96,6 +96,11 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
     dtype = tr.get("checkpoint_dtype", "float32")
     compact = dtype != "float32"        # half-precision analysis checkpoints; exact weights ride with the optimizer
     start, log_rows = 0, []
+    pruned = run_dir / "pruned.json"  # stages.prune removed the analysis checkpoints: none to resume
+    if pruned.exists():
+        log(f"[train] {spec.name}: {pruned} says its analysis checkpoints were removed; retraining from step 0")
+        shutil.rmtree(ckdir, ignore_errors=True)
+        pruned.unlink()
     if ckdir.is_dir():  # temporary files of writes killed before their rename
         for tmp in ckdir.glob(".*.tmp"):
             tmp.unlink()
