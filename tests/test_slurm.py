@@ -385,3 +385,26 @@ def test_slurm_profile_runs_grid_identical_to_local(tmp_path):
         assert "SLURM job" not in (b / "logs" / "train.log").read_text()
         assert json.loads((a / "train.json").read_text())["device"] == "cpu"
     print(f"SLURM run {t_slurm:.0f} s")
+
+
+def test_prune_window_and_peak_disk_known_answer():
+    """Three nano and two micro runs, J = 1: each run waits for the previous of its size; the
+    peak is what all runs keep plus the largest run of each size; without J it is everything."""
+    from geoanatomy.config import prune_window, resolve
+    from geoanatomy.cost import checkpoint_disk_mb, kept_disk_mb, peak_disk_mb
+    cfg = resolve({"grid": [{"tasks": ["copy", "mod", "add"], "levels": ["L1"], "sizes": ["nano"]},
+                            {"tasks": ["copy", "mod"], "levels": ["L1"], "sizes": ["micro"]}],
+                   "keep_checkpoints": "final", "max_unpruned_runs": 1})
+    assert prune_window(cfg) == {"mod_L1_nano": "copy_L1_nano", "add_L1_nano": "mod_L1_nano",
+                                 "mod_L1_micro": "copy_L1_micro"}
+    names = ["copy_L1_nano", "mod_L1_nano", "add_L1_nano", "copy_L1_micro", "mod_L1_micro"]
+    kept = sum(kept_disk_mb(cfg, r) for r in names)
+    # same checkpoints per run within a size: the largest is any one of them
+    big = {s: max(checkpoint_disk_mb(cfg, r) - kept_disk_mb(cfg, r) for r in names if r.endswith(s))
+           for s in ("nano", "micro")}
+    assert peak_disk_mb(cfg) == kept + big["nano"] + big["micro"]
+    assert kept < peak_disk_mb(cfg) < sum(checkpoint_disk_mb(cfg, r) for r in names)
+    every = resolve({**cfg, "max_unpruned_runs": None})
+    assert prune_window(every) == {} and peak_disk_mb(every) == sum(checkpoint_disk_mb(cfg, r) for r in names)
+    with pytest.raises(Exception, match="max_unpruned_runs"):
+        resolve({**cfg, "keep_checkpoints": "all"})

@@ -66,6 +66,46 @@ def test_keep_checkpoints_final_adds_one_prune_job_per_run(workdir):
     assert c.get("prune") == 2 and c.get("train") == 2, c
 
 
+def _job_events(out: str) -> list[tuple[str, str, str]]:
+    """[("start" | "finish", rule, run)] in the order Snakemake logged them."""
+    events, rule, jobid, job_run, started = [], None, None, {}, {}
+    for line in out.splitlines():
+        s = line.strip()
+        if m := re.match(r"^(?:local)?rule (\w+):$", s):
+            rule, jobid = m[1], None
+        elif m := re.match(r"^jobid: (\d+)$", s):
+            jobid = m[1]
+        elif (m := re.match(r"^wildcards: run=(\S+)$", s)) and jobid is not None:
+            job_run[jobid] = m[1]
+            started[jobid] = rule
+            events.append(("start", rule, m[1]))
+        elif m := re.match(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$", s):
+            if m[1] in job_run:
+                events.append(("finish", m[2], job_run[m[1]]))
+    return events
+
+
+@pytest.mark.slow
+def test_max_unpruned_runs_bounds_runs_holding_checkpoints(workdir):
+    """keep_checkpoints final, max_unpruned_runs 1: each run trains only after the previous
+    run of its size was pruned, and every run ends with one checkpoint."""
+    (workdir / "pw.yaml").write_text(TINY.replace("[copy, mod]", "[copy, mod, add]")
+                                     + "keep_checkpoints: final\nmax_unpruned_runs: 1\n")
+    runs = ["copy_L1_nano", "mod_L1_nano", "add_L1_nano"]
+    p = smk(workdir, "--cores", "2", "--configfile=pw.yaml", *[f"results/{r}/pruned.json" for r in runs])
+    ev = _job_events(p.stdout + p.stderr)
+    for before, after in zip(runs, runs[1:]):
+        assert ev.index(("finish", "prune", before)) < ev.index(("start", "train", after)), ev
+    for r in runs:
+        assert len(list((workdir / "results" / r / "checkpoints").glob("step_*.safetensors"))) == 1
+        assert json.loads((workdir / "results" / r / "pruned.json").read_text())["complete"]
+    holding = 0                                  # runs trained and not yet pruned, at every event
+    for kind, rule, _ in ev:
+        holding += (kind, rule) == ("start", "train") and 1 or 0
+        holding -= (kind, rule) == ("finish", "prune") and 1 or 0
+        assert holding <= 1, ev
+
+
 @pytest.mark.slow
 def test_single_target_builds_only_that_run(workdir):
     smk(workdir, "results/mod_L1_nano/precursor.json", "--cores", "2", "--configfile", "tiny.yaml")

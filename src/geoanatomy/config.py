@@ -61,6 +61,7 @@ DEFAULTS: dict = {
     "results_dir": "results",
     "allow_results_outside_workdir": False,
     "keep_checkpoints": "all",
+    "max_unpruned_runs": None,
     "tasks": {},
     "model": {"block_size": 64},
     "train": {
@@ -578,6 +579,21 @@ def run_names(cfg: dict) -> list[str]:
     return [run_name(*r) for r in runs(cfg)]
 
 
+def prune_window(cfg: dict) -> dict[str, str]:
+    """{run: the run whose pruning it waits for before training}: with ``keep_checkpoints:
+    final`` and ``max_unpruned_runs: J``, the runs of each size train in grid order with at
+    most J of them holding their analysis checkpoints at once (run i waits for run i - J of
+    its size to be pruned), so a grid's checkpoint disk never exceeds what is kept plus J runs
+    of every size (geoanatomy.cost.peak_disk_mb). Empty otherwise."""
+    j = cfg.get("max_unpruned_runs")
+    if cfg.get("keep_checkpoints", "all") != "final" or not j:
+        return {}
+    by_size: dict[str, list[str]] = {}
+    for r in runs(cfg):
+        by_size.setdefault(r[2], []).append(run_name(*r))
+    return {names[i]: names[i - j] for names in by_size.values() for i in range(j, len(names))}
+
+
 def run_spec(cfg: dict, name: str) -> RunSpec:
     parts = parse_run_name(name)
     if parts is None:
@@ -653,6 +669,10 @@ def check_semantics(cfg: dict) -> None:
                 raise ConfigError(f"config field 'tasks.mul.{lv}.digits': give [digits_a, digits_b], got {p[want]!r}")
             if task != "mul" and isinstance(p[want], list):
                 raise ConfigError(f"config field 'tasks.{task}.{lv}.{want}': give one integer, got {p[want]!r}")
+    if cfg.get("max_unpruned_runs") and cfg.get("keep_checkpoints", "all") != "final":
+        raise ConfigError(f"config field 'max_unpruned_runs': {cfg['max_unpruned_runs']} limits runs holding "
+                          f"their analysis checkpoints, which only keep_checkpoints: final removes "
+                          f"(keep_checkpoints is {cfg.get('keep_checkpoints', 'all')!r})")
     for task in TASKS:
         hard = [level_hardness(task, level_params(cfg, task, lv)) for lv in LEVELS]
         for i in range(2):

@@ -259,6 +259,35 @@ def checkpoint_disk_mb(cfg: dict, run: str) -> int:
     return math.ceil((s["checkpoints"] * per_ck * n + state * n) / 1e6)
 
 
+def kept_disk_mb(cfg: dict, run: str) -> int:
+    """Disk a run's checkpoints/ keep once its stages have finished: everything with
+    ``keep_checkpoints: all``; with ``final`` the newest weights and the resume state
+    (stages.prune removes the rest)."""
+    if cfg.get("keep_checkpoints", "all") == "all":
+        return checkpoint_disk_mb(cfg, run)
+    from .config import train_settings
+    s = run_shape(cfg, run)
+    n = n_params(s["size"])
+    dtype = train_settings(cfg, s["size"]).get("checkpoint_dtype", "float32")
+    return math.ceil(((4 if dtype == "float32" else 2) * n + (8 if dtype == "float32" else 12) * n) / 1e6)
+
+
+def peak_disk_mb(cfg: dict) -> int | None:
+    """The most checkpoint disk the grid can hold at once: with keep_checkpoints final and
+    max_unpruned_runs J, what every run keeps plus, per size, its J largest runs' analysis
+    checkpoints (config.prune_window); otherwise every run's checkpoints (None: no bound
+    beyond that)."""
+    from .config import run_names
+    names = run_names(cfg)
+    j = cfg.get("max_unpruned_runs")
+    if cfg.get("keep_checkpoints", "all") != "final" or not j:
+        return sum(checkpoint_disk_mb(cfg, r) for r in names)
+    by_size: dict[str, list[int]] = {}
+    for r in names:
+        by_size.setdefault(parse_run_name(r)["size"], []).append(checkpoint_disk_mb(cfg, r) - kept_disk_mb(cfg, r))
+    return sum(kept_disk_mb(cfg, r) for r in names) + sum(sum(sorted(v)[-j:]) for v in by_size.values())
+
+
 # ------------------------------------------------------------------- cost table
 def cost_table(cfg: dict) -> list[dict]:
     """Per size in the grid: runs, steps, checkpoints, hours per stage on the device the
@@ -279,6 +308,7 @@ def cost_table(cfg: dict) -> list[dict]:
             stage_h[st] = (dev, sum(work_seconds(cfg, st, r) for r in runs) / 3600)
         cpu_train_h = sum(work_seconds(cfg, "train", r, "cpu") for r in runs) / 3600
         disk = sum(checkpoint_disk_mb(cfg, r) for r in runs) / 1e3
+        kept = sum(kept_disk_mb(cfg, r) for r in runs) / 1e3
         rows.append({
             "size": size, "n_params": n_params(size), "runs": len(runs),
             "steps": sorted({s["steps"] for s in shapes}), "checkpoints": sorted({s["checkpoints"] for s in shapes}),
@@ -287,7 +317,7 @@ def cost_table(cfg: dict) -> list[dict]:
             "stages": stage_h, "cpu_train_hours_if_cpu": cpu_train_h,
             "cpu_hours": sum(h for dev, h in stage_h.values() if dev == "cpu"),
             "gpu_hours": sum(h for dev, h in stage_h.values() if dev == "gpu"),
-            "disk_gb": disk,
+            "disk_gb": disk, "kept_gb": kept, "run_disk_gb": max(checkpoint_disk_mb(cfg, r) for r in runs) / 1e3,
         })
     return rows
 

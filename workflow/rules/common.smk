@@ -7,7 +7,7 @@ import re
 import shlex
 from pathlib import Path
 
-from geoanatomy.config import job_spec
+from geoanatomy.config import job_spec, prune_window
 from geoanatomy.cost import job_resources
 from geoanatomy.pythia import settings as pythia_settings
 
@@ -41,6 +41,20 @@ def stage_shell(stage):
         f"{THREAD_ENV} geoanatomy {stage} --spec {{params.spec}} --threads {{threads}}"
         " > {log:q} 2>&1"
     )
+
+
+@functools.lru_cache(maxsize=None)
+def _prune_window():
+    return prune_window(CFG)
+
+
+def disk_window(wildcards):
+    """Train's input with keep_checkpoints final and max_unpruned_runs J: the pruned.json of
+    the run J places earlier in its size (geoanatomy.config.prune_window), so at most J runs
+    per size hold their analysis checkpoints. ancient(): only its existence matters, a later
+    rewrite never reruns this training."""
+    before = _prune_window().get(wildcards.run)
+    return [ancient(f"{RESULTS}/{before}/pruned.json")] if before else []
 
 
 @functools.lru_cache(maxsize=None)

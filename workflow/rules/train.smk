@@ -2,6 +2,8 @@
 # The checkpoints folder is deliberately not a declared output: Snakemake would delete
 # it before a rerun, and the trainer resumes from it after an interruption.
 rule train:
+    input:
+        disk_window,  # with max_unpruned_runs: an earlier run's pruned.json (common.smk)
     output:
         f"{RESULTS}/{{run}}/train.json",
     log:
