@@ -82,11 +82,13 @@ def cost_table_markdown(cfg: dict) -> str:
             f"| {r['size']} | {r['n_params'] / 1e6:.2f}M | {n} | {steps} | {r['cpu_s_per_step_ref']:.3f} "
             f"({'measured' if r['measured'] else 'extrapolated'}) | {r['gpu_s_per_step_ref']:.3f} | "
             + " | ".join(cell(*st[s], n) for s in ("train", "metrics", "measures", "probes"))
-            + f" | {r['disk_gb'] / n:.1f} GB ({r['kept_gb'] / n:.1f} GB) | {r['cpu_hours']:.0f} CPU-h + "
+            + f" | {r['disk_gb'] / n:.1f} GB ({r['kept_gb'] / n:.2g} GB kept) | {r['cpu_hours']:.0f} CPU-h + "
               f"{r['gpu_hours']:.1f} GPU-h |")
     tot_c, tot_g, tot_d, tot_k = (sum(r[k] for r in rows) for k in ("cpu_hours", "gpu_hours", "disk_gb", "kept_gb"))
+    from geoanatomy.cost import peak_disk_mb
+    peak = peak_disk_mb(cfg) / 1e6
     disk = (f"{tot_d / 1e3:.2f} TB" if tot_k == tot_d else
-            f"{tot_d / 1e3:.2f} TB if all at once; {tot_k / 1e3:.2f} TB kept")
+            f"{tot_d / 1e3:.2f} TB if every run kept all; {tot_k / 1e3:.2f} TB kept; peak {peak:.2f} TB")
     out.append(f"| **all** | | {sum(r['runs'] for r in rows)} | | | | | | | | {disk} | "
                f"**{tot_c:.0f} CPU-h + {tot_g:.0f} GPU-h** |")
     return "\n".join(out)
