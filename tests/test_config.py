@@ -140,6 +140,20 @@ BAD_INPUTS = [
         "tasks", {"par": {"L1": {"length": 10}, "L2": {"length": 16}, "L3": {"length": 63}}},
         with_("grid.0", {"tasks": ["par"], "levels": ["L3"], "sizes": ["nano"]})),
      ["tasks.par.L3.length", "63 input bits", "at most 62"]),
+    ("parity support longer than its length", with_(
+        "tasks", {"par": {"L1": {"length": 8, "support": 1}, "L2": {"length": 8, "support": 2},
+                          "L3": {"length": 8, "support": 9}}}),
+     ["tasks.par.L3.support", "9", "between 1 and length (8)"]),
+    ("parity support not growing", with_(
+        "tasks", {"par": {"L1": {"length": 8, "support": 2}, "L2": {"length": 8, "support": 2},
+                          "L3": {"length": 8, "support": 3}}}),
+     ["tasks.par", "L2 must be harder than L1"]),
+    ("support for a task without it", with_(
+        "tasks", {"copy": {"L1": {"length": 4, "support": 2}, "L2": {"length": 8}, "L3": {"length": 16}}}),
+     ["tasks.copy.L1", "'length'", "['length', 'support']"]),
+    ("max_unpruned_runs without pruning", with_("max_unpruned_runs", 4),
+     ["max_unpruned_runs", "keep_checkpoints: final", "'all'"]),
+    ("unknown keep_checkpoints", with_("keep_checkpoints", "some"), ["keep_checkpoints", "'some'", "final"]),
     ("too many grid blocks", {"grid": [BASE["grid"][0]] * 1001}, ["grid", "1001 entries", "at most 1000"]),
     ("grid list too long", with_("grid.0.tasks", ["add"] * 101), ["grid.0.tasks", "101 entries", "at most 100"]),
     ("too many values", with_("pythia.models", ["a/b"] * 30_000), ["pythia.models", "at most 20000"]),
@@ -366,7 +380,8 @@ def test_redraw_loops_are_bounded(monkeypatch):
 
 def test_valid_draws_are_unchanged():
     """Held-out sets and training batches of valid settings are pinned: the digest changes only
-    when the data definition changes on purpose (last: reversed add and mul answers)."""
+    when the data definition changes on purpose (last: add and mul operands reversed too,
+    sparse parity, the calibrated levels)."""
     import hashlib
 
     from geoanatomy.tasks import LEVELS, TASKS, TaskData, make_task
@@ -380,7 +395,7 @@ def test_valid_draws_are_unchanged():
     d = TaskData(make_task("mul", "L1"), seed=1, n_heldout=1024, heldout_frac=0.5)  # many redraws
     h.update(d.heldout.tobytes())
     h.update(d.train_batch(3, 256).tobytes())
-    assert h.hexdigest()[:16] == "bedb79b2fba1cac0"
+    assert h.hexdigest()[:16] == "48ddbd658200f174"
 
 
 # ---------------------------------------------------------------- devices

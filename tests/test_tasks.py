@@ -21,13 +21,15 @@ def expected_answer(task, params, toks):
         return list(s[::-1])
     if task == "sort":
         return sorted(s)
-    if task == "par":
-        return [str(s.count("1") % 2)]
+    if task == "par":   # the support's positions are the task's choice: checked by the next test
+        from geoanatomy.tasks import parity_support
+        bits = parity_support(params["length"], params.get("support"))
+        return [str(sum(int(s[i]) for i in bits) % 2)]
     if task == "cmp":
         a, b = s.split(",")
         return ["<" if int(a) < int(b) else ">" if int(a) > int(b) else "EQ"]
     if task == "add":
-        a, b = s.split("+")
+        a, b = (x[::-1] for x in s.split("+"))                              # operands written reversed
         return list(str(int(a) + int(b)).zfill(len(a) + 1))[::-1]          # least significant first
     if task == "mod":
         a, b = s.split("+")
@@ -35,7 +37,7 @@ def expected_answer(task, params, toks):
         assert int(a) < m and int(b) < m
         return list(str((int(a) + int(b)) % m).zfill(len(str(m - 1))))
     if task == "mul":
-        a, b = s.split("*")
+        a, b = (x[::-1] for x in s.split("*"))                              # operands written reversed
         return list(str(int(a) * int(b)).zfill(len(a) + len(b)))[::-1]     # least significant first
     raise AssertionError(task)
 
@@ -53,6 +55,28 @@ def test_answers_match_independent_arithmetic(task, level):
             n_ans = spec.n_answer
             assert toks[-n_ans - 1] == "="
             assert toks[-n_ans:] == expected_answer(task, spec.params, toks), toks
+
+
+@pytest.mark.parametrize("length,support", [(8, 1), (8, 3), (12, 5), (10, 10)])
+def test_sparse_parity_depends_on_exactly_its_support(length, support):
+    """Flipping any one of ``support`` bits flips the answer; flipping any other bit never
+    does; support = length is the parity of all bits (the number of ones mod 2)."""
+    rng = np.random.default_rng(0)
+    spec = make_task("par", "L1", {"length": length, "support": support})
+    x = rng.integers(0, 2, size=(200, length))
+    a = spec.answer(x)[:, 0]
+    relevant = []
+    for i in range(length):
+        y = x.copy()
+        y[:, i] ^= 1
+        flips = spec.answer(y)[:, 0] != a
+        assert flips.all() or not flips.any(), i
+        relevant += [i] if flips.all() else []
+    assert len(relevant) == support
+    if support == length:
+        assert (a == x.sum(1) % 2).all()
+    same = make_task("par", "L3", {"length": length, "support": support})   # fixed per (length, support)
+    assert (same.answer(x) == spec.answer(x)).all()
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -170,7 +194,8 @@ def test_levels_are_graded():
     for task in TASKS:
         h = [level_hardness(task, DEFAULT_LEVELS[task][lv]) for lv in LEVELS]
         assert h[0] < h[1] < h[2]
-        assert make_task(task, "L1").space_log10 < make_task(task, "L3").space_log10
+        if task != "par":   # sparse parity grows by its support: same input space, more bits decide
+            assert make_task(task, "L1").space_log10 < make_task(task, "L3").space_log10
 
 
 def test_eval_set_is_the_head_of_the_pool():

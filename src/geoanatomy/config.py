@@ -679,7 +679,8 @@ def check_semantics(cfg: dict) -> None:
             if not hard[i] < hard[i + 1]:
                 raise ConfigError(
                     f"config field 'tasks.{task}': {LEVELS[i + 1]} must be harder than {LEVELS[i]} by its "
-                    f"'{LEVEL_PARAM[task]}' ({level_params(cfg, task, LEVELS[i])} vs "
+                    + ("length ** support (k relevant bits among n)" if task == "par" else f"'{LEVEL_PARAM[task]}'")
+                    + f" ({level_params(cfg, task, LEVELS[i])} vs "
                     f"{level_params(cfg, task, LEVELS[i + 1])})")
 
     used_sizes = sorted({r[2] for r in runs(cfg)})

@@ -18,20 +18,30 @@ task  example (L1)                           level parameter
 copy  ``COPY 3 1 4 1 = 3 1 4 1``             ``length`` (digits)
 rev   ``REV 3 1 4 1 = 1 4 1 3``              ``length`` (digits)
 cmp   ``CMP 4 2 , 4 7 = <``                  ``digits`` per number
-par   ``PAR 1 0 1 1 0 1 0 0 1 1 = 0``        ``length`` (bits); answer = parity of ``support`` fixed bits
-add   ``ADD 4 2 + 1 9 = 1 6 0``              ``digits`` per operand; answer n+1 digits, reversed
+par   ``PAR 1 0 1 1 0 1 0 0 = 1``            ``support`` k of ``length`` n bits; answer = parity of k fixed bits
+add   ``ADD 2 4 + 9 1 = 1 6 0``              ``digits`` per operand (42 + 19 = 61, all least significant first)
 mod   ``MOD 3 0 + 0 9 = 0 2`` (p = 37)       ``modulus`` p; a, b < p; answer (a+b) mod p
 sort  ``SORT 3 1 4 1 = 1 1 3 4``             ``length`` (digits)
-mul   ``MUL 4 7 * 8 = 6 7 3``                ``digits`` of each operand ``[da, db]``; reversed
+mul   ``MUL 7 4 * 8 = 6 7 3``                ``digits`` of each operand ``[da, db]`` (47 x 8 = 376, reversed)
 ====  =====================================  ===========================
 
 Numbers are written most-significant digit first and zero-padded to a fixed
-width, except the answers of add and mul, which are written least-significant digit
-first (reversed), as small-transformer arithmetic studies do: with the most significant
-digit first, the first answer digit depends on every carry of the sum and the model must
-solve the whole problem before emitting anything (Lee et al. 2023, "Teaching arithmetic
-to small transformers"); reversed, each digit needs only the operands' digits at its
-place and the carry from the previous one. ``cmp`` draws the second number sharing a random-length prefix with the
+width, except in add and mul, whose operands and answers are all written least-significant
+digit first, as small-transformer arithmetic studies do (Lee et al. 2023, "Teaching
+arithmetic to small transformers", reverse the answer; McLeish et al. 2024 and Shen et al.
+2023 reverse every number): with the most significant digit first, the first answer digit
+depends on every carry and the model must solve the whole problem before emitting anything;
+reversed, answer digit i needs only the operands' digits at place i (at a fixed offset from
+it in the sequence) and the carry from place i - 1. Measured at nano in 1,500 steps,
+reversing the answers alone left 3-digit addition and 3x1-digit multiplication unlearned;
+reversing the operands too, 4-digit addition is acquired at step 825 and 4x1 at 393.
+
+``par`` is sparse parity (Barak et al. 2022, "Hidden progress in deep learning"): the
+answer is the parity of ``support`` fixed bits among ``length``; its hardness is n ** k,
+the statistical-query cost of finding the k relevant bits, and SGD finds them after a
+plateau. Full parity (``support`` = ``length``, the default when ``support`` is not given)
+is not learned by the nano model at 8 to 24 bits in 1,500 or 3,000 steps (flipping any one
+bit flips the answer, so nothing short of the whole rule beats chance). ``cmp`` draws the second number sharing a random-length prefix with the
 first half of the time (otherwise the first digit decides almost every case).
 
 Held-out split (``TaskData``): each input is held out or not by a seeded hash of the
@@ -65,11 +75,12 @@ DEFAULT_LEVELS: dict[str, dict[str, dict]] = {
     "copy": {"L1": {"length": 4}, "L2": {"length": 8}, "L3": {"length": 16}},
     "rev": {"L1": {"length": 4}, "L2": {"length": 8}, "L3": {"length": 12}},
     "cmp": {"L1": {"digits": 2}, "L2": {"digits": 4}, "L3": {"digits": 8}},
-    "par": {"L1": {"length": 10}, "L2": {"length": 16}, "L3": {"length": 24}},
-    "add": {"L1": {"digits": 2}, "L2": {"digits": 3}, "L3": {"digits": 5}},
+    "par": {"L1": {"length": 8, "support": 1}, "L2": {"length": 8, "support": 2},
+            "L3": {"length": 8, "support": 3}},
+    "add": {"L1": {"digits": 2}, "L2": {"digits": 3}, "L3": {"digits": 4}},
     "mod": {"L1": {"modulus": 37}, "L2": {"modulus": 61}, "L3": {"modulus": 97}},
     "sort": {"L1": {"length": 4}, "L2": {"length": 6}, "L3": {"length": 10}},
-    "mul": {"L1": {"digits": [2, 1]}, "L2": {"digits": [2, 2]}, "L3": {"digits": [3, 2]}},
+    "mul": {"L1": {"digits": [2, 1]}, "L2": {"digits": [3, 1]}, "L3": {"digits": [4, 1]}},
 }
 # The one parameter that grades each task's difficulty (validated L1 < L2 < L3).
 LEVEL_PARAM = {"copy": "length", "rev": "length", "cmp": "digits", "par": "length",
@@ -228,7 +239,8 @@ def make_task(task: str, level: str, params: dict | None = None) -> TaskSpec:
     if task == "add":
         n = int(p["digits"])
         draw = lambda rng, N: rng.integers(0, 10, size=(N, 2 * n))
-        layout = lambda x: _concat(_const(len(x), T), x[:, :n], _const(len(x), "+"), x[:, n:], _const(len(x), "="))
+        layout = lambda x: _concat(_const(len(x), T), x[:, :n][:, ::-1], _const(len(x), "+"), x[:, n:][:, ::-1],
+                                   _const(len(x), "="))
         ans = lambda x: _digits(_from_digits(x[:, :n]) + _from_digits(x[:, n:]), n + 1)[:, ::-1].copy()
         return TaskSpec(task, level, p, 2 * n, n + 1, 2 * n, draw, layout, ans)
 
@@ -247,7 +259,8 @@ def make_task(task: str, level: str, params: dict | None = None) -> TaskSpec:
     if task == "mul":
         da, db = (int(v) for v in p["digits"])
         draw = lambda rng, N: rng.integers(0, 10, size=(N, da + db))
-        layout = lambda x: _concat(_const(len(x), T), x[:, :da], _const(len(x), "*"), x[:, da:], _const(len(x), "="))
+        layout = lambda x: _concat(_const(len(x), T), x[:, :da][:, ::-1], _const(len(x), "*"), x[:, da:][:, ::-1],
+                                   _const(len(x), "="))
         ans = lambda x: _digits(_from_digits(x[:, :da]) * _from_digits(x[:, da:]), da + db)[:, ::-1].copy()
         return TaskSpec(task, level, p, da + db, da + db, da + db, draw, layout, ans)
 
