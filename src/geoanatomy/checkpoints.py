@@ -31,8 +31,7 @@ from .files import atomic_write_bytes, atomic_write_text
 _STEP_RE = re.compile(r"^step_(\d{6,})\.safetensors$")
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint file is unreadable; the message names the file and the fix."""
+from .errors import CheckpointError  # noqa: E402  (defined torch-free; imported from here too)
 
 
 def ckpt_path(ckpt_dir: Path, step: int) -> Path:

@@ -9,7 +9,7 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                 "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 
 
-def limit_threads(n: int) -> None:
+def limit_threads(n: int, torch_too: bool = True) -> None:
     """Limit torch *and* the BLAS/OpenMP pools under numpy/scipy/sklearn to ``n`` threads.
 
     Oversubscription (two jobs each using both cores) made training 2-10x
@@ -17,15 +17,18 @@ def limit_threads(n: int) -> None:
     100-class LogisticRegression took 3.95 s with 2 BLAS threads against 0.10 s
     with 1, so every job runs with exactly
     the thread count its rule was given. Environment variables cover libraries
-    loaded later; threadpoolctl covers pools already loaded.
+    loaded later; threadpoolctl covers pools already loaded. ``torch_too=False`` leaves torch
+    unimported (a stage that reads tables only starts ~1 s faster; torch, if a later import
+    brings it, reads OMP_NUM_THREADS).
     """
     n = max(1, int(n))
     for v in _THREAD_VARS:
         os.environ[v] = str(n)
-    import torch
-    torch.set_num_threads(n)
-    with contextlib.suppress(RuntimeError):  # only settable before the first parallel op
-        torch.set_num_interop_threads(n)
+    if torch_too:
+        import torch
+        torch.set_num_threads(n)
+        with contextlib.suppress(RuntimeError):  # only settable before the first parallel op
+            torch.set_num_interop_threads(n)
     with contextlib.suppress(ImportError):
         from threadpoolctl import threadpool_limits
         threadpool_limits(n)

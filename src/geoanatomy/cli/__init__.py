@@ -37,6 +37,8 @@ STAGES = {
     "events": lambda job, threads: {"cfg_events": job.blocks["events"]},
     "prune": lambda job, threads: {},
 }
+# stages that read tables and files only, never a model: they start without importing torch
+TABLE_STAGES = ("events", "prune")
 RUN_FILES = ("metrics.csv", "measures.csv", "probes.csv", "precursor.json", "trajectory.png", "train.json")
 
 
@@ -59,8 +61,9 @@ def _job(args):
 def run_stage(job, threads: int = 1) -> dict:
     """Run one stage's job (thread limits first, then the stage module's run())."""
     from ..runtime import describe_device, limit_threads
-    limit_threads(threads)
-    if job.stage not in ("events", "prune"):  # the job log states where it runs (CPU or which GPU)
+    tables_only = job.stage in TABLE_STAGES
+    limit_threads(threads, torch_too=not tables_only)
+    if not tables_only:  # the job log states where it runs (CPU or which GPU)
         print(f"[{job.stage}] {job.run.name}: {describe_device(job.device)}", flush=True)
     module = importlib.import_module(f"geoanatomy.stages.{job.stage}")
     return module.run(job.run, job.run_dir, **STAGES[job.stage](job, threads))

@@ -1,17 +1,18 @@
 """What the stages that read a trained run share: the seeded model and data of a run,
-and opening its checkpoints."""
+and opening its checkpoints. Torch is imported only by the functions that build a model,
+so the stages that read tables only (events, prune) start without it."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from ..checkpoints import CheckpointError, checkpoint_dir, ckpt_path, list_checkpoints
-from ..model import GPT, ModelConfig
-from ..runtime import pick_device
+from ..errors import CheckpointError
 from ..spec import RunSpec
 from ..tasks import TaskData, make_task, stable_seed
+
+if TYPE_CHECKING:
+    from ..model import GPT
 
 
 def task_data(spec: RunSpec) -> TaskData:
@@ -22,6 +23,9 @@ def task_data(spec: RunSpec) -> TaskData:
 
 def build(spec: RunSpec, device: str = "cpu") -> tuple[GPT, TaskData]:
     """Seeded model and data for a run spec (same seed -> same initial weights)."""
+    import torch
+
+    from ..model import GPT, ModelConfig
     data = task_data(spec)
     torch.manual_seed(stable_seed(spec.seed, spec.name, "init") % (2**63))
     model = GPT(ModelConfig.from_size(spec.size, block_size=spec.block_size)).to(device)
@@ -51,6 +55,8 @@ def open_run(spec: RunSpec, run_dir: str | Path, device: str = "auto"):
     The checkpoint files must be exactly the steps its train.json records: an extra file (a
     checkpoint copied in from elsewhere) or a missing one is an error naming it. Iterate with
     ``checkpoints.iter_checkpoints(..., expect=checkpoint_identity(spec))``."""
+    from ..checkpoints import checkpoint_dir, ckpt_path, list_checkpoints
+    from ..runtime import pick_device
     ckdir = checkpoint_dir(run_dir)
     pruned = Path(run_dir) / "pruned.json"   # written by stages.prune (keep_checkpoints: final)
     if pruned.exists():

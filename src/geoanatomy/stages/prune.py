@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..checkpoints import checkpoint_dir, ckpt_path, list_checkpoints
 from ..files import atomic_write_json
 from ..spec import RunSpec
 from .common import run_record
@@ -32,6 +31,7 @@ def pruned_record(run_dir: str | Path) -> Path:
 
 def run(spec: RunSpec, run_dir: str | Path, log=print) -> dict:
     """Remove the run's analysis checkpoints except the newest; write ``pruned.json``."""
+    from ..checkpoints import checkpoint_dir, ckpt_path, list_checkpoints
     run_dir = Path(run_dir)
     rec = run_record(spec, run_dir)          # the checkpoints belong to this run and settings
     ckdir = checkpoint_dir(run_dir)
