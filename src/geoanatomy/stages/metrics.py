@@ -149,6 +149,10 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> 
                          "layer_index": -1, "position": "answer", "variant": "batch_average",
                          "n_samples": spec.train["batch_size"], "value": train_log[step]["train_loss"],
                          "settings": {"averaged_since_previous_checkpoint": True, "used_by_events": False}})
+            if spec.is_unit:   # the mixture's batches hold every combination: say whose loss it is
+                rows[-1].update(variant="mixture_batch_average", settings={
+                    **rows[-1]["settings"], "mixture": spec.train_name,
+                    "batch": "the mixture's batches (every combination), not this combination's alone"})
     write_table(run_dir / "metrics.csv", rows)
     dt = time.time() - t0
     log(f"[metrics] {spec.name}: {len(steps)} checkpoints, {len(rows)} rows, {dt:.1f} s "
