@@ -98,3 +98,24 @@ class MixtureData:
     def eval_sets(self, n: int) -> list[np.ndarray]:
         """Each combination's fixed evaluation sequences (n, S_k), unpadded."""
         return [p.eval_set(min(n, p.n_heldout)) for p in self.parts]
+
+
+def cost_proxy(cfg: dict, name: str) -> str:
+    """The single-task run whose cost model (geoanatomy.cost) stands for a mixture job: a unit's
+    own task, level, size and seed (its evaluation is that run's); for the training run the
+    combination with the longest sequence (every row is padded to it, so a step costs as one of
+    that task's steps)."""
+    from .config import mixture_spec
+    from .spec import run_name
+    spec = mixture_spec(cfg, name)
+    if spec.is_unit:
+        return run_name(spec.task, spec.level, spec.size, spec.control, spec.seed)
+    lengths = [make_task(c["task"], c["level"], c["level_params"]).seq_len for c in spec.mixture["components"]]
+    c = spec.mixture["components"][int(np.argmax(lengths))]
+    return run_name(c["task"], c["level"], spec.size, c["control"], spec.seed)
+
+
+def job_resources(cfg: dict, stage: str, name: str, attempt: int = 1) -> dict:
+    """Cluster resources of a mixture job (geoanatomy.cost.job_resources of its ``cost_proxy``)."""
+    from .cost import job_resources as single
+    return single(cfg, stage, cost_proxy(cfg, name), attempt)
