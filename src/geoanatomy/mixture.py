@@ -89,11 +89,18 @@ class MixtureData:
             if not len(idx):
                 continue
             t = part.spec
-            rng = np.random.default_rng(stable_seed(self.seed, t.task, t.level, "mixture_train", step))
-            seq = part.encode(part.filter_training(rng, t.draw(rng, len(idx))))            # (n_k, S_k)
+            seq = part.encode(self.component_inputs(k, step, len(idx)))                   # (n_k, S_k)
             tokens[idx, :seq.shape[1]] = seq
             mask[idx, t.first_answer_pred_pos:t.first_answer_pred_pos + t.n_answer] = True
         return tokens, mask
+
+    def component_inputs(self, k: int, step: int, n: int) -> np.ndarray:
+        """The inputs (n, n_in) of combination k's rows in step ``step``'s batch: draws of its
+        generator on the training side of its held-out split."""
+        part = self.parts[k]
+        t = part.spec
+        rng = np.random.default_rng(stable_seed(self.seed, t.task, t.level, "mixture_train", step))
+        return part.filter_training(rng, t.draw(rng, n))
 
     def eval_sets(self, n: int) -> list[np.ndarray]:
         """Each combination's fixed evaluation sequences (n, S_k), unpadded."""
