@@ -125,14 +125,33 @@ def test_semantic_checks_cover_mixture_combinations():
         resolve(u)
 
 
-def test_cli_validate_and_runs_list_the_mixture(tmp_path):
+def test_cli_validate_and_runs_list_the_mixture(tmp_path, monkeypatch, capsys):
     from geoanatomy.cli import main
     import yaml
     f = tmp_path / "m.yaml"
-    f.write_text(yaml.safe_dump(mix_user()))
-    os.chdir(tmp_path)
+    f.write_text(yaml.safe_dump(mix_user(controls={"mod_L1": "shuffled"})))
+    monkeypatch.chdir(tmp_path)
     assert main(["validate", "--config", str(f)]) == 0
+    assert "valid; 0 runs; 1 mixture models (protocol: mixture) with 2 combinations" in capsys.readouterr().out
     assert main(["runs", "--config", str(f)]) == 0
+    assert capsys.readouterr().out.split() == ["mixture_nano", "mixture_nano/copy_L1", "mixture_nano/mod_L1_shuffled"]
+
+
+def test_clean_run_takes_mixture_folders(tmp_path, capsys):
+    from geoanatomy.cli import clean_run
+    parent = tmp_path / "mixture_nano"
+    (parent / "checkpoints").mkdir(parents=True)
+    (parent / "train.json").write_text("{}")
+    unit = parent / "mod_L1"
+    unit.mkdir()
+    (unit / "metrics.csv").write_text("x")
+    (unit / "precursor.json").write_text("{}")
+    assert clean_run(unit) == 0 and not (unit / "metrics.csv").exists() and (parent / "train.json").exists()
+    assert clean_run(unit) == 2                                    # nothing left that a run holds
+    assert clean_run(parent, checkpoints=True) == 0 and not (parent / "checkpoints").exists()
+    odd = tmp_path / "mixture_nano" / "notes"
+    odd.mkdir()
+    assert clean_run(odd) == 2
 
 
 def test_shipped_mixture_configs_validate():
