@@ -454,3 +454,23 @@ def test_cluster_bootstrap_resamples_models_not_combinations():
     lo, hi = cluster_bootstrap(df, lambda i: float(x[i].mean()), 2000, 0, ("model",))
     lo_c, _ = cluster_bootstrap(df, lambda i: float(x[i].mean()), 2000, 0)
     assert lo == 0.0 and lo_c > 0.25
+
+
+def test_slurm_profile_dry_run_places_mixture_jobs(tmp_path):
+    """`snakemake -n --profile <site-edited slurm profile>` on a mixture grid: one job per unit and
+    stage, each with its resources; a micro unit's measures go to the GPU partition."""
+    from test_slurm import SNAKEMAKE, _need_plugin, site_profile
+    _need_plugin()
+    prof = site_profile(tmp_path / "profile", cpu_partition="cpu", gpu_partition="gpu", account="proj")
+    (tmp_path / "mix.yaml").write_text(MIX_YAML.replace("sizes: [nano], controls", "sizes: [micro], controls"))
+    p = subprocess.run(SNAKEMAKE + ["-n", "-s", str(REPO / "Snakefile"), "--configfile=mix.yaml", "--profile",
+                                    str(prof), "results/mixture_micro/mod_L1_shuffled/precursor.json"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    job = out[out.index("rule measures:"):]
+    job = job[:job.index("\n\n")]
+    assert "wildcards: run=mixture_micro/mod_L1_shuffled" in job and "slurm_partition=gpu" in job and "gpu=1" in job
+    train = out[out.index("rule train:"):]
+    assert "run=mixture_micro" in train[:train.index("\n\n")] and "slurm_partition=cpu" in train[:train.index("\n\n")]
