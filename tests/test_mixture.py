@@ -474,3 +474,19 @@ def test_slurm_profile_dry_run_places_mixture_jobs(tmp_path):
     assert "wildcards: run=mixture_micro/mod_L1_shuffled" in job and "slurm_partition=gpu" in job and "gpu=1" in job
     train = out[out.index("rule train:"):]
     assert "run=mixture_micro" in train[:train.index("\n\n")] and "slurm_partition=cpu" in train[:train.index("\n\n")]
+
+
+def test_summary_of_a_grid_with_mixtures_only(tmp_path):
+    from geoanatomy.analysis.summarize import run
+    from geoanatomy.cli.summarize import make_settings
+    st = make_settings({"n_bootstrap": 100, "n_permutations": 100})
+    pres, paths = _synthetic(tmp_path)
+    mix = [p for p, pre in zip(paths, pres) if pre.get("protocol") == "mixture"]
+    out = tmp_path / "summary"
+    for part in ("tables", "scale", "prediction", "verdict", "protocols", "html"):
+        run(part, mix, out, st, log=quiet)
+    v = pd.read_csv(out / "verdict.csv", comment="#")
+    assert set(v["protocol"]) == {"mixture"}
+    p = pd.read_csv(out / "protocols.csv", comment="#")
+    assert p["single_runs"].isna().all() and (p["mixture_runs"] == 1).all()
+    assert "empty table" in (out / "tables.html").read_text()

@@ -140,7 +140,8 @@ def write_verdict(pres, out: Path, st: dict, mix=()) -> str:
     out = Path(out)
     rows = rates.measure_rows(pres, st["coincide_log10_tol"])
     jsons = {f: json.loads((out / f).read_text()) for f in JSON_FILES if (out / f).exists()}
-    extra = verdict.json_claims(jsons, st) + (protocols.mixture_claims(list(mix), st) if mix else [])
+    extra = ((verdict.json_claims(jsons, st) if pres else [])          # no single-task run: no single-task row
+             + (protocols.mixture_claims(list(mix), st) if mix else []))
     v = verdict.verdict_table(pres, rows, st, extra)
     write_csv(v, out / "verdict.csv", "geoanatomy summary: verdict.csv",
               ["one row per claim of the study (per measure and RankMe variant where it applies):"
