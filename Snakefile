@@ -51,7 +51,8 @@ RUNS = run_names(CFG)
 # the multi-task protocol (protocol: mixture blocks): training runs NAME_SIZE[_sN], and one
 # analysis unit NAME_SIZE[_sN]/TASK_LEVEL[_shuffled] per combination (docs/mixture.md)
 MIXTURES = mixture_names(CFG)
-UNITS = RUNS + mixture_unit_names(CFG)
+MIXTURE_UNITS = mixture_unit_names(CFG)
+UNITS = RUNS + MIXTURE_UNITS
 
 
 wildcard_constraints:
@@ -76,7 +77,10 @@ report: "workflow/report/workflow.rst"
 
 rule all:
     input:
-        expand(f"{RESULTS}/{{run}}/precursor.json", run=UNITS),
-        expand(f"{RESULTS}/{{run}}/trajectory.png", run=UNITS),
+        expand(f"{RESULTS}/{{run}}/precursor.json", run=RUNS),
+        expand(f"{RESULTS}/{{run}}/trajectory.png", run=RUNS),
         PYTHIA_TARGETS,  # empty unless pythia.enabled (workflow/rules/pythia.smk)
         SUMMARY_TARGETS,  # results/summary/ tables, statistics, figures (workflow/rules/analysis.smk)
+        # the mixtures' units (empty without protocol: mixture blocks; docs/mixture.md)
+        expand(f"{RESULTS}/{{run}}/precursor.json", run=MIXTURE_UNITS),
+        expand(f"{RESULTS}/{{run}}/trajectory.png", run=MIXTURE_UNITS),

@@ -15,11 +15,7 @@ from ..tasks import TaskData, make_task, stable_seed
 
 
 def task_data(spec: RunSpec) -> TaskData:
-    """The run's data: held-out split, training stream, samples (``tasks.TaskData``); for a
-    mixture's training run its padded multi-task stream (``mixture.MixtureData``)."""
-    if spec.mixture and not spec.task:
-        from ..mixture import MixtureData
-        return MixtureData(spec)
+    """The run's data: held-out split, training stream, samples (``tasks.TaskData``)."""
     return TaskData(make_task(spec.task, spec.level, spec.level_params), spec.seed, spec.data["n_heldout"],
                     spec.data["heldout_frac"], spec.data.get("heldout_symmetric", True), spec.control)
 
@@ -32,16 +28,8 @@ def build(spec: RunSpec, device: str = "cpu") -> tuple[GPT, TaskData]:
     return model, data
 
 
-def training_dir(spec: RunSpec, run_dir: str | Path) -> Path:
-    """The folder holding the checkpoints and train.json a spec reads: the run's own, or for a
-    mixture's unit (``results/mixture_nano/mod_L3``) its mixture's (``results/mixture_nano``)."""
-    return Path(run_dir).parent if spec.is_unit else Path(run_dir)
-
-
 def run_record(spec: RunSpec, run_dir: str | Path) -> dict:
-    """The run's train.json (a mixture unit's: its mixture's), checked against the spec (run
-    name, settings hash)."""
-    run_dir = training_dir(spec, run_dir)
+    """The run's train.json, checked against the spec (run name, settings hash)."""
     path = Path(run_dir) / "train.json"
     fix = f"recompute the run with `geoanatomy clean-run {run_dir}` and rerun snakemake"
     try:
@@ -63,7 +51,7 @@ def open_run(spec: RunSpec, run_dir: str | Path, device: str = "auto"):
     The checkpoint files must be exactly the steps its train.json records: an extra file (a
     checkpoint copied in from elsewhere) or a missing one is an error naming it. Iterate with
     ``checkpoints.iter_checkpoints(..., expect=checkpoint_identity(spec))``."""
-    ckdir = checkpoint_dir(training_dir(spec, run_dir))
+    ckdir = checkpoint_dir(run_dir)
     steps = list_checkpoints(ckdir)
     if not steps:
         raise CheckpointError(f"no checkpoints in {ckdir}: run the training job first")
@@ -72,10 +60,10 @@ def open_run(spec: RunSpec, run_dir: str | Path, device: str = "auto"):
     missing = sorted(set(recorded) - set(steps))
     if extra or missing:
         raise CheckpointError(
-            f"{ckdir} does not match {training_dir(spec, run_dir) / 'train.json'}: "
+            f"{ckdir} does not match {Path(run_dir) / 'train.json'}: "
             + (f"files not written by this run's training: {[ckpt_path(ckdir, s).name for s in extra]}; " if extra else "")
             + (f"missing: {[ckpt_path(ckdir, s).name for s in missing]}; " if missing else "")
-            + f"remove the extra files, or recompute with `geoanatomy clean-run {training_dir(spec, run_dir)}`")
+            + f"remove the extra files, or recompute with `geoanatomy clean-run {run_dir}`")
     device = pick_device(device)
     model, data = build(spec, device)
     return model, data, ckdir, steps, device
@@ -84,3 +72,10 @@ def open_run(spec: RunSpec, run_dir: str | Path, device: str = "auto"):
 def checkpoint_identity(spec: RunSpec) -> dict:
     """Metadata every checkpoint of this run carries (written by the train stage)."""
     return {"run": spec.train_name, "settings_hash": spec.train_hash()}
+
+
+def training_dir(spec: RunSpec, run_dir: str | Path) -> Path:
+    """The folder holding the checkpoints and train.json a spec reads (what ``open_run`` and
+    ``run_record`` take): the run's own, or for a mixture's unit (``results/mixture_nano/mod_L3``)
+    its mixture's training run (``results/mixture_nano``; geoanatomy.mixture)."""
+    return Path(run_dir).parent if spec.is_unit else Path(run_dir)

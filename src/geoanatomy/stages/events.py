@@ -48,7 +48,7 @@ from ..spec import RunSpec
 from ..table import curve
 from ..table import read_table, select
 from ..baselines import training_baselines
-from .common import run_record, task_data
+from .common import run_record, task_data, training_dir
 
 SCHEMA_VERSION = 2  # 2: matched detectors, both RankMe variants, training-distribution baselines
 DIRECTIONS = {"grad_erank": "collapse", "grad_cov_erank": "collapse", "hessian_top": "rise", "llc": "rise"}
@@ -276,7 +276,7 @@ def probe_entry(pdf, t_acq, cfg_events: dict, headline_layer: str = "ln_final", 
 def precursor_of_run(spec: RunSpec, run_dir: str | Path, cfg_events: dict):
     """(precursor dict, metrics DataFrame) of a run folder, writing nothing."""
     run_dir = Path(run_dir)
-    summary = run_record(spec, run_dir)
+    summary = run_record(spec, training_dir(spec, run_dir))    # a mixture unit: its mixture's train.json
     recorded = sorted(int(x) for x in summary.get("checkpoint_steps", []))
     tables = {k: read_table(run_dir / f"{k}.csv") for k in ("metrics", "measures", "probes")
               if k == "metrics" or (run_dir / f"{k}.csv").exists()}

@@ -54,7 +54,7 @@ from ..checkpoints import iter_checkpoints, read_train_log
 from ..measures.rankme import mean_share, rankme
 from ..spec import RunSpec
 from ..table import write_table
-from .common import checkpoint_identity, open_run
+from .common import checkpoint_identity, open_run, training_dir
 
 
 @torch.no_grad()
@@ -117,7 +117,7 @@ def measure_checkpoint(model, seq: torch.Tensor, n_answer: int, eps: float = 1e-
 def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> dict:
     """Measure every checkpoint of a trained run; write ``run_dir/metrics.csv`` atomically."""
     run_dir = Path(run_dir)
-    model, data, ckdir, steps, device = open_run(spec, run_dir, device)
+    model, data, ckdir, steps, device = open_run(spec, training_dir(spec, run_dir), device)  # a unit: its mixture's
     n = int(spec.eval["n_samples"])
     eps = float(spec.eval["rankme_eps"])
     seq = torch.as_tensor(data.eval_set(n), device=device)                # (n, S)

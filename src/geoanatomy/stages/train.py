@@ -32,11 +32,11 @@ from ..checkpoints import (CheckpointError, checkpoint_dir, ckpt_path, list_chec
 from ..files import atomic_write_json
 from ..measures.rankme import rankme
 from ..mixture import MixtureData
-from ..model import GPT, answer_loss, padded_answer_loss
+from ..model import GPT, ModelConfig, answer_loss, padded_answer_loss
 from ..runtime import code_version, pick_device
 from ..schedule import checkpoint_steps, lr_at
 from ..spec import RunSpec
-from ..tasks import TaskData
+from ..tasks import TaskData, stable_seed
 from .common import build
 
 
@@ -77,6 +77,14 @@ def quick_eval_mixture(model: GPT, data: MixtureData, n: int, device: str) -> st
         accs.append(f"{name} {(logits[:, -na:].argmax(-1) == seq[:, -na:]).all(1).float().mean().item():.2f}")
     model.train(was)
     return "acc " + " ".join(accs)
+
+
+def build_mixture(spec: RunSpec, device: str = "cpu") -> tuple[GPT, MixtureData]:
+    """Seeded model and padded multi-task stream of a mixture's training run (``common.build``
+    for one task)."""
+    torch.manual_seed(stable_seed(spec.seed, spec.name, "init") % (2**63))
+    model = GPT(ModelConfig.from_size(spec.size, block_size=spec.block_size)).to(device)
+    return model, MixtureData(spec)
 
 
 def batch_loss_fn(model: GPT, data, batch_size: int, device: str) -> Callable[[int], torch.Tensor]:
@@ -120,7 +128,7 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
     h = spec.train_hash()
     eval_n = eval_n or spec.eval.get("n_samples", 200)  # progress line only
 
-    model, data = build(spec, device)
+    model, data = (build_mixture if spec.mixture else build)(spec, device)
     opt = make_optimizer(model, tr)
     batch_loss = batch_loss_fn(model, data, tr["batch_size"], device)
 
