@@ -14,7 +14,7 @@ from pathlib import Path
 # the library is importable even without an install
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from geoanatomy.config import ConfigError, check_devices, load_config  # noqa: E402
-from geoanatomy.config import run_names  # noqa: E402
+from geoanatomy.config import mixture_names, mixture_unit_names, run_names  # noqa: E402
 from geoanatomy.sizes import SIZES  # noqa: E402
 from geoanatomy.tasks import LEVELS, TASKS  # noqa: E402
 
@@ -48,11 +48,18 @@ onstart:
 
 RESULTS = CFG["results_dir"]
 RUNS = run_names(CFG)
+# the multi-task protocol (protocol: mixture blocks): training runs NAME_SIZE[_sN], and one
+# analysis unit NAME_SIZE[_sN]/TASK_LEVEL[_shuffled] per combination (docs/mixture.md)
+MIXTURES = mixture_names(CFG)
+MIXTURE_UNITS = mixture_unit_names(CFG)
+UNITS = RUNS + MIXTURE_UNITS
 
 
 wildcard_constraints:
     # task_level_size, then _shuffled for the shuffled-label control and _sN for seeds other than 0
-    run=f"({'|'.join(TASKS)})_({'|'.join(LEVELS)})_({'|'.join(SIZES)})(_shuffled)?(_s[1-9][0-9]*)?",
+    # or a mixture's training run mix..._size[_sN], or one of its units mix..._size[_sN]/task_level[_shuffled]
+    run=f"({'|'.join(TASKS)})_({'|'.join(LEVELS)})_({'|'.join(SIZES)})(_shuffled)?(_s[1-9][0-9]*)?"
+    f"|mix[a-z0-9]*_({'|'.join(SIZES)})(_s[1-9][0-9]*)?(/({'|'.join(TASKS)})_({'|'.join(LEVELS)})(_shuffled)?)?",
 
 
 include: "workflow/rules/common.smk"
@@ -76,3 +83,6 @@ rule all:
         PRUNE_TARGETS,  # empty unless keep_checkpoints: final (workflow/rules/prune.smk)
         PYTHIA_TARGETS,  # empty unless pythia.enabled (workflow/rules/pythia.smk)
         SUMMARY_TARGETS,  # results/summary/ tables, statistics, figures (workflow/rules/analysis.smk)
+        # the mixtures' units (empty without protocol: mixture blocks; docs/mixture.md)
+        expand(f"{RESULTS}/{{run}}/precursor.json", run=MIXTURE_UNITS),
+        expand(f"{RESULTS}/{{run}}/trajectory.png", run=MIXTURE_UNITS),

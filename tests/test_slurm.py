@@ -126,6 +126,11 @@ def test_gpus_only_in_profile_and_match_cluster_gpu_sizes():
         parts = {s: _eval_resource(sr[rule]["slurm_partition"], f"mod_L3_{s}") for s in SIZES}
         assert {parts[s] for s in sizes} == {"EDIT_ME_gpu_partition"}
         assert {parts[s] for s in SIZES if s not in sizes} <= {"EDIT_ME_cpu_partition"}
+        # seeds, controls and the mixture protocol's names find their size too
+        for name in ("mod_L3_{}_s2", "mod_L3_{}_shuffled", "mixture_{}", "mixture_{}_s1/mod_L3",
+                     "mixture_{}/mod_L1_shuffled"):
+            got = [s for s in SIZES if _eval_resource(sr[rule]["gpu"], name.format(s))]
+            assert tuple(got) == sizes, (rule, name, got)
     assert sr["pythia_extract"]["gpu"] == 1
     # the rules themselves never ask for a GPU (rejected on clusters without one)
     for f in (REPO / "workflow" / "rules").glob("*.smk"):

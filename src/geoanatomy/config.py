@@ -41,7 +41,8 @@ import yaml
 from .errors import ConfigError
 from .pythia.settings import BENCHMARKS as PYTHIA_BENCHMARKS
 from .sizes import SIZES, layer_names
-from .spec import JobSpec, RunSpec, parse_run_name, run_name
+from .spec import (JobSpec, RunSpec, combination_name, mixture_run_name, parse_mixture_name, parse_run_name,
+                   run_name)
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 
@@ -472,6 +473,8 @@ def _dedupe_grid(user: dict) -> dict:
         nb = {**b, **{k: list(dict.fromkeys(b[k])) for k in ("tasks", "levels", "sizes", "seeds") if k in b}}
         key = (tuple(tuple(nb[k]) for k in ("tasks", "levels", "sizes")), tuple(nb.get("seeds", ())),
                nb.get("control", ""))
+        if "protocol" in nb or any(k in nb for k in MIXTURE_KEYS):   # a mixture block is its own run
+            key += (json.dumps({k: nb.get(k) for k in ("protocol",) + MIXTURE_KEYS}, sort_keys=True),)
         if key not in seen:
             seen.add(key)
             blocks.append(nb)
@@ -563,6 +566,8 @@ def runs(cfg: dict) -> list[tuple[str, str, str, str, int]]:
     A block's ``seeds`` default to [the top-level seed]; ``control`` to "" (the task itself)."""
     seen: dict[tuple, None] = {}
     for block in cfg["grid"]:
+        if block.get("protocol", "single") == "mixture":   # mixtures(cfg) enumerates those
+            continue
         sizes, levels = list(dict.fromkeys(block["sizes"])), list(dict.fromkeys(block["levels"]))
         seeds = [int(x) for x in dict.fromkeys(block.get("seeds") or [cfg["seed"]])]
         control = block.get("control", "none")
@@ -595,6 +600,8 @@ def prune_window(cfg: dict) -> dict[str, str]:
 
 
 def run_spec(cfg: dict, name: str) -> RunSpec:
+    if parse_mixture_name(name) is not None:
+        return mixture_spec(cfg, name)
     parts = parse_run_name(name)
     if parts is None:
         raise ConfigError(f"run name {name!r} is not task_level_size[_shuffled][_sSEED]") from None
@@ -624,6 +631,10 @@ def job_spec(cfg: dict, name: str, stage: str) -> JobSpec:
     if stage not in STAGE_BLOCKS:
         raise ConfigError(f"unknown stage {stage!r}; stages: {list(STAGE_BLOCKS)}")
     spec = run_spec(cfg, name)
+    if spec.mixture and (stage == "train") == spec.is_unit:
+        raise ConfigError(f"{name!r} is a mixture's {'unit' if spec.is_unit else 'training run'}: "
+                          + (f"train its mixture {spec.train_name!r}" if spec.is_unit else
+                             f"the {stage} stage runs on its units {mixture_unit_names(cfg, name)}"))
     if stage == "train":
         spec = RunSpec(**{**spec.__dict__, "eval": {}})
     blocks = {b: copy.deepcopy(cfg[b]) for b in STAGE_BLOCKS[stage]}
@@ -683,7 +694,8 @@ def check_semantics(cfg: dict) -> None:
                     + f" ({level_params(cfg, task, LEVELS[i])} vs "
                     f"{level_params(cfg, task, LEVELS[i + 1])})")
 
-    used_sizes = sorted({r[2] for r in runs(cfg)})
+    check_mixtures(cfg)
+    used_sizes = sorted({r[2] for r in runs(cfg)} | {m["size"] for m in mixtures(cfg)})
     for size in ["<train>"] + used_sizes:
         tr = cfg["train"] if size == "<train>" else train_settings(cfg, size)
         where = "train" if size == "<train>" else f"size_overrides.{size}"
@@ -703,7 +715,8 @@ def check_semantics(cfg: dict) -> None:
     n_eval, n_probe = cfg["eval"]["n_samples"], cfg["probes"]["n_samples"]
     n_heldout, frac = cfg["data"]["n_heldout"], cfg["data"]["heldout_frac"]
     num, den = HELDOUT_MAX_SHARE
-    for task, lv in dict.fromkeys(r[:2] for r in runs(cfg)):
+    for task, lv in dict.fromkeys([r[:2] for r in runs(cfg)]
+                                  + [(c["task"], c["level"]) for m in mixtures(cfg) for c in m["components"]]):
         params = level_params(cfg, task, lv)
         pname = LEVEL_PARAM[task]
         spec = make_task(task, lv, params)
@@ -746,3 +759,112 @@ def check_semantics(cfg: dict) -> None:
     from .pythia.settings import check_pythia
     check_pythia(cfg)
 
+
+
+# ------------------------------------------------------------ multi-task protocol
+# A grid block with ``protocol: mixture`` trains one model per size and seed on every
+# task x level combination of the block (geoanatomy.mixture; docs/mixture.md). Its training
+# run is NAME_SIZE[_sN]; each combination is an analysis unit NAME_SIZE[_sN]/TASK_LEVEL[_shuffled].
+MIXTURE_KEYS = ("name", "weights", "controls")
+
+
+def _combos(block: dict) -> list[str]:
+    return [f"{t}_{lv}" for t in dict.fromkeys(block["tasks"]) for lv in dict.fromkeys(block["levels"])]
+
+
+def mixtures(cfg: dict) -> list[dict]:
+    """Every mixture training run of the grid, in grid order: {"name" (the run), "mixture",
+    "size", "seed", "block" (index in grid), "components": [{task, level, level_params, control,
+    weight}, ...]} (components in block order: tasks, then levels)."""
+    out: dict[str, dict] = {}
+    for i, block in enumerate(cfg["grid"]):
+        if block.get("protocol", "single") != "mixture":
+            continue
+        mix = block.get("name", "mixture")
+        default_control = block.get("control", "none")
+        comps = []
+        for combo in _combos(block):
+            task, level = combo.split("_")
+            control = (block.get("controls") or {}).get(combo, default_control)
+            comps.append({"task": task, "level": level, "level_params": level_params(cfg, task, level),
+                          "control": "" if control == "none" else control,
+                          "weight": float((block.get("weights") or {}).get(combo, 1.0))})
+        for size in dict.fromkeys(block["sizes"]):
+            for seed in dict.fromkeys(int(x) for x in (block.get("seeds") or [cfg["seed"]])):
+                name = mixture_run_name(mix, size, seed)
+                out.setdefault(name, {"name": name, "mixture": mix, "size": size, "seed": seed, "block": i,
+                                      "components": comps})
+    return list(out.values())
+
+
+def mixture_names(cfg: dict) -> list[str]:
+    """The training runs of the grid's mixtures."""
+    return [m["name"] for m in mixtures(cfg)]
+
+
+def mixture_unit_names(cfg: dict, parent: str | None = None) -> list[str]:
+    """The analysis units (one per combination) of every mixture, or of the mixture ``parent``."""
+    return [f"{m['name']}/{combination_name(c['task'], c['level'], c['control'])}"
+            for m in mixtures(cfg) if parent is None or m["name"] == parent for c in m["components"]]
+
+
+def unit_names(cfg: dict) -> list[str]:
+    """Every analysis unit of the grid: the single-task runs, then the mixtures' units (each
+    gets metrics, measures, probes and a precursor.json)."""
+    return run_names(cfg) + mixture_unit_names(cfg)
+
+
+def mixture_spec(cfg: dict, name: str) -> RunSpec:
+    """The RunSpec of a mixture's training run (``task`` empty) or of one of its units."""
+    parts = parse_mixture_name(name)
+    found = {m["name"]: m for m in mixtures(cfg)}
+    if parts is None or parts["parent"] not in found:
+        names = mixture_names(cfg)
+        raise ConfigError(f"mixture run {name!r} is not in the config grid; mixtures: {names[:20]}"
+                          + (f" ... ({len(names)} in all)" if len(names) > 20 else ""))
+    m = found[parts["parent"]]
+    base = dict(size=m["size"], train=train_settings(cfg, m["size"]), data=dict(cfg["data"]), seed=m["seed"],
+                block_size=int(cfg["model"]["block_size"]), eval=dict(cfg["eval"]),
+                mixture={"name": m["mixture"], "components": copy.deepcopy(m["components"])})
+    if parts["task"] is None:
+        return RunSpec(task="", level="", level_params={}, control="", **base)
+    for c in m["components"]:
+        if (c["task"], c["level"], c["control"]) == (parts["task"], parts["level"], parts["control"]):
+            return RunSpec(task=c["task"], level=c["level"], level_params=dict(c["level_params"]),
+                           control=c["control"], **base)
+    raise ConfigError(f"{name!r}: {parts['parent']!r} has no combination "
+                      f"{combination_name(parts['task'], parts['level'], parts['control'])!r}; its units: "
+                      f"{mixture_unit_names(cfg, parts['parent'])}")
+
+
+def check_mixtures(cfg: dict) -> None:
+    """Semantic checks of the grid's mixture blocks (the schema has checked types): mixture
+    keys only in mixture blocks, at least two combinations, weights and controls only for the
+    block's combinations, one block per mixture training run."""
+    trained_by: dict[str, int] = {}
+    for i, block in enumerate(cfg["grid"]):
+        where = f"grid.{i}"
+        if block.get("protocol", "single") != "mixture":
+            for k in MIXTURE_KEYS:
+                if k in block:
+                    raise ConfigError(f"config field '{where}.{k}': only for a mixture block (protocol: mixture); "
+                                      f"this block is single-task")
+            continue
+        combos = _combos(block)
+        if len(combos) < 2:
+            raise ConfigError(f"config field '{where}': protocol mixture needs at least two task x level "
+                              f"combinations, got {combos}; use protocol: single for one")
+        for k in ("weights", "controls"):
+            for combo in (block.get(k) or {}):
+                if combo not in combos:
+                    raise ConfigError(f"config field '{where}.{k}.{combo}': {combo!r} is not a combination of "
+                                      f"this block (TASK_LEVEL); its combinations: {combos}")
+        mix = block.get("name", "mixture")
+        for size in dict.fromkeys(block["sizes"]):
+            for seed in dict.fromkeys(int(x) for x in (block.get("seeds") or [cfg["seed"]])):
+                name = mixture_run_name(mix, size, seed)
+                if name in trained_by and trained_by[name] != i:
+                    raise ConfigError(f"config field '{where}': the mixture run {name!r} is also trained by "
+                                      f"grid.{trained_by[name]} with other settings; give one block its own "
+                                      f"name (e.g. name: {mix}2)")
+                trained_by[name] = i

@@ -160,3 +160,15 @@ def answer_loss(model: GPT, seq: torch.Tensor, n_answer: int) -> torch.Tensor:
     x, y = seq[:, :-1], seq[:, 1:]                                       # (B, S-1)
     logits = model(x)[:, -n_answer:, :]                                   # (B, n_answer, V)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[:, -n_answer:].reshape(-1))
+
+
+def padded_answer_loss(model: GPT, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The multi-task protocol's training loss (geoanatomy.mixture): tokens (B, S) right-padded
+    rows of different tasks, mask (B, S - 1) bool, True where the model input position predicts
+    an answer token of that row. Per row the mean cross-entropy over its answer tokens, then the
+    mean over rows. -> scalar."""
+    x, y = tokens[:, :-1], tokens[:, 1:]                                  # (B, S-1)
+    logits = model(x)                                                      # (B, S-1, V)
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none").view(y.shape)
+    m = mask.to(ce.dtype)
+    return ((ce * m).sum(1) / m.sum(1)).mean()

@@ -35,6 +35,38 @@ def parse_run_name(name: str) -> dict | None:
             "seed": int(m["seed"] or 0)}
 
 
+# The multi-task protocol (``protocol: mixture`` grid blocks): one model per size and seed
+# trained on every task x level combination of its block. Its training run is
+# ``{name}_{size}[_sN]`` (name: ``mixture`` unless the block names it; always ``mix...``) and
+# each combination is an analysis unit ``{name}_{size}[_sN]/{task}_{level}[_shuffled]`` whose
+# results live in a sub-folder of the training run's (geoanatomy.mixture).
+MIXTURE_NAME = re.compile(r"^(?P<mix>mix[a-z0-9]*)_(?P<size>[a-z]+)(?:_s(?P<seed>[0-9]+))?"
+                          r"(?:/(?P<task>[a-z]+)_(?P<level>L[0-9]+)(?:_(?P<control>shuffled))?)?$")
+
+
+def mixture_run_name(mixture: str, size: str, seed: int = 0) -> str:
+    """The training run of a mixture: ``{mixture}_{size}``, ``_s{seed}`` for seeds other than 0."""
+    return f"{mixture}_{size}" + (f"_s{seed}" if seed else "")
+
+
+def combination_name(task: str, level: str, control: str = "") -> str:
+    """A combination of a mixture: ``{task}_{level}``, then ``_shuffled`` for the control."""
+    return f"{task}_{level}" + (f"_{control}" if control else "")
+
+
+def parse_mixture_name(name: str) -> dict | None:
+    """{mixture, size, seed, task, level, control, parent} of a mixture training run (task None)
+    or of one of its units, or None when ``name`` is neither."""
+    m = MIXTURE_NAME.match(name)
+    if m is None:
+        return None
+    if m["seed"] is not None and m["seed"].startswith("0"):
+        return None                                     # seed 0 has the short name; no leading zeros
+    parent = mixture_run_name(m["mix"], m["size"], int(m["seed"] or 0))
+    return {"mixture": m["mix"], "size": m["size"], "seed": int(m["seed"] or 0), "task": m["task"],
+            "level": m["level"], "control": m["control"] or "", "parent": parent}
+
+
 def settings_hash(obj) -> str:
     """Short stable hash of a JSON-able object (keys sorted)."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
@@ -54,13 +86,36 @@ class RunSpec:
     block_size: int
     eval: dict = field(default_factory=dict)
     control: str = ""
+    # multi-task protocol: {"name": ..., "components": [{task, level, level_params, control,
+    # weight}, ...]}; empty for a single-task run. With an empty ``task`` the spec is the
+    # mixture's training run, with a task one of its units (one combination).
+    mixture: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:
+        if self.mixture:
+            return self.train_name + (f"/{combination_name(self.task, self.level, self.control)}"
+                                      if self.task else "")
         return run_name(self.task, self.level, self.size, self.control, self.seed)
 
+    @property
+    def train_name(self) -> str:
+        """The training run whose checkpoints this spec reads: itself, or a unit's mixture."""
+        if self.mixture:
+            return mixture_run_name(self.mixture["name"], self.size, self.seed)
+        return self.name
+
+    @property
+    def is_unit(self) -> bool:
+        """One combination of a mixture (evaluated on the mixture model's checkpoints)."""
+        return bool(self.mixture) and bool(self.task)
+
     def train_dict(self) -> dict:
-        """The settings that determine the trained weights (hashed for invalidation)."""
+        """The settings that determine the trained weights (hashed for invalidation); a
+        mixture unit's are its mixture's."""
+        if self.mixture:
+            return {"protocol": "mixture", "mixture": self.mixture, "size": self.size, "train": self.train,
+                    "data": self.data, "seed": self.seed, "block_size": self.block_size}
         d = {"task": self.task, "level": self.level, "size": self.size,
              "level_params": self.level_params, "train": self.train, "data": self.data,
              "seed": self.seed, "block_size": self.block_size}
@@ -88,7 +143,10 @@ class JobSpec:
         return Path(self.results_dir) / self.run.name
 
     def to_json(self) -> str:
-        return json.dumps({"stage": self.stage, "run": asdict(self.run), "results_dir": self.results_dir,
+        run = asdict(self.run)
+        if not run["mixture"]:        # a single-task job's JSON (its Snakemake param) stays as it was
+            del run["mixture"]
+        return json.dumps({"stage": self.stage, "run": run, "results_dir": self.results_dir,
                            "device": self.device, "blocks": self.blocks}, sort_keys=True)
 
     @classmethod

@@ -5,14 +5,18 @@
 #   summary_prediction  precursor.json -> prediction.json
 #   summary_verdict     precursor.json + the JSON files above -> verdict.csv (one row per claim)
 #   summary_figures     precursor.json + metrics.csv + scale_invariance.json -> figures/
+#   summary_protocols   precursor.json of runs and mixture units -> protocols.csv, protocol_rates.csv
+#                       (only when the grid has protocol: mixture blocks; docs/mixture.md)
 #   summary_html        the tables and JSON files -> tables.html (one page, for the report)
+# Mixture units (RESULTS/MIXTURE/COMBINATION/precursor.json) are inputs of every summary rule but
+# only summary_verdict (its protocol = mixture rows) and summary_protocols use them.
 # Each aggregate depends only on per-run files: adding a size or a task reruns only the new
 # runs' jobs and these cheap aggregates. No torch import here (parse time).
 # (json, shlex and Path come from common.smk)
 from geoanatomy.analysis.load import level_order as _level_order
 
 SUMMARY = f"{RESULTS}/summary"
-SUMMARY_PRE = expand(f"{RESULTS}/{{run}}/precursor.json", run=RUNS)
+SUMMARY_PRE = expand(f"{RESULTS}/{{run}}/precursor.json", run=UNITS)
 SUMMARY_METRICS = expand(f"{RESULTS}/{{run}}/metrics.csv", run=RUNS)
 SUMMARY_LEVELS = _level_order(r.split("_")[1] for r in RUNS)
 SUMMARY_SETTINGS = shlex.quote(json.dumps(CFG["summary"], sort_keys=True))
@@ -40,6 +44,7 @@ SUMMARY_TABLES = [
     "emergence.csv",
     "probes.csv",
 ]
+SUMMARY_PROTOCOLS = ["protocols.csv", "protocol_rates.csv"] if MIXTURES else []
 SUMMARY_FIGURES = (
     [f"figures/trajectories_{lv}.png" for lv in SUMMARY_LEVELS]
     + [f"figures/rankme_heatmap_{lv}.png" for lv in SUMMARY_LEVELS]
@@ -50,7 +55,9 @@ SUMMARY_FIGURES = (
         "figures/rho_matrix.png",
     ]
 )
-SUMMARY_TARGETS = [f"{SUMMARY}/{f}" for f in SUMMARY_TABLES + SUMMARY_FIGURES] + [
+SUMMARY_TARGETS = [
+    f"{SUMMARY}/{f}" for f in SUMMARY_TABLES + SUMMARY_PROTOCOLS + SUMMARY_FIGURES
+] + [
     f"{SUMMARY}/{f}"
     for f in (
         "floor_summary.json",
@@ -255,6 +262,43 @@ rule summary_verdict:
         " --settings {params.settings} --threads {threads} > {log:q} 2>&1"
 
 
+rule summary_protocols:
+    input:
+        pre=SUMMARY_PRE,
+    output:
+        protocols=summary_file(
+            SUMMARY,
+            "protocols.csv",
+            "protocols",
+            "2 Tables",
+            table="single-task vs mixture protocol",
+        ),
+        rates=summary_file(
+            SUMMARY,
+            "protocol_rates.csv",
+            "protocol_rates",
+            "2 Tables",
+            table="precursor rates per protocol",
+        ),
+    log:
+        f"{SUMMARY}/logs/protocols.log",
+    benchmark:
+        f"{SUMMARY}/benchmarks/protocols.tsv"
+    conda:
+        CONDA_ENV
+    threads: 1
+    resources:
+        mem_mb=1024,
+        runtime=15,  # SLURM; the aggregates are light
+    params:
+        settings=SUMMARY_SETTINGS,
+        version=ANALYSIS_VERSION,
+        out=lambda w, output: parent_dir(output.protocols),
+    shell:
+        f"{_SUMMARIZE} protocols --precursors {{input.pre:q}} --out {{params.out:q}}"
+        " --settings {params.settings} --threads {threads} > {log:q} 2>&1"
+
+
 rule summary_figures:
     input:
         pre=SUMMARY_PRE,
@@ -326,7 +370,7 @@ rule summary_figures:
 
 rule summary_html:
     input:
-        [f"{SUMMARY}/{f}" for f in SUMMARY_TABLES]
+        [f"{SUMMARY}/{f}" for f in SUMMARY_TABLES + SUMMARY_PROTOCOLS]
         + [
             f"{SUMMARY}/{f}"
             for f in (

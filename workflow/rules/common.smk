@@ -9,6 +9,8 @@ from pathlib import Path
 
 from geoanatomy.config import job_spec, prune_window
 from geoanatomy.cost import job_resources
+from geoanatomy.mixture import job_resources as mixture_job_resources
+from geoanatomy.spec import parse_mixture_name
 from geoanatomy.pythia import settings as pythia_settings
 
 # Thread-limiting environment for every job: torch and the BLAS pools under
@@ -43,6 +45,12 @@ def stage_shell(stage):
     )
 
 
+def train_json(wildcards):
+    """The train.json a run's analysis jobs read: its own, or a mixture unit's mixture's."""
+    m = parse_mixture_name(wildcards.run)
+    return f"{RESULTS}/{m['parent'] if m else wildcards.run}/train.json"
+
+
 @functools.lru_cache(maxsize=None)
 def _prune_window():
     return prune_window(CFG)
@@ -59,6 +67,8 @@ def disk_window(wildcards):
 
 @functools.lru_cache(maxsize=None)
 def _resources(stage, run, attempt):
+    if parse_mixture_name(run):
+        return mixture_job_resources(CFG, stage, run, attempt)
     return job_resources(CFG, stage, run, attempt)
 
 

@@ -2,7 +2,7 @@
 # -> precursor.json, and the run's trajectory figure.
 rule events:
     input:
-        train=f"{RESULTS}/{{run}}/train.json",
+        train=train_json,  # the run's, or a mixture unit's mixture's (common.smk)
         metrics=f"{RESULTS}/{{run}}/metrics.csv",
         measures=f"{RESULTS}/{{run}}/measures.csv",  # expensive measures (measures.smk)
         probes=f"{RESULTS}/{{run}}/probes.csv",  # linear probes (probes.smk)

@@ -3,7 +3,7 @@
 # the cheap metrics.csv (acquisition, RankMe floor/recovery) -> measures.csv (same columns).
 rule measures:
     input:
-        train=f"{RESULTS}/{{run}}/train.json",
+        train=train_json,  # the run's, or a mixture unit's mixture's (common.smk)
         metrics=f"{RESULTS}/{{run}}/metrics.csv",
     output:
         f"{RESULTS}/{{run}}/measures.csv",

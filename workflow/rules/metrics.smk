@@ -2,7 +2,7 @@
 # the run's long-format table (accuracy, log-probabilities, RankMe per layer/position).
 rule metrics:
     input:
-        f"{RESULTS}/{{run}}/train.json",
+        train_json,  # the run's, or a mixture unit's mixture's (common.smk)
     output:
         f"{RESULTS}/{{run}}/metrics.csv",
     log:

@@ -2,7 +2,7 @@
 # every layer at every (every_k-th) checkpoint, predicting the answer token -> probes.csv.
 rule probes:
     input:
-        train=f"{RESULTS}/{{run}}/train.json",
+        train=train_json,  # the run's, or a mixture unit's mixture's (common.smk)
         metrics=f"{RESULTS}/{{run}}/metrics.csv",
     output:
         f"{RESULTS}/{{run}}/probes.csv",

@@ -106,8 +106,13 @@ def _class_of(t_acq: np.ndarray, easy_max_step: np.ndarray) -> np.ndarray:
     return np.where(~np.isfinite(t_acq), "unlearned", np.where(t_acq <= easy_max_step, "easy", "hard"))
 
 
-def null_columns(rm: pd.DataFrame, diff: str, size: str, st: dict) -> dict:
-    """Clock null, permutation p and false alarms of one measure's cell (module doc)."""
+CELLS = ("task", "level", "size")
+
+
+def null_columns(rm: pd.DataFrame, diff: str, size: str, st: dict, perm_group: str = "size") -> dict:
+    """Clock null, permutation p and false alarms of one measure's cell (module doc).
+    ``perm_group``: the column within whose values acquisition steps are shuffled (the size;
+    a mixture's combinations: the model, geoanatomy.analysis.protocols)."""
     out = {"clock_best_step": None, "clock_best_rate": None, "clock_best_median_lead": None,
            "clock_median_step": None, "clock_median_rate": None, "perm_p_rate": None,
            "perm_p_median_lead": None, "n_permutations": None, "false_alarms_k_of_n": ""}
@@ -123,7 +128,7 @@ def null_columns(rm: pd.DataFrame, diff: str, size: str, st: dict) -> dict:
         acq = scope[scope["acquired"].astype(bool)]
         emax = pd.to_numeric(acq["easy_max_step"], errors="coerce").to_numpy(float)
         res = permutation_null(effective_transition(acq), pd.to_numeric(acq["acquisition_step"]).to_numpy(float),
-                               acq["size"].to_numpy(), lambda a: _class_of(a, emax) == diff, frac,
+                               acq[perm_group].to_numpy(), lambda a: _class_of(a, emax) == diff, frac,
                                n_resamples=int(st.get("n_permutations", 10_000)), seed=int(st.get("seed", 0)))
         out.update(perm_p_rate=res["p_rate"], perm_p_median_lead=res["p_median_lead"],
                    n_permutations=res["n_permutations"])
@@ -179,8 +184,9 @@ PAIRED_COLUMNS = ["measure", "difficulty", "runs", "n_pairs", "wins", "losses", 
                   "ci95_lo_decades", "ci95_hi_decades"]
 
 
-def _intervals(r: pd.DataFrame, st: dict) -> tuple:
-    """95% intervals of the precursor rate and of the median gap over cells (seeds nested)."""
+def _intervals(r: pd.DataFrame, st: dict, cluster_cols=CELLS) -> tuple:
+    """95% intervals of the precursor rate and of the median gap over cells (seeds nested), or
+    over the clusters ``cluster_cols`` (a mixture's models, their combinations nested)."""
     if not len(r):
         return (None, None), (None, None)
     r = r.reset_index(drop=True)
@@ -192,14 +198,17 @@ def _intervals(r: pd.DataFrame, st: dict) -> tuple:
         g = gap[idx]
         g = g[np.isfinite(g)]
         return float(np.median(g)) if len(g) else None
-    return (cluster_bootstrap(r, lambda idx: float(pre[idx].mean()), nb, seed),
-            cluster_bootstrap(r, med, nb, seed) if np.isfinite(gap).any() else (None, None))
+    return (cluster_bootstrap(r, lambda idx: float(pre[idx].mean()), nb, seed, cluster_cols),
+            cluster_bootstrap(r, med, nb, seed, cluster_cols) if np.isfinite(gap).any() else (None, None))
 
 
-def precursor_rates(rows: pd.DataFrame, st: dict | None = None) -> pd.DataFrame:
+def precursor_rates(rows: pd.DataFrame, st: dict | None = None, cluster_cols=CELLS,
+                    perm_group: str = "size") -> pd.DataFrame:
     """Per measure x difficulty class x size (and size 'all'): k/n precursors, the gap, and the
     nulls beside them (clock, permutation p, false alarms). Control runs are left out here
-    (``control_rows``)."""
+    (``control_rows``). ``cluster_cols``, ``perm_group``: the units intervals resample (n_cells
+    counts them) and the groups the permutation null shuffles within (defaults: task x level x
+    size cells, sizes; a mixture's combinations: its models, geoanatomy.analysis.protocols)."""
     st = st or {}
     out = []
     rows = rows[rows["control"] == ""]
@@ -214,7 +223,7 @@ def precursor_rates(rows: pd.DataFrame, st: dict | None = None) -> pd.DataFrame:
                     continue
                 q = quantiles(r["gap_steps"].tolist())
                 k, n = int(r["precursor"].sum()), int(len(r))
-                ci_rate, ci_gap = _intervals(r, st)
+                ci_rate, ci_gap = _intervals(r, st, cluster_cols)
                 coinc = r["coincides_plateau_exit"].dropna()
                 out.append({
                     "measure": measure, "kind": rm["kind"].iloc[0], "layer": _one(rm["layer"]),
@@ -225,12 +234,12 @@ def precursor_rates(rows: pd.DataFrame, st: dict | None = None) -> pd.DataFrame:
                     "rate": k / n if n else None, "n_gap": q["n"],
                     "gap_median_steps": q["median"], "gap_q25_steps": q["q25"], "gap_q75_steps": q["q75"],
                     "gap_iqr_steps": q["iqr"], "n_leads": int((r["gap_steps"].dropna() > 0).sum()),
-                    "n_cells": int(r.groupby(["task", "level", "size"]).ngroups) if n else 0,
+                    "n_cells": int(r.groupby(list(cluster_cols)).ngroups) if n else 0,
                     "rate_ci95_lo": ci_rate[0], "rate_ci95_hi": ci_rate[1],
                     "gap_median_ci95_lo": ci_gap[0], "gap_median_ci95_hi": ci_gap[1],
                     "coincide_plateau_k_of_n": f"{int(coinc.astype(bool).sum())}/{len(coinc)}"
                     if measure != "loss_plateau_exit" else "",
-                    **null_columns(rm, diff, size, st),
+                    **null_columns(rm, diff, size, st, perm_group),
                 })
     return pd.DataFrame(out)
 

@@ -9,7 +9,13 @@ prediction precursor.json files                    prediction.json
 figures    precursor.json, metrics.csv,            figures/trajectories_<level>.png, figures/rankme_heatmap_<level>.png,
            scale_invariance.json                   figures/floors_by_task.png|svg, figures/lead_lag.png|svg,
                                                    figures/probes.png, figures/rho_matrix.png|svg
+verdict    precursor.json files + the JSON files   verdict.csv (protocol = mixture rows too when mixture units are given)
+protocols  precursor.json files                    protocols.csv, protocol_rates.csv (only with mixture units)
 html       the files above                         tables.html (every table and JSON on one page, for the report)
+
+Mixture units (precursor.json with ``protocol: mixture``, geoanatomy.mixture) are left out of
+every part but ``verdict`` and ``protocols``, which set the two protocols side by side with the
+mixture's models as units (analysis.protocols).
 """
 from __future__ import annotations
 
@@ -18,13 +24,14 @@ import time
 from pathlib import Path
 
 from ..files import atomic_write_json, atomic_write_text
-from . import behaviour, figures_runs, figures_summary, floors, prediction, rates, scale, topdown, verdict
+from . import behaviour, figures_runs, figures_summary, floors, prediction, protocols, rates, scale, topdown, verdict
 from .load import class_counts, load_precursors
 from .tables import header_lines, read_table, tables_html, write_csv
 
 TABLE_FILES = ["precursor_rates.csv", "paired_leads.csv", "controls.csv", "transitions.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv", "emergence.csv",
                "probes.csv"]
 JSON_FILES = ["floor_summary.json", "top_down_summary.json", "scale_invariance.json", "prediction.json"]
+PROTOCOL_FILES = ["protocols.csv", "protocol_rates.csv"]
 
 
 def _n_line(pres) -> str:
@@ -126,13 +133,16 @@ def write_prediction(pres, out: Path, st: dict) -> str:
     return str(Path(out) / "prediction.json")
 
 
-def write_verdict(pres, out: Path, st: dict) -> str:
+def write_verdict(pres, out: Path, st: dict, mix=()) -> str:
     """verdict.csv (analysis.verdict): the precursor and behaviour claims from the runs, the
-    floors / scale / top-down / prediction claims from the JSON files the other parts wrote."""
+    floors / scale / top-down / prediction claims from the JSON files the other parts wrote;
+    with mixture units ``mix``, the same claims for the mixture protocol (analysis.protocols)."""
     out = Path(out)
     rows = rates.measure_rows(pres, st["coincide_log10_tol"])
     jsons = {f: json.loads((out / f).read_text()) for f in JSON_FILES if (out / f).exists()}
-    v = verdict.verdict_table(pres, rows, st, verdict.json_claims(jsons, st))
+    extra = ((verdict.json_claims(jsons, st) if pres else [])          # no single-task run: no single-task row
+             + (protocols.mixture_claims(list(mix), st) if mix else []))
+    v = verdict.verdict_table(pres, rows, st, extra)
     write_csv(v, out / "verdict.csv", "geoanatomy summary: verdict.csv",
               ["one row per claim of the study (per measure and RankMe variant where it applies):"
                " reproduced / not reproduced / inconclusive by one rule: " + verdict.RULE + ".",
@@ -140,8 +150,33 @@ def write_verdict(pres, out: Path, st: dict) -> str:
                " direction, Holm-adjusted within each family; 95% intervals: bootstrap over task x level x size"
                " cells with seeds resampled inside their cell; n_units = cells, n_runs = runs.",
                "shuffled-label control runs and diverged runs are left out (controls.csv reports the controls).",
-               _n_line(pres)])
+               _n_line(pres)] + ([f"protocol = mixture: {protocols.MIXTURE_NOTE}; {_mix_line(mix)}"] if mix else []))
     return str(out / "verdict.csv")
+
+
+def _mix_line(mix) -> str:
+    models = sorted({protocols.model_of(p) for p in mix})
+    return (f"mixture units: {len(mix)} combinations of {len(models)} models ({', '.join(models[:12])}"
+            f"{' ...' if len(models) > 12 else ''}); acquired {sum(bool(p['acquired']) for p in mix)}")
+
+
+def write_protocols(pres, out: Path, st: dict) -> list[str]:
+    """protocols.csv and protocol_rates.csv (analysis.protocols): single-task runs and mixture
+    units side by side."""
+    out = Path(out)
+    single, mix = protocols.split(pres)
+    if not mix:
+        print("[summarize protocols] no mixture units: protocols.csv and protocol_rates.csv not written")
+        return []
+    nl = f"single-task: {_n_line(single) if single else 'no runs'}; {_mix_line(mix) if mix else 'no mixture units'}"
+    write_csv(protocols.side_by_side(pres, st), out / "protocols.csv", "geoanatomy summary: protocols.csv",
+              protocols.PROTOCOLS_NOTES + [nl])
+    write_csv(protocols.protocol_rates(pres, st), out / "protocol_rates.csv", "geoanatomy summary: protocol_rates.csv",
+              ["precursor_rates.csv's columns for each training protocol (column protocol): single-task runs, then"
+               " the combinations of mixture models; units = what the intervals resample (n_units counts them) and"
+               " what the permutation null shuffles within.", protocols.MIXTURE_NOTE + "."]
+              + [n.format(tol=st["coincide_log10_tol"]) for n in rates.RATES_NOTES[1:]] + [nl])
+    return [str(out / f) for f in PROTOCOL_FILES]
 
 
 def write_figures(pres, metrics_paths, scale_json, out: Path, st: dict) -> list[str]:
@@ -163,7 +198,7 @@ def write_figures(pres, metrics_paths, scale_json, out: Path, st: dict) -> list[
 def write_html(out: Path) -> str:
     out = Path(out)
     sections = []
-    for f in ["verdict.csv"] + TABLE_FILES:
+    for f in ["verdict.csv"] + PROTOCOL_FILES + TABLE_FILES:
         p = out / f
         if p.exists():
             sections.append((f, header_lines(p)[1:], read_table(p)))
@@ -184,11 +219,14 @@ def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_jso
         pres = load_precursors(precursors)
         if not pres:
             raise ValueError("summarize: no precursor.json files given")
+        everything = pres
+        pres, mix = protocols.split(pres)            # mixture units: verdict and protocols only
         files = {"tables": lambda: write_tables(pres, out, st),
                  "scale": lambda: [write_scale(pres, out, st, pythia)],
                  "prediction": lambda: [write_prediction(pres, out, st)],
-                 "verdict": lambda: [write_verdict(pres, out, st)],
+                 "verdict": lambda: [write_verdict(pres, out, st, mix)],
+                 "protocols": lambda: write_protocols(everything, out, st),
                  "figures": lambda: write_figures(pres, metrics, scale_json, out, st)}[part]()
-        log(f"[summarize {part}] {_n_line(pres)}")
+        log(f"[summarize {part}] {_n_line(pres)}" + (f"; {_mix_line(mix)}" if mix else ""))
     log(f"[summarize {part}] wrote {len(files)} files in {time.time() - t0:.2f} s")
     return files

@@ -43,8 +43,12 @@ def write_csv(df: pd.DataFrame, path, title: str, notes: list[str]) -> None:
 
 
 def read_table(path) -> pd.DataFrame:
-    """A summary CSV without its '#' header lines."""
-    return pd.read_csv(path, comment="#")
+    """A summary CSV without its '#' header lines (an empty frame when it has no columns: a
+    table with no rows, e.g. the single-task tables of a grid of mixture blocks only)."""
+    try:
+        return pd.read_csv(path, comment="#")
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
 
 
 def header_lines(path) -> list[str]:

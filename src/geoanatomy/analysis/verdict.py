@@ -96,21 +96,30 @@ def _median_of(x: np.ndarray):
     return lambda idx: float(np.median(x[idx])) if len(idx) else None
 
 
-def _cells(df: pd.DataFrame) -> int:
-    return int(df.groupby(["task", "level", "size"]).ngroups) if len(df) else 0
+CELLS = ("task", "level", "size")
 
 
-def _row(claim, measure, variant, statistic, value, ci, n_units, n_runs, null, null_value, p, family, detail=""):
-    return {"claim": claim, "measure": measure, "variant": variant, "protocol": "single-task",
+def _cells(df: pd.DataFrame, cols=CELLS) -> int:
+    return int(df.groupby(list(cols)).ngroups) if len(df) else 0
+
+
+def _row(claim, measure, variant, statistic, value, ci, n_units, n_runs, null, null_value, p, family, detail="",
+         protocol="single-task"):
+    return {"claim": claim, "measure": measure, "variant": variant, "protocol": protocol,
             "statistic": statistic, "value": value, "ci95_lo": ci[0], "ci95_hi": ci[1], "n_units": n_units,
             "n_runs": n_runs, "null": null, "null_value": null_value, "p": p, "p_holm": None,
             "family": family, "verdict": None, "detail": detail}
 
 
-def precursor_claims(rows: pd.DataFrame, st: dict) -> list[dict]:
+def precursor_claims(rows: pd.DataFrame, st: dict, protocol: str = "single-task", cluster_cols=CELLS,
+                     perm_group: str = "size") -> list[dict]:
     """Rows for the sequence, precursor and specificity claims (module doc) from the
-    per-run x per-measure long table (``rates.measure_rows``)."""
+    per-run x per-measure long table (``rates.measure_rows``). ``cluster_cols``: the units
+    intervals resample and n_units counts; ``perm_group``: acquisition steps are shuffled within
+    its values (defaults: cells and sizes; the mixture protocol: models, analysis.protocols)."""
     out = []
+    P = dict(protocol=protocol)
+    boot = lambda df, stat: cluster_bootstrap(df, stat, nb, seed, cluster_cols)  # noqa: E731
     nb, seed = int(st.get("n_bootstrap", 2000)), int(st.get("seed", 0))
     n_perm = int(st.get("n_permutations", 10_000))
     real = rows[(rows["control"] == "") & ~rows["diverged"].astype(bool)].reset_index(drop=True)
@@ -126,16 +135,16 @@ def precursor_claims(rows: pd.DataFrame, st: dict) -> list[dict]:
         hard = acq["difficulty"].to_numpy() == "hard"
         easy = acq["difficulty"].to_numpy() == "easy"
         t_tr = effective_transition(acq)
-        res = permutation_null(t_tr, t_acq, acq["size"].to_numpy(), lambda a: (a > emax), frac, n_perm, seed)
+        res = permutation_null(t_tr, t_acq, acq[perm_group].to_numpy(), lambda a: (a > emax), frac, n_perm, seed)
         pre = is_precursor(t_tr, t_acq, frac).astype(float)              # per acquired run
         h = acq[hard].reset_index(drop=True)
         if len(h):
             null_rate = res["null_mean_k"] / res["n"] if res["n"] else None
             out.append(_row("precursor on hard runs", measure, variant, "precursor rate (hard runs)",
-                            float(pre[hard].mean()), cluster_bootstrap(h, _mean_of(pre[hard]), nb, seed),
-                            _cells(h), len(h), "acquisition steps shuffled within sizes (permutation)", null_rate,
-                            res["p_rate"], "precursor on hard runs",
-                            f"{res['k']}/{res['n']} runs; {res['n_permutations']} permutations ({res['method']})"))
+                            float(pre[hard].mean()), boot(h, _mean_of(pre[hard])),
+                            _cells(h, cluster_cols), len(h), f"acquisition steps shuffled within {perm_group}s (permutation)",
+                            null_rate, res["p_rate"], "precursor on hard runs",
+                            f"{res['k']}/{res['n']} runs; {res['n_permutations']} permutations ({res['method']})", **P))
         if hard.any() and easy.any():
             sel = hard | easy
             both = acq[sel].reset_index(drop=True)
@@ -145,21 +154,21 @@ def precursor_claims(rows: pd.DataFrame, st: dict) -> list[dict]:
                 hh, ee = _p[idx][_h[idx]], _p[idx][~_h[idx]]
                 return float(hh.mean() - ee.mean()) if len(hh) and len(ee) else None
             out.append(_row("precursor specific to hard runs", measure, variant, "rate(hard) - rate(easy)",
-                            diff(np.arange(len(both))), cluster_bootstrap(both, diff, nb, seed), _cells(both),
+                            diff(np.arange(len(both))), boot(both, diff), _cells(both, cluster_cols),
                             len(both), "hard-run permutation p; difference against 0", 0.0, res["p_rate"],
                             "precursor specific to hard runs", f"hard {pre[hard].mean():.2f} ({int(hard.sum())} runs), "
-                            f"easy {pre[easy].mean():.2f} ({int(easy.sum())} runs)"))
+                            f"easy {pre[easy].mean():.2f} ({int(easy.sum())} runs)", **P))
         if measure.startswith("rankme") and len(h):
             t_rec = pd.to_numeric(acq["recovery_step"], errors="coerce").to_numpy(float)
             t_rec = np.where(acq["transitioned"].fillna(False).astype(bool), t_rec, np.nan)
-            seq = permutation_null(t_rec, t_acq, acq["size"].to_numpy(), lambda a: (a > emax), 0.0, n_perm, seed)
+            seq = permutation_null(t_rec, t_acq, acq[perm_group].to_numpy(), lambda a: (a > emax), 0.0, n_perm, seed)
             ok = is_precursor(t_rec, t_acq, 0.0).astype(float)[hard]
             out.append(_row("collapse -> recovery -> acquisition", measure, variant,
                             "share of hard runs that collapsed and recovered before acquisition",
-                            float(ok.mean()), cluster_bootstrap(h, _mean_of(ok), nb, seed), _cells(h), len(h),
-                            "acquisition steps shuffled within sizes (permutation)",
+                            float(ok.mean()), boot(h, _mean_of(ok)), _cells(h, cluster_cols), len(h),
+                            f"acquisition steps shuffled within {perm_group}s (permutation)",
                             seq["null_mean_k"] / seq["n"] if seq["n"] else None, seq["p_rate"],
-                            "sequence", f"{seq['k']}/{seq['n']} hard runs"))
+                            "sequence", f"{seq['k']}/{seq['n']} hard runs", **P))
     return out
 
 

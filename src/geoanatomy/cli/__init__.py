@@ -125,9 +125,14 @@ def main(argv=None) -> int:
 
 def _dispatch(args) -> int:
     if args.cmd in ("validate", "runs"):
-        from ..config import load_config, run_names
-        names = run_names(load_config(args.config))
-        print(f"{args.config}: valid; {len(names)} runs" if args.cmd == "validate" else "\n".join(names))
+        from ..config import load_config, mixture_names, mixture_unit_names, run_names
+        cfg = load_config(args.config)
+        names, mixes, units = run_names(cfg), mixture_names(cfg), mixture_unit_names(cfg)
+        mix = (f"; {len(mixes)} mixture models (protocol: mixture) with {len(units)} combinations"
+               if mixes else "")
+        # runs: the single-task runs, then each mixture's training run and its units (NAME/COMBINATION)
+        print(f"{args.config}: valid; {len(names)} runs{mix}" if args.cmd == "validate"
+              else "\n".join(names + mixes + units))
         return 0
     if args.cmd == "clean-run":
         return clean_run(Path(args.run_dir), args.checkpoints)
@@ -141,14 +146,23 @@ def _dispatch(args) -> int:
 
 def _run_folder_problem(d: Path) -> str | None:
     """Why ``d`` is not a run folder (None when it is one): a folder named
-    TASK_LEVEL_SIZE holding train.json or checkpoints/step_*.safetensors."""
+    TASK_LEVEL_SIZE holding train.json or checkpoints/step_*.safetensors; or a mixture's
+    training run MIX..._SIZE (the same) or one of its units MIX..._SIZE/TASK_LEVEL holding a
+    run file."""
     from ..sizes import SIZES
-    from ..spec import parse_run_name
+    from ..spec import parse_mixture_name, parse_run_name
     from ..tasks import LEVELS, TASKS
-    name = Path(os.path.abspath(d)).name
+    path = Path(os.path.abspath(d))
+    name = path.name
     r = parse_run_name(name) or {}
     if not d.is_dir():
         return "no such folder" if not d.exists() else "not a folder"
+    unit = parse_mixture_name(f"{path.parent.name}/{name}")
+    if unit is not None and unit["size"] in SIZES and unit["task"] in TASKS and unit["level"] in LEVELS:
+        return None if any((d / f).exists() for f in RUN_FILES) else f"it holds none of {list(RUN_FILES)}"
+    mix = parse_mixture_name(name)
+    if mix is not None and mix["size"] in SIZES:
+        r = {"task": TASKS[0], "level": LEVELS[0], "size": mix["size"]}      # a training run: checked below
     if r.get("task") not in TASKS or r.get("level") not in LEVELS or r.get("size") not in SIZES:
         return (f"its name {name!r} is not TASK_LEVEL_SIZE[_shuffled][_sSEED] (tasks {', '.join(TASKS)}; "
                 f"levels {', '.join(LEVELS)}; sizes {', '.join(SIZES)})")

@@ -4,6 +4,7 @@
     geoanatomy summarize scale      --precursors ... [--pythia results/summary/pythia_scale.json] --out ...
     geoanatomy summarize prediction --precursors ... --out ...
     geoanatomy summarize verdict    --precursors ... --out ...     (reads the JSON files the parts above wrote)
+    geoanatomy summarize protocols  --precursors ... --out ...     (single-task vs mixture units; needs mixture units)
     geoanatomy summarize figures    --precursors ... --metrics results/*/metrics.csv
                                     [--scale-json results/summary/scale_invariance.json] --out ...
     geoanatomy summarize html       --out results/summary
@@ -20,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-PARTS = ["tables", "scale", "prediction", "verdict", "figures", "html", "all"]
+PARTS = ["tables", "scale", "prediction", "verdict", "protocols", "figures", "html", "all"]
 
 
 def make_settings(user: dict | None = None) -> dict:
@@ -62,7 +63,9 @@ def main(argv=None) -> int:
     pre, met = args.precursors, args.metrics
     if args.results:
         root = Path(args.results)
-        pre = pre if pre is not None else sorted(str(p) for p in root.glob("*/precursor.json"))
+        # single-task runs results/RUN/, mixture units results/MIXTURE/COMBINATION/
+        pre = pre if pre is not None else sorted(str(p) for p in [*root.glob("*/precursor.json"),
+                                                                   *root.glob("mix*/*/precursor.json")])
         met = met if met is not None else sorted(str(p) for p in root.glob("*/metrics.csv"))
         args.out = args.out or str(root / "summary")
         if args.pythia is None and (root / "summary" / "pythia_scale.json").exists():
@@ -75,7 +78,7 @@ def main(argv=None) -> int:
         return 2
     out = Path(args.out)
     try:
-        parts = (["tables", "scale", "prediction", "verdict", "figures", "html"] if args.part == "all"
+        parts = (["tables", "scale", "prediction", "verdict", "protocols", "figures", "html"] if args.part == "all"
                  else [args.part])
         for part in parts:
             scale_json = args.scale_json or (str(out / "scale_invariance.json") if args.part == "all" else None)

@@ -42,7 +42,7 @@ def run_record(spec: RunSpec, run_dir: str | Path) -> dict:
         raise CheckpointError(f"{path} cannot be read ({e.strerror or e}): run the training job first") from e
     except json.JSONDecodeError as e:
         raise CheckpointError(f"{path} is not valid JSON ({e}); {fix}") from e
-    for key, want in (("run", spec.name), ("settings_hash", spec.train_hash())):
+    for key, want in (("run", spec.train_name), ("settings_hash", spec.train_hash())):
         if rec.get(key) != want:
             raise CheckpointError(f"{path}: {key} is {rec.get(key)!r}, this run's is {want!r} "
                                   f"(results of another run or of other settings); {fix}")
@@ -84,4 +84,11 @@ def open_run(spec: RunSpec, run_dir: str | Path, device: str = "auto"):
 
 def checkpoint_identity(spec: RunSpec) -> dict:
     """Metadata every checkpoint of this run carries (written by the train stage)."""
-    return {"run": spec.name, "settings_hash": spec.train_hash()}
+    return {"run": spec.train_name, "settings_hash": spec.train_hash()}
+
+
+def training_dir(spec: RunSpec, run_dir: str | Path) -> Path:
+    """The folder holding the checkpoints and train.json a spec reads (what ``open_run`` and
+    ``run_record`` take): the run's own, or for a mixture's unit (``results/mixture_nano/mod_L3``)
+    its mixture's training run (``results/mixture_nano``; geoanatomy.mixture)."""
+    return Path(run_dir).parent if spec.is_unit else Path(run_dir)

@@ -48,7 +48,7 @@ from ..spec import RunSpec
 from ..table import curve
 from ..table import read_table, select
 from ..baselines import training_baselines
-from .common import run_record, task_data
+from .common import run_record, task_data, training_dir
 
 SCHEMA_VERSION = 2  # 2: matched detectors, both RankMe variants, training-distribution baselines
 DIRECTIONS = {"grad_erank": "collapse", "grad_cov_erank": "collapse", "hessian_top": "rise", "llc": "rise"}
@@ -149,11 +149,32 @@ def build_precursor(spec: RunSpec, train_summary: dict, df, cfg_events: dict, me
         "measures": {name: rankme_entry(df, variant, t_acq, e, n_eval, float(spec.eval["rankme_eps"]))
                      for name, variant in RANKME_ENTRIES.items()},
     }
+    if spec.is_unit:
+        out = mixture_facts(spec, out)
     if measures_df is not None:
         out["measures"].update(measure_entries(measures_df, t_acq, e))
     if probes_df is not None and len(probes_df):
         out["probes"] = probe_entry(probes_df, t_acq, e, ev.headline_layer(e), t_acq_first)
     return json_safe(out)
+
+
+def mixture_facts(spec: RunSpec, out: dict) -> dict:
+    """``out`` with the multi-task protocol's facts after ``control``: protocol, the model
+    (the mixture's training run) and the mixture (combinations, sampling shares, this one's)."""
+    from ..mixture import combination_names, shares
+    names = combination_names(spec.mixture)
+    share = dict(zip(names, shares(spec.mixture).tolist()))
+    me = spec.name.rsplit("/", 1)[1]
+    facts = {"protocol": "mixture", "model": spec.train_name,
+             "mixture": {"name": spec.mixture["name"], "combinations": names, "shares": share,
+                         "share": share[me], "n_combinations": len(names),
+                         "evaluation": "this combination's own held-out samples (unpadded), as its "
+                                       "single-task run's with the same seed",
+                         "independence": "combinations of one model are not independent: "
+                                         "summary statistics resample models"}}
+    keys = list(out)
+    i = keys.index("control") + 1
+    return {**{k: out[k] for k in keys[:i]}, **facts, **{k: out[k] for k in keys[i:]}}
 
 
 def _flagged(settings: str) -> bool:
@@ -255,7 +276,7 @@ def probe_entry(pdf, t_acq, cfg_events: dict, headline_layer: str = "ln_final", 
 def precursor_of_run(spec: RunSpec, run_dir: str | Path, cfg_events: dict):
     """(precursor dict, metrics DataFrame) of a run folder, writing nothing."""
     run_dir = Path(run_dir)
-    summary = run_record(spec, run_dir)
+    summary = run_record(spec, training_dir(spec, run_dir))    # a mixture unit: its mixture's train.json
     recorded = sorted(int(x) for x in summary.get("checkpoint_steps", []))
     tables = {k: read_table(run_dir / f"{k}.csv") for k in ("metrics", "measures", "probes")
               if k == "metrics" or (run_dir / f"{k}.csv").exists()}

@@ -55,7 +55,7 @@ from ..measures.llc import llc_at_checkpoint
 from ..spec import RunSpec
 from ..table import curve, read_table, write_table
 from ..tasks import stable_seed
-from .common import checkpoint_identity, open_run
+from .common import checkpoint_identity, open_run, training_dir
 
 EVENT_NAMES = ("acquisition", "rankme_collapse", "rankme_floor", "rankme_recovery")
 MEASURE_KINDS = ("grad_rank", "hessian", "llc")
@@ -190,7 +190,7 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_measures: dict, cfg_events: dict
         log(f"[measures] {spec.name}: size {spec.size!r} not in measures.sizes {cfg['sizes']}; wrote an empty table")
         return {"steps": {}, "events": {}, "rows": 0, "cpu_seconds": 0.0, "wall_seconds": 0.0,
                 "cpu_seconds_by_measure": {}}
-    model, data, ckdir, steps, device = open_run(spec, run_dir, device)
+    model, data, ckdir, steps, device = open_run(spec, training_dir(spec, run_dir), device)  # a unit: its mixture's
     metrics = run_dir / "metrics.csv"
     ev_steps = {}
     if cfg["events"]:

@@ -54,7 +54,7 @@ from ..checkpoints import iter_checkpoints, read_train_log
 from ..measures.rankme import mean_share, rankme
 from ..spec import RunSpec
 from ..table import write_table
-from .common import checkpoint_identity, open_run
+from .common import checkpoint_identity, open_run, training_dir
 
 
 @torch.no_grad()
@@ -117,7 +117,7 @@ def measure_checkpoint(model, seq: torch.Tensor, n_answer: int, eps: float = 1e-
 def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> dict:
     """Measure every checkpoint of a trained run; write ``run_dir/metrics.csv`` atomically."""
     run_dir = Path(run_dir)
-    model, data, ckdir, steps, device = open_run(spec, run_dir, device)
+    model, data, ckdir, steps, device = open_run(spec, training_dir(spec, run_dir), device)  # a unit: its mixture's
     n = int(spec.eval["n_samples"])
     eps = float(spec.eval["rankme_eps"])
     seq = torch.as_tensor(data.eval_set(n), device=device)                # (n, S)
@@ -149,6 +149,10 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> 
                          "layer_index": -1, "position": "answer", "variant": "batch_average",
                          "n_samples": spec.train["batch_size"], "value": train_log[step]["train_loss"],
                          "settings": {"averaged_since_previous_checkpoint": True, "used_by_events": False}})
+            if spec.is_unit:   # the mixture's batches hold every combination: say whose loss it is
+                rows[-1].update(variant="mixture_batch_average", settings={
+                    **rows[-1]["settings"], "mixture": spec.train_name,
+                    "batch": "the mixture's batches (every combination), not this combination's alone"})
     write_table(run_dir / "metrics.csv", rows)
     dt = time.time() - t0
     log(f"[metrics] {spec.name}: {len(steps)} checkpoints, {len(rows)} rows, {dt:.1f} s "

@@ -41,7 +41,7 @@ from ..checkpoints import iter_checkpoints
 from ..spec import RunSpec
 from ..table import write_table
 from ..tasks import stable_seed
-from .common import checkpoint_identity, open_run
+from .common import checkpoint_identity, open_run, training_dir
 
 
 def split_indices(n: int, test_frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -172,7 +172,7 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_probes: dict, threads: int = 1, 
         write_table(out_csv, [])
         log(f"[probes] {spec.name}: size {spec.size!r} not in probes.sizes {c['sizes']}; wrote an empty table")
         return {"checkpoints": 0, "rows": 0, "cpu_seconds": 0.0, "wall_seconds": 0.0}
-    model, data, ckdir, steps, device = open_run(spec, run_dir, device)
+    model, data, ckdir, steps, device = open_run(spec, training_dir(spec, run_dir), device)  # a unit: its mixture's
     n = int(c["n_samples"])
     if n > data.n_heldout:
         raise ValueError(f"probes.n_samples={n} exceeds the held-out set of {spec.name} ({data.n_heldout})")

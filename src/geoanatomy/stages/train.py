@@ -31,11 +31,12 @@ from ..checkpoints import (CheckpointError, checkpoint_dir, ckpt_path, list_chec
                            save_weights, write_train_log)
 from ..files import atomic_write_json
 from ..measures.rankme import rankme
-from ..model import GPT, answer_loss
+from ..mixture import MixtureData
+from ..model import GPT, ModelConfig, answer_loss, padded_answer_loss
 from ..runtime import code_version, pick_device
 from ..schedule import checkpoint_steps, lr_at
 from ..spec import RunSpec
-from ..tasks import TaskData
+from ..tasks import TaskData, stable_seed
 from .common import build
 
 
@@ -63,6 +64,45 @@ def quick_eval(model: GPT, data: TaskData, n: int, device: str) -> tuple[float, 
     return acc, rm
 
 
+@torch.no_grad()
+def quick_eval_mixture(model: GPT, data: MixtureData, n: int, device: str) -> str:
+    """Exact-match accuracy of every combination on its own evaluation set (progress line)."""
+    was = model.training
+    model.eval()
+    accs = []
+    for name, part, seq in zip(data.names, data.parts, data.eval_sets(n)):
+        seq = torch.as_tensor(seq, device=device)
+        na = part.spec.n_answer
+        logits = model(seq[:, :-1])
+        accs.append(f"{name} {(logits[:, -na:].argmax(-1) == seq[:, -na:]).all(1).float().mean().item():.2f}")
+    model.train(was)
+    return "acc " + " ".join(accs)
+
+
+def build_mixture(spec: RunSpec, device: str = "cpu") -> tuple[GPT, MixtureData]:
+    """Seeded model and padded multi-task stream of a mixture's training run (``common.build``
+    for one task)."""
+    torch.manual_seed(stable_seed(spec.seed, spec.name, "init") % (2**63))
+    model = GPT(ModelConfig.from_size(spec.size, block_size=spec.block_size)).to(device)
+    return model, MixtureData(spec)
+
+
+def batch_loss_fn(model: GPT, data, batch_size: int, device: str) -> Callable[[int], torch.Tensor]:
+    """loss(step): the training loss of step ``step``'s batch. One task: ``model.answer_loss``;
+    a mixture: ``model.padded_answer_loss`` of its padded batch (geoanatomy.mixture)."""
+    if isinstance(data, MixtureData):
+        def loss(step: int) -> torch.Tensor:
+            tokens, mask = data.train_batch(step, batch_size)
+            return padded_answer_loss(model, torch.as_tensor(tokens, device=device), torch.as_tensor(mask, device=device))
+        return loss
+    na = data.spec.n_answer
+
+    def loss(step: int) -> torch.Tensor:
+        seq = torch.as_tensor(data.train_batch(step, batch_size), device=device)  # (B, S)
+        return answer_loss(model, seq, na)
+    return loss
+
+
 def _print(msg: str) -> None:
     print(msg, flush=True)
 
@@ -88,9 +128,9 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
     h = spec.train_hash()
     eval_n = eval_n or spec.eval.get("n_samples", 200)  # progress line only
 
-    model, data = build(spec, device)
+    model, data = (build_mixture if spec.mixture else build)(spec, device)
     opt = make_optimizer(model, tr)
-    na = data.spec.n_answer
+    batch_loss = batch_loss_fn(model, data, tr["batch_size"], device)
 
     # ---- resume: newest checkpoint that has both weights and matching optimizer state
     dtype = tr.get("checkpoint_dtype", "float32")
@@ -145,19 +185,22 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
         log_rows.append({"step": step, "train_loss": loss_mean, "lr": lr, "grad_norm": gnorm})
         write_train_log(ckdir, log_rows)
         save_optimizer(ckdir, step, opt, model if compact else None)
-        acc, rm = quick_eval(model, data, min(eval_n, data.n_heldout), device)
+        if isinstance(data, MixtureData):
+            status = quick_eval_mixture(model, data, min(eval_n, data.n_heldout), device)
+        else:
+            acc, rm = quick_eval(model, data, min(eval_n, data.n_heldout), device)
+            status = f"acc {acc:.3f} rankme(ln_final,first) {rm:.2f}"
         now = time.time()
         sps = (step - s_last) / max(now - t_last, 1e-9)
         t_last, s_last = now, step
-        log(f"[train] {spec.name} step {step:>7d}/{steps} loss {loss_mean:.4f} acc {acc:.3f} "
-            f"rankme(ln_final,first) {rm:.2f} lr {lr:.2e} {sps:.1f} steps/s")
+        log(f"[train] {spec.name} step {step:>7d}/{steps} loss {loss_mean:.4f} {status} "
+            f"lr {lr:.2e} {sps:.1f} steps/s")
         if on_checkpoint is not None:
             on_checkpoint(step)
 
     if start == 0 and 0 in ck_set:
         with torch.no_grad():
-            seq0 = torch.as_tensor(data.train_batch(0, tr["batch_size"]), device=device)
-            l0 = answer_loss(model, seq0, na).item()
+            l0 = batch_loss(0).item()
         checkpoint(0, l0, 0.0, 0.0)
 
     diverged = False
@@ -165,8 +208,7 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
         lr = lr_at(step, tr["lr"], tr["warmup"], steps, tr["min_lr_frac"])
         for g in opt.param_groups:
             g["lr"] = lr
-        seq = torch.as_tensor(data.train_batch(step, tr["batch_size"]), device=device)  # (B, S)
-        loss = answer_loss(model, seq, na)
+        loss = batch_loss(step)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if tr["grad_clip"] > 0:
@@ -196,6 +238,10 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
         "torch_version": torch.__version__, "python": sys.version.split()[0],
         "wall_seconds_this_job": round(time.time() - t0, 2), "resumed_from": start,
     }
+    if spec.mixture:   # the multi-task protocol: what was mixed, how, and the units evaluated on it
+        summary.update(protocol="mixture", mixture=spec.mixture, units=[f"{spec.name}/{c}" for c in data.names],
+                       shares=dict(zip(data.names, data.probs.tolist())), padded_length=data.seq_len,
+                       loss="per row the mean cross-entropy over its answer tokens, then the mean over rows")
     atomic_write_json(run_dir / "train.json", summary)
     return summary
 
