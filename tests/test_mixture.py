@@ -255,7 +255,7 @@ def _train(cfg, name, run_dir, **kw):
 
 
 def _unit_stages(cfg, unit, stages=("metrics", "events")):
-    from geoanatomy.cli import STAGES, run_stage
+    from geoanatomy.cli import run_stage
     out = {}
     for st in stages:
         j = job_spec(cfg, unit, st)
