@@ -18,7 +18,7 @@ task  example (L1)                           level parameter
 copy  ``COPY 3 1 4 1 = 3 1 4 1``             ``length`` (digits)
 rev   ``REV 3 1 4 1 = 1 4 1 3``              ``length`` (digits)
 cmp   ``CMP 4 2 , 4 7 = <``                  ``digits`` per number
-par   ``PAR 1 0 1 1 0 1 0 0 = 1``            ``support`` k of ``length`` n bits; answer = parity of k fixed bits
+par   ``PAR 1 0 1 1 0 1 0 = 1``              ``support`` k of ``length`` n bits; answer = parity of k fixed bits
 add   ``ADD 2 4 + 9 1 = 1 6 0``              ``digits`` per operand (42 + 19 = 61, all least significant first)
 mod   ``MOD 3 0 + 0 9 = 0 2`` (p = 37)       ``modulus`` p; a, b < p; answer (a+b) mod p
 sort  ``SORT 3 1 4 1 = 1 1 3 4``             ``length`` (digits)
@@ -75,8 +75,8 @@ DEFAULT_LEVELS: dict[str, dict[str, dict]] = {
     "copy": {"L1": {"length": 4}, "L2": {"length": 8}, "L3": {"length": 16}},
     "rev": {"L1": {"length": 4}, "L2": {"length": 8}, "L3": {"length": 12}},
     "cmp": {"L1": {"digits": 2}, "L2": {"digits": 4}, "L3": {"digits": 8}},
-    "par": {"L1": {"length": 8, "support": 1}, "L2": {"length": 8, "support": 2},
-            "L3": {"length": 8, "support": 3}},
+    "par": {"L1": {"length": 7, "support": 1}, "L2": {"length": 7, "support": 2},
+            "L3": {"length": 7, "support": 3}},
     "add": {"L1": {"digits": 2}, "L2": {"digits": 3}, "L3": {"digits": 4}},
     "mod": {"L1": {"modulus": 37}, "L2": {"modulus": 61}, "L3": {"modulus": 97}},
     "sort": {"L1": {"length": 4}, "L2": {"length": 6}, "L3": {"length": 10}},
