@@ -208,6 +208,7 @@ def test_shipped_configs_are_valid():
 def test_config_yaml_level_table_matches_library_defaults():
     from geoanatomy.tasks import DEFAULT_LEVELS
     assert yaml.safe_load((REPO / "config.yaml").read_text())["tasks"] == DEFAULT_LEVELS
+    assert yaml.safe_load((REPO / "config" / "paper.yaml").read_text())["tasks"] == DEFAULT_LEVELS
 
 
 # ------------------------------------------------------------ results_dir
