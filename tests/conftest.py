@@ -8,6 +8,8 @@ users (``copy_of_trained_run`` hands out a private copy to tests that write).
 import copy
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 for _v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -66,6 +68,33 @@ def tiny_config(task: str = "add", level: str = "L1", size: str = "nano", **over
 
 def quiet(*a, **k):
     pass
+
+
+def safetensors_content(path: Path) -> tuple[dict, dict]:
+    """(tensors by name, metadata) of a safetensors file: what two checkpoints are compared on
+    (the file header's key order is not stable between writes, so whole-file bytes are not)."""
+    from safetensors import safe_open
+    with safe_open(str(path), framework="pt") as f:
+        return {k: f.get_tensor(k) for k in f.keys()}, f.metadata()
+
+
+def same_safetensors(a: tuple[dict, dict], b: tuple[dict, dict]) -> bool:
+    """Whether two ``safetensors_content`` results hold the same tensors and metadata."""
+    import torch
+    return a[1] == b[1] and a[0].keys() == b[0].keys() and all(torch.equal(a[0][k], b[0][k]) for k in a[0])
+
+
+def smk(workdir: Path, *args, check=True) -> subprocess.CompletedProcess:
+    """Run Snakemake on this repository's Snakefile in ``workdir`` (this interpreter's
+    environment, one thread per job); a failure raises with Snakemake's output when ``check``."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+               OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
+           "--directory", str(workdir), *args]
+    p = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=900)
+    if check and p.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{p.stdout}\n{p.stderr}")
+    return p
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,7 +7,6 @@ import copy
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import REPO, quiet
+from conftest import REPO, quiet, smk
 from geoanatomy.config import (ConfigError, job_spec, mixture_names, mixture_unit_names, mixtures, resolve, run_names,
                                run_spec, unit_names)
 from geoanatomy.spec import JobSpec, parse_mixture_name
@@ -358,19 +357,14 @@ eval: {n_samples: 32}
 """
 
 
-def smk(workdir: Path, *args, check=True):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", OMP_NUM_THREADS="1")
-    p = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-                        "--directory", str(workdir), *args], cwd=workdir, env=env, capture_output=True, text=True,
-                       timeout=900)
-    if check and p.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{p.stdout}\n{p.stderr}")
+def _smk_out(workdir: Path, *args) -> str:
+    p = smk(workdir, *args)
     return p.stdout + p.stderr
 
 
 def test_dry_run_plans_one_training_per_mixture(tmp_path):
     (tmp_path / "mix.yaml").write_text(MIX_YAML)
-    out = smk(tmp_path, "-n", "--configfile", "mix.yaml")
+    out = _smk_out(tmp_path, "-n", "--configfile", "mix.yaml")
     counts = {ln.split()[0]: int(ln.split()[1]) for ln in out.splitlines()
               if len(ln.split()) == 2 and ln.split()[1].isdigit()}
     assert counts["train"] == 2 and counts["metrics"] == 3 and counts["events"] == 3 and counts["summary_protocols"] == 1
@@ -385,7 +379,7 @@ def test_workflow_builds_one_unit_from_its_mixture(tmp_path):
     assert (r / "mixture_nano/train.json").exists() and (r / "mixture_nano/checkpoints/step_000030.safetensors").exists()
     assert (r / "mixture_nano/copy_L1/precursor.json").exists()
     assert not (r / "mixture_nano/mod_L1_shuffled").exists() and not (r / "copy_L1_nano").exists()
-    assert "Nothing to be done" in smk(tmp_path, "--cores", "2", "--configfile=mix.yaml",
+    assert "Nothing to be done" in _smk_out(tmp_path, "--cores", "2", "--configfile=mix.yaml",
                                        "results/mixture_nano/copy_L1/precursor.json")
 
 

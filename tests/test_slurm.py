@@ -26,7 +26,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO, safetensors_content, same_safetensors
+
 PROFILE = REPO / "slurm" / "config.yaml"
 SETUP = REPO / ".ci" / "slurm-setup.sh"
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -305,13 +306,6 @@ def test_paper_grid_dry_run_job_count_and_time(tmp_path):
 
 
 # ------------------------------------------------------------ real SLURM (integration)
-def safe_open_all(path: Path) -> tuple[dict, dict]:
-    """(tensors, metadata) of a safetensors file."""
-    from safetensors import safe_open
-    with safe_open(str(path), framework="pt") as f:
-        return {k: f.get_tensor(k) for k in f.keys()}, f.metadata()
-
-
 def _slurm_up() -> str | None:
     """None when SLURM answers after .ci/slurm-setup.sh; else why it cannot run here."""
     if os.geteuid() != 0 and shutil.which("sinfo") is None:
@@ -331,7 +325,6 @@ def _partition() -> str:
 
 @pytest.mark.slow
 def test_slurm_profile_runs_grid_identical_to_local(tmp_path):
-    import torch
     _need_plugin()
     why = _slurm_up()
     if why:
@@ -381,9 +374,8 @@ def test_slurm_profile_runs_grid_identical_to_local(tmp_path):
         assert len((a / "measures.csv").read_text().splitlines()) > 1      # the measures really ran
         # final weights bit-identical (the files' metadata order is not fixed by safetensors)
         last = sorted((a / "checkpoints").glob("step_*.safetensors"))[-1]
-        wa, wb = safe_open_all(last), safe_open_all(b / "checkpoints" / last.name)
-        assert wa[1] == wb[1] and wa[0].keys() == wb[0].keys()
-        assert all(torch.equal(wa[0][k], wb[0][k]) for k in wa[0]), f"{run}: final weights differ"
+        wa, wb = safetensors_content(last), safetensors_content(b / "checkpoints" / last.name)
+        assert same_safetensors(wa, wb), f"{run}: final weights differ"
         for log in ("train.log", "metrics.log", "measures.log", "probes.log"):  # the log states the device
             assert re.search(r"device cpu \(requested cpu\)", (a / "logs" / log).read_text()), log
         assert "SLURM job" in (a / "logs" / "train.log").read_text()

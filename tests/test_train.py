@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import quiet, tiny_config
+from conftest import quiet, safetensors_content, same_safetensors, tiny_config
 from geoanatomy.checkpoints import list_checkpoints, load_weights
 from geoanatomy.config import resolve, run_spec
 from geoanatomy.stages.metrics import run as metrics_run
@@ -151,14 +151,6 @@ def test_compact_checkpoints_resume_exactly_and_tables_stay_within_tolerance(tmp
     assert (np.abs(m.loc[rm, "value_32"] / m.loc[rm, "value_16"] - 1) <= 0.01).all()
 
 
-def _weights_and_meta(path):
-    """(tensor bytes by name, metadata) of a safetensors file (the header's key order is not
-    stable between writes, so whole-file bytes are not compared)."""
-    from safetensors import safe_open
-    with safe_open(path, "pt") as f:
-        return {k: f.get_tensor(k).numpy().tobytes() for k in f.keys()}, f.metadata()
-
-
 def test_prune_keeps_final_refuses_readers_and_retraining_rebuilds_the_same_checkpoints(copy_of_trained_run):
     """keep_checkpoints: final. After pruning only the newest weights, the resume state and the
     log remain; a reader stops with the fix; retraining rebuilds identical checkpoints."""
@@ -169,7 +161,7 @@ def test_prune_keeps_final_refuses_readers_and_retraining_rebuilds_the_same_chec
     _, spec, run_dir = copy_of_trained_run
     ck = run_dir / "checkpoints"
     steps = list_checkpoints(ck)
-    before = {s: _weights_and_meta(ckpt_path(ck, s)) for s in steps}
+    before = {s: safetensors_content(ckpt_path(ck, s)) for s in steps}
     size_before = sum(p.stat().st_size for p in ck.iterdir())
     out = prune_run(spec, run_dir, log=quiet)
     assert list_checkpoints(ck) == steps[-1:]
@@ -182,5 +174,5 @@ def test_prune_keeps_final_refuses_readers_and_retraining_rebuilds_the_same_chec
     train_run(spec, run_dir, device="cpu", log=quiet)      # what `--forcerun train` runs
     assert not (run_dir / "pruned.json").exists()
     assert list_checkpoints(ck) == steps
-    assert [s for s in steps if _weights_and_meta(ckpt_path(ck, s)) != before[s]] == []
+    assert [s for s in steps if not same_safetensors(safetensors_content(ckpt_path(ck, s)), before[s])] == []
     open_run(spec, run_dir, device="cpu")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, smk
 
 TINY = """
 results_dir: results
@@ -23,17 +23,6 @@ train:
   checkpoints: {n_log: 5, log_end: 0.2, n_uniform: 4}
 eval: {n_samples: 32}
 """
-
-
-def smk(workdir: Path, *args, check=True):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-               OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-           "--directory", str(workdir), *args]
-    p = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=900)
-    if check and p.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{p.stdout}\n{p.stderr}")
-    return p
 
 
 @pytest.fixture

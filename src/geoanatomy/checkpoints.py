@@ -43,6 +43,12 @@ def checkpoint_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "checkpoints"
 
 
+def pruned_record(run_dir: Path) -> Path:
+    """Where a run records that its analysis checkpoints were removed (``stages.prune``,
+    keep_checkpoints: final): readers refuse the run, the trainer retrains it from step 0."""
+    return Path(run_dir) / "pruned.json"
+
+
 def list_checkpoints(ckpt_dir: Path) -> list[int]:
     """Steps of the weight files present in ``ckpt_dir``, sorted."""
     d = Path(ckpt_dir)

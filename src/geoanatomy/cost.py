@@ -245,18 +245,22 @@ def job_resources(cfg: dict, stage: str, run: str, attempt: int = 1) -> dict:
     return out
 
 
-def checkpoint_disk_mb(cfg: dict, run: str) -> int:
-    """Disk a run's checkpoints/ take: weights per checkpoint in ``train.checkpoint_dtype``
-    (4 bytes per parameter for float32, 2 for float16/bfloat16) + the AdamW state (m, v: 8
-    bytes per parameter), which also holds the float32 weights (4 more) when the checkpoints
-    are compact."""
+def _checkpoint_bytes(cfg: dict, run: str) -> tuple[int, int, int, int]:
+    """(checkpoints, parameters, bytes per parameter of one analysis checkpoint, bytes per
+    parameter of the resume state) of a run: weights in ``train.checkpoint_dtype`` (4 bytes for
+    float32, 2 for float16/bfloat16); the AdamW state (m, v: 8 bytes), which also holds the
+    float32 weights (4 more) when the checkpoints are compact."""
     from .config import train_settings
     s = run_shape(cfg, run)
-    n = n_params(s["size"])
-    dtype = train_settings(cfg, s["size"]).get("checkpoint_dtype", "float32")
-    per_ck = 4 if dtype == "float32" else 2
-    state = 8 if dtype == "float32" else 12
-    return math.ceil((s["checkpoints"] * per_ck * n + state * n) / 1e6)
+    compact = train_settings(cfg, s["size"]).get("checkpoint_dtype", "float32") != "float32"
+    return s["checkpoints"], n_params(s["size"]), (2 if compact else 4), (12 if compact else 8)
+
+
+def checkpoint_disk_mb(cfg: dict, run: str) -> int:
+    """Disk a run's checkpoints/ take while its stages read them: every analysis checkpoint
+    plus the resume state."""
+    n_ck, n, per_ck, state = _checkpoint_bytes(cfg, run)
+    return math.ceil((n_ck * per_ck * n + state * n) / 1e6)
 
 
 def kept_disk_mb(cfg: dict, run: str) -> int:
@@ -265,11 +269,8 @@ def kept_disk_mb(cfg: dict, run: str) -> int:
     (stages.prune removes the rest)."""
     if cfg.get("keep_checkpoints", "all") == "all":
         return checkpoint_disk_mb(cfg, run)
-    from .config import train_settings
-    s = run_shape(cfg, run)
-    n = n_params(s["size"])
-    dtype = train_settings(cfg, s["size"]).get("checkpoint_dtype", "float32")
-    return math.ceil(((4 if dtype == "float32" else 2) * n + (8 if dtype == "float32" else 12) * n) / 1e6)
+    _, n, per_ck, state = _checkpoint_bytes(cfg, run)
+    return math.ceil((per_ck * n + state * n) / 1e6)
 
 
 def peak_disk_mb(cfg: dict) -> int | None:

@@ -189,6 +189,7 @@ def clean_run(d: Path, checkpoints: bool = False) -> int:
     elif checkpoints and ckpt.exists():
         shutil.rmtree(ckpt)
     if checkpoints:  # kept otherwise: it tells the trainer the remaining checkpoints are not all
-        (d / "pruned.json").unlink(missing_ok=True)
+        from ..checkpoints import pruned_record
+        pruned_record(d).unlink(missing_ok=True)
     print(f"cleaned {d} (checkpoints {'deleted' if checkpoints else 'kept: training resumes'})")
     return 0

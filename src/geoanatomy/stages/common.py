@@ -21,15 +21,20 @@ def task_data(spec: RunSpec) -> TaskData:
                     spec.data["heldout_frac"], spec.data.get("heldout_symmetric", True), spec.control)
 
 
-def build(spec: RunSpec, device: str = "cpu") -> tuple[GPT, TaskData]:
-    """Seeded model and data for a run spec (same seed -> same initial weights)."""
+def seeded_model(spec: RunSpec, device: str = "cpu") -> GPT:
+    """The run's model at initialisation: seeded by (seed, run name), so the same spec gives the
+    same initial weights (single-task runs and mixtures alike)."""
     import torch
 
     from ..model import GPT, ModelConfig
-    data = task_data(spec)
     torch.manual_seed(stable_seed(spec.seed, spec.name, "init") % (2**63))
-    model = GPT(ModelConfig.from_size(spec.size, block_size=spec.block_size)).to(device)
-    return model, data
+    return GPT(ModelConfig.from_size(spec.size, block_size=spec.block_size)).to(device)
+
+
+def build(spec: RunSpec, device: str = "cpu") -> tuple[GPT, TaskData]:
+    """Seeded model and data for a run spec (same seed -> same initial weights)."""
+    data = task_data(spec)
+    return seeded_model(spec, device), data
 
 
 def run_record(spec: RunSpec, run_dir: str | Path) -> dict:
@@ -55,10 +60,10 @@ def open_run(spec: RunSpec, run_dir: str | Path, device: str = "auto"):
     The checkpoint files must be exactly the steps its train.json records: an extra file (a
     checkpoint copied in from elsewhere) or a missing one is an error naming it. Iterate with
     ``checkpoints.iter_checkpoints(..., expect=checkpoint_identity(spec))``."""
-    from ..checkpoints import checkpoint_dir, ckpt_path, list_checkpoints
+    from ..checkpoints import checkpoint_dir, ckpt_path, list_checkpoints, pruned_record
     from ..runtime import pick_device
     ckdir = checkpoint_dir(run_dir)
-    pruned = Path(run_dir) / "pruned.json"   # written by stages.prune (keep_checkpoints: final)
+    pruned = pruned_record(run_dir)
     if pruned.exists():
         raise CheckpointError(
             f"the analysis checkpoints of {spec.name} were removed after its stages finished "

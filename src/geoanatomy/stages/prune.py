@@ -21,17 +21,9 @@ from ..files import atomic_write_json
 from ..spec import RunSpec
 from .common import run_record
 
-PRUNED = "pruned.json"
-
-
-def pruned_record(run_dir: str | Path) -> Path:
-    """Where a run records that its analysis checkpoints were removed."""
-    return Path(run_dir) / PRUNED
-
-
 def run(spec: RunSpec, run_dir: str | Path, log=print) -> dict:
     """Remove the run's analysis checkpoints except the newest; write ``pruned.json``."""
-    from ..checkpoints import checkpoint_dir, ckpt_path, list_checkpoints
+    from ..checkpoints import checkpoint_dir, ckpt_path, list_checkpoints, pruned_record
     run_dir = Path(run_dir)
     rec = run_record(spec, run_dir)          # the checkpoints belong to this run and settings
     ckdir = checkpoint_dir(run_dir)

@@ -27,17 +27,17 @@ import torch
 
 from .. import __version__
 from ..checkpoints import (CheckpointError, checkpoint_dir, ckpt_path, list_checkpoints, load_optimizer,
-                           load_resume_weights, load_weights, read_meta, read_train_log, save_optimizer,
-                           save_weights, write_train_log)
+                           load_resume_weights, load_weights, pruned_record, read_meta, read_train_log,
+                           save_optimizer, save_weights, write_train_log)
 from ..files import atomic_write_json
 from ..measures.rankme import rankme
 from ..mixture import MixtureData
-from ..model import GPT, ModelConfig, answer_loss, padded_answer_loss
+from ..model import GPT, answer_loss, padded_answer_loss
 from ..runtime import code_version, pick_device
 from ..schedule import checkpoint_steps, lr_at
 from ..spec import RunSpec
-from ..tasks import TaskData, stable_seed
-from .common import build
+from ..tasks import TaskData
+from .common import build, seeded_model
 
 
 def make_optimizer(model: GPT, tr: dict) -> torch.optim.AdamW:
@@ -82,9 +82,7 @@ def quick_eval_mixture(model: GPT, data: MixtureData, n: int, device: str) -> st
 def build_mixture(spec: RunSpec, device: str = "cpu") -> tuple[GPT, MixtureData]:
     """Seeded model and padded multi-task stream of a mixture's training run (``common.build``
     for one task)."""
-    torch.manual_seed(stable_seed(spec.seed, spec.name, "init") % (2**63))
-    model = GPT(ModelConfig.from_size(spec.size, block_size=spec.block_size)).to(device)
-    return model, MixtureData(spec)
+    return seeded_model(spec, device), MixtureData(spec)
 
 
 def batch_loss_fn(model: GPT, data, batch_size: int, device: str) -> Callable[[int], torch.Tensor]:
@@ -141,7 +139,7 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
     dtype = tr.get("checkpoint_dtype", "float32")
     compact = dtype != "float32"        # half-precision analysis checkpoints; exact weights ride with the optimizer
     start, log_rows = 0, []
-    pruned = run_dir / "pruned.json"  # stages.prune removed the analysis checkpoints: none to resume
+    pruned = pruned_record(run_dir)  # stages.prune removed the analysis checkpoints: none to resume
     if pruned.exists():
         log(f"[train] {spec.name}: {pruned} says its analysis checkpoints were removed; retraining from step 0")
         shutil.rmtree(ckdir, ignore_errors=True)
