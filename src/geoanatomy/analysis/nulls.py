@@ -172,8 +172,12 @@ def paired_lead(t_tr, t_ref, n_resamples: int = 10_000, seed: int = 0) -> dict:
             "median_lead_decades": _median_or_nan(dlog), "ci95_lead_decades": [llo, lhi]}
 
 
+# The unit of the single-task statistics: a task x level x size cell (its seeds nested inside).
+CELLS = ("task", "level", "size")
+
+
 def cluster_bootstrap(df: pd.DataFrame, stat, n_resamples: int = 2000, seed: int = 0,
-                      cell_cols=("task", "level", "size")) -> tuple:
+                      cell_cols=CELLS) -> tuple:
     """Percentile 95% interval of ``stat(idx)`` (idx: positions into ``df``): cells resampled
     with replacement and the runs (seeds) of each drawn cell resampled inside it. ``stat``
     works on positions so that statistics of per-run numbers stay numpy-fast."""

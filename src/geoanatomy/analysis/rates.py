@@ -32,7 +32,7 @@ import pandas as pd
 import numpy as np
 
 from .load import DIFFICULTIES, REFERENCES, extreme, geometric_measures, run_facts, size_order, step_or_none
-from .nulls import cluster_bootstrap, clock_null, paired_lead, permutation_null
+from .nulls import CELLS, cluster_bootstrap, clock_null, paired_lead, permutation_null
 from .stats import log_steps_close, quantiles
 
 ROW_COLUMNS = ["run", "task", "level", "size", "family", "n_params", "steps", "difficulty", "acquired",
@@ -104,9 +104,6 @@ def effective_transition(r: pd.DataFrame) -> np.ndarray:
 
 def _class_of(t_acq: np.ndarray, easy_max_step: np.ndarray) -> np.ndarray:
     return np.where(~np.isfinite(t_acq), "unlearned", np.where(t_acq <= easy_max_step, "easy", "hard"))
-
-
-CELLS = ("task", "level", "size")
 
 
 def null_columns(rm: pd.DataFrame, diff: str, size: str, st: dict, perm_group: str = "size") -> dict:

@@ -62,7 +62,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .nulls import cluster_bootstrap, is_precursor, permutation_null, sign_test
+from .nulls import CELLS, cluster_bootstrap, is_precursor, permutation_null, sign_test
 from .rates import effective_transition
 from .stats import sign_test as binomial_p
 from .stats import holm
@@ -94,9 +94,6 @@ def _mean_of(x: np.ndarray):
 
 def _median_of(x: np.ndarray):
     return lambda idx: float(np.median(x[idx])) if len(idx) else None
-
-
-CELLS = ("task", "level", "size")
 
 
 def _cells(df: pd.DataFrame, cols=CELLS) -> int:
