@@ -40,3 +40,21 @@ def lr_at(step: int, lr: float, warmup: int, steps: int, min_lr_frac: float) -> 
     u = min(1.0, (step - warmup) / (steps - warmup))
     lo = min_lr_frac * lr
     return lo + (lr - lo) * 0.5 * (1.0 + math.cos(math.pi * u))
+
+
+def measure_steps(steps: list[int], n_points: int) -> list[int]:
+    """The checkpoints an expensive measure is taken at: ``n_points`` checkpoints evenly
+    spaced in checkpoint *index* (so as dense as the checkpoint schedule itself: log-dense
+    early, uniform later), always the first and the last; every checkpoint when there are
+    no more than ``n_points``. Chosen from the schedule alone, never from an event, so two
+    runs of one size and budget are measured at the same steps whatever they learn.
+
+    Example: 76 checkpoints, n_points=24 -> indices 0, 3, 7, 10, ..., 75 (rint of
+    linspace(0, 75, 24))."""
+    if n_points < 2:
+        raise ValueError(f"measures.n_points must be >= 2, got {n_points}")
+    steps = sorted(int(s) for s in steps)
+    if len(steps) <= n_points:
+        return steps
+    idx = np.unique(np.rint(np.linspace(0, len(steps) - 1, n_points)).astype(np.int64))
+    return [steps[i] for i in idx]
