@@ -109,7 +109,7 @@ def test_scan_gpt2_checkpoint_folders_with_a_prompt_file_and_resume(gpt2_dir, pr
     assert pre["difficulty"] == "no accuracy" and "geometry_vs_loss" in pre
     assert (df[df.measure == "rankme"]["n_samples"] == len(PROMPTS)).all()
     # the loss is the mean next-token loss over the prompts (checked on the last checkpoint)
-    from geoanatomy.pythia.hf import load_causal_lm
+    from geoanatomy.hf import load_causal_lm
     m = load_causal_lm(gpt2_dir, "checkpoint-64")
     t = transformers.AutoTokenizer.from_pretrained(gpt2_dir, local_files_only=True)
     nll, n = 0.0, 0
@@ -150,7 +150,7 @@ def test_scan_neox_step_folders_with_a_benchmark_uses_the_pythia_rows(neox_dir, 
     assert set(df[df.layer == "output"]["measure"]) == {"accuracy", "accuracy_norm", "accuracy_sum", "accuracy_mean",
                                                         "logprob", "logprob_per_token", "logprob_choice"}
     # the Pythia branch's measure_revision is the same code path: the same rows on the same checkpoint
-    from geoanatomy.pythia.hf import load_causal_lm
+    from geoanatomy.hf import load_causal_lm
     model = load_causal_lm(neox_dir, "step8")
     items = load_benchmark("syntax", N_ITEMS["syntax"])
     spec = {"rankme_eps": 1e-7, "scoring": "sum", "batch_size": 16}
@@ -170,7 +170,7 @@ def test_scan_neox_step_folders_with_a_benchmark_uses_the_pythia_rows(neox_dir, 
 
 def test_generic_scoring_agrees_with_pythia_scoring_and_gpt2_takes_benchmarks(neox_dir, gpt2_dir, tok, tmp_path):
     from geoanatomy.pythia.scoring import encode, score
-    from geoanatomy.pythia.hf import load_causal_lm, score_any
+    from geoanatomy.hf import load_causal_lm, score_any
     model = load_causal_lm(neox_dir, "step16")
     enc = encode(tok, load_benchmark("deduction3", N_ITEMS["deduction3"]))
     a, b = score(model, enc, 4), score_any(model, enc, 4)
@@ -205,7 +205,7 @@ def test_cli_scan_and_folder_errors(gpt2_dir, prompt_file, tmp_path, capsys):
 
 
 def test_loading_refuses_pickled_code_and_remote_code(gpt2_dir, tmp_path):
-    from geoanatomy.pythia.hf import ScanLoadError, load_causal_lm
+    from geoanatomy.hf import ScanLoadError, load_causal_lm
     d = tmp_path / "bad"
     (d / "checkpoint-0").mkdir(parents=True)
     shutil.copy(gpt2_dir / "checkpoint-0" / "config.json", d / "checkpoint-0" / "config.json")

@@ -9,6 +9,9 @@ Layout of ``<run_dir>/checkpoints/``::
                               so a resumed run continues exactly; one file, so the two agree)
     train_log.csv             step, train_loss, lr, grad_norm at every checkpoint so far
 
+Resume (``resume_state``): the newest checkpoint that has both its weights and the optimizer
+state; checkpoints of other settings, or of a pruned run, are removed first.
+
 Every file is written to a temporary name and renamed, so a killed job leaves
 either the old file or the new one, never a half-written one. Loading uses
 safetensors only (no pickle), so a checkpoint cannot execute code.
@@ -19,7 +22,9 @@ import csv
 import io
 import json
 import re
+import shutil
 from pathlib import Path
+from typing import Callable
 
 import torch
 from safetensors import SafetensorError
@@ -198,3 +203,53 @@ def read_train_log(ckpt_dir: Path) -> list[dict]:
     with open(path) as f:
         return [{"step": int(r["step"]), "train_loss": float(r["train_loss"]), "lr": float(r["lr"]),
                  "grad_norm": float(r["grad_norm"])} for r in csv.DictReader(f)]
+
+
+# --------------------------------------------------------------- resume
+def resume_state(run_dir: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, settings_hash: str,
+                 compact: bool, name: str, log: Callable[[str], None]) -> tuple[int, list[dict]]:
+    """Load the newest resumable state of ``run_dir``'s checkpoints into ``model`` and ``opt``;
+    returns (the step to continue from, the training-log rows up to it); (0, []) for a fresh start.
+
+    Resumable: the step the optimizer state names, when its weights are present (``compact``:
+    the full-precision weights stored with the optimizer state). Before that: a pruned run
+    (``pruned_record``) loses its checkpoints and retrains from step 0, temporary files of
+    killed writes are removed, checkpoints of another ``settings_hash`` are discarded, and
+    weights written after the last optimizer save are deleted. ``name`` and ``log``: the
+    progress lines."""
+    ckdir = checkpoint_dir(run_dir)
+    pruned = pruned_record(run_dir)  # stages.prune removed the analysis checkpoints: none to resume
+    if pruned.exists():
+        log(f"[train] {name}: {pruned} says its analysis checkpoints were removed; retraining from step 0")
+        shutil.rmtree(ckdir, ignore_errors=True)
+        pruned.unlink()
+    if ckdir.is_dir():  # temporary files of writes killed before their rename
+        for tmp in ckdir.glob(".*.tmp"):
+            tmp.unlink()
+    have = list_checkpoints(ckdir)
+    if not have:
+        return 0, []
+    try:
+        meta = read_meta(ckdir / "optim.safetensors") if (ckdir / "optim.safetensors").exists() else {}
+        wmeta = read_meta(ckpt_path(ckdir, have[-1]))
+    except CheckpointError as e:
+        log(f"[train] {e}")
+        raise
+    if wmeta.get("settings_hash") != settings_hash:
+        log(f"[train] {name}: checkpoints in {ckdir} were made with other settings "
+            f"(hash {wmeta.get('settings_hash')} != {settings_hash}); starting afresh")
+        shutil.rmtree(ckdir)
+        return 0, []
+    if not (meta and int(meta["step"]) in have):
+        return 0, []
+    s = int(meta["step"])
+    if compact:
+        load_resume_weights(ckdir, model)
+    else:
+        load_weights(ckpt_path(ckdir, s), model)
+    load_optimizer(ckdir, opt)
+    log_rows = [r for r in read_train_log(ckdir) if r["step"] <= s]
+    for extra in (c for c in have if c > s):  # weights written after the last optimizer save
+        ckpt_path(ckdir, extra).unlink()
+    log(f"[train] {name}: resuming from checkpoint step {s}")
+    return s, log_rows

@@ -107,19 +107,23 @@ class MixtureData:
         return [p.eval_set(min(n, p.n_heldout)) for p in self.parts]
 
 
-def cost_proxy(cfg: dict, name: str) -> str:
-    """The single-task run whose cost model (geoanatomy.cost) stands for a mixture job: a unit's
-    own task, level, size and seed (its evaluation is that run's); for the training run the
-    combination with the longest sequence (every row is padded to it, so a step costs as one of
-    that task's steps)."""
-    from .config import mixture_spec
+def proxy_run(spec) -> str:
+    """The single-task run whose cost model (geoanatomy.cost) stands for the job of a mixture
+    spec (its training run or one of its units): a unit's own task, level, size and seed (its
+    evaluation is that run's); for the training run the combination with the longest sequence
+    (every row is padded to it, so a step costs as one of that task's steps)."""
     from .spec import run_name
-    spec = mixture_spec(cfg, name)
     if spec.is_unit:
         return run_name(spec.task, spec.level, spec.size, spec.control, spec.seed)
     lengths = [make_task(c["task"], c["level"], c["level_params"]).seq_len for c in spec.mixture["components"]]
     c = spec.mixture["components"][int(np.argmax(lengths))]
     return run_name(c["task"], c["level"], spec.size, c["control"], spec.seed)
+
+
+def cost_proxy(cfg: dict, name: str) -> str:
+    """``proxy_run`` of the mixture job ``name`` of the config ``cfg``."""
+    from .config import mixture_spec
+    return proxy_run(mixture_spec(cfg, name))
 
 
 def job_resources(cfg: dict, stage: str, name: str, attempt: int = 1) -> dict:

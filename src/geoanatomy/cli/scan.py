@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     from ..runtime import limit_threads
     limit_threads(args.threads)
     from ..scan import ScanError, scan
-    from ..pythia.hf import ScanLoadError
+    from ..hf import ScanLoadError
     cfg_events = None
     try:
         if args.config:

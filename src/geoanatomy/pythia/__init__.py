@@ -11,7 +11,6 @@ loading      transformers loading from a hub id + revision or a local directory 
 fingerprint  sha256 of a checkpoint's weights; duplicate revisions (a weight set is measured
              once, as the latest revision holding it; step0 equal to main stops the run)
 scoring      option log-likelihoods and hidden states at the last prompt token
-hf           any Hugging Face causal LM: safe loading, named hidden states, generic scoring
 measure      the rows of one checkpoint on a probe set (the Pythia extraction and the
              checkpoint scanner, ``geoanatomy.scan``, share it)
 extract      one model: every revision -> metrics.csv, duplicates.json, extract.json
@@ -19,5 +18,6 @@ events       per-benchmark precursor.json + trajectory figure (same event detect
              algorithmic runs)
 scale        cross-size Spearman correlations (chance-normalised accuracy, cap-normalised
              RankMe within last-token strata) with exact permutation p-values
-(the command line is ``geoanatomy.cli.pythia``: ``geoanatomy pythia extract|events|scale|revisions``)
+(any Hugging Face causal LM: safe loading, named hidden states, generic scoring in ``geoanatomy.hf``;
+the command line is ``geoanatomy.cli.pythia``: ``geoanatomy pythia extract|events|scale|revisions``)
 """

@@ -139,7 +139,7 @@ def measure_model(model, probe: ProbeSet, *, run: str, step: int, batch_size: in
     variants) and the mean share per layer at the last prompt token. ``model`` is any HF causal
     LM in eval mode on ``device`` (half precision is cast to float32 first); GPT-NeoX is scored
     by ``pythia.scoring.score`` itself."""
-    from .hf import for_scoring, hidden_names, prompt_states, score_items
+    from ..hf import for_scoring, hidden_names, prompt_states, score_items
     if scoring not in ("sum", "mean"):
         raise ValueError(f"scoring must be 'sum' or 'mean', got {scoring!r}")
     model = for_scoring(model)                       # half precision -> float32 (no-op otherwise)

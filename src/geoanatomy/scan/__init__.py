@@ -19,7 +19,7 @@ benchmark  accuracy, accuracy_norm, accuracy_sum, accuracy_mean, logprob, logpro
            logprob_choice (exactly the Pythia branch's rows), layer "output", position "options"
 prompts    loss: mean next-token loss over every prompt token after the first (float64),
            layer "output", position "tokens", variant "probe"
-both       rankme (variants uncentred / centred) and mean_share at every layer (``pythia.hf``
+both       rankme (variants uncentred / centred) and mean_share at every layer (``geoanatomy.hf``
            names: embed, layer1..layerL, final_ln_post), position "last_prompt" (each
            prompt's last token), N = prompts / items (RankMe is capped at min(N, d))
 
@@ -31,10 +31,10 @@ sizes, modification times) are unchanged, so an interrupted scan resumes where i
 
 Precision: weights load in ``--dtype`` and are cast to float32 for measuring
 (``pythia.loading.for_scoring``); log-probabilities and losses are float64 (the output
-embedding applied in float64, ``pythia.hf.logits64``), RankMe in float64.
+embedding applied in float64, ``geoanatomy.hf.logits64``), RankMe in float64.
 
 Safety: local files only (``HF_HUB_OFFLINE=1`` is set), ``trust_remote_code=False``,
-safetensors or ``torch.load(weights_only=True)`` only (``pythia.hf.load_causal_lm``).
+safetensors or ``torch.load(weights_only=True)`` only (``geoanatomy.hf.load_causal_lm``).
 """
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
     import transformers
 
     from ..runtime import pick_device
-    from ..pythia.hf import for_scoring, load_causal_lm, load_tokenizer_for
+    from ..hf import for_scoring, load_causal_lm, load_tokenizer_for
     from .report import build_report, plot_report
 
     root = Path(root)
@@ -150,7 +150,7 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
         model = for_scoring(load_causal_lm(root, folder, dtype, device))     # float32 at least
         t_load = time.time() - t0
         c = model.config
-        from ..pythia.hf import hidden_names
+        from ..hf import hidden_names
         info = {"model_type": c.model_type, "n_params": int(sum(p.numel() for p in model.parameters())),
                 "n_layer": int(c.num_hidden_layers), "d_model": int(c.hidden_size),
                 "layer_names": hidden_names(model)}

@@ -15,7 +15,6 @@ metadata differs) are discarded, never mixed in.
 """
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 import warnings
@@ -26,9 +25,8 @@ import numpy as np
 import torch
 
 from .. import __version__
-from ..checkpoints import (CheckpointError, checkpoint_dir, ckpt_path, list_checkpoints, load_optimizer,
-                           load_resume_weights, load_weights, pruned_record, read_meta, read_train_log,
-                           save_optimizer, save_weights, write_train_log)
+from ..checkpoints import (checkpoint_dir, list_checkpoints, resume_state, save_optimizer, save_weights,
+                           write_train_log)
 from ..files import atomic_write_json
 from ..measures.rankme import rankme
 from ..mixture import MixtureData
@@ -131,6 +129,7 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
     # 64-example look costs ~7 ms per checkpoint at nano, 200 examples ~22 ms
     eval_n = eval_n or min(PROGRESS_N, spec.eval.get("n_samples", 200))
 
+    # ---- build: the seeded model and data, the optimizer, the batch loss of each step
     model, data = (build_mixture if spec.mixture else build)(spec, device)
     opt = make_optimizer(model, tr)
     batch_loss = batch_loss_fn(model, data, tr["batch_size"], device)
@@ -138,42 +137,11 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
     # ---- resume: newest checkpoint that has both weights and matching optimizer state
     dtype = tr.get("checkpoint_dtype", "float32")
     compact = dtype != "float32"        # half-precision analysis checkpoints; exact weights ride with the optimizer
-    start, log_rows = 0, []
-    pruned = pruned_record(run_dir)  # stages.prune removed the analysis checkpoints: none to resume
-    if pruned.exists():
-        log(f"[train] {spec.name}: {pruned} says its analysis checkpoints were removed; retraining from step 0")
-        shutil.rmtree(ckdir, ignore_errors=True)
-        pruned.unlink()
-    if ckdir.is_dir():  # temporary files of writes killed before their rename
-        for tmp in ckdir.glob(".*.tmp"):
-            tmp.unlink()
-    have = list_checkpoints(ckdir)
-    if have:
-        try:
-            meta = read_meta(ckdir / "optim.safetensors") if (ckdir / "optim.safetensors").exists() else {}
-            wmeta = read_meta(ckpt_path(ckdir, have[-1]))
-        except CheckpointError as e:
-            log(f"[train] {e}")
-            raise
-        if wmeta.get("settings_hash") != h:
-            log(f"[train] {spec.name}: checkpoints in {ckdir} were made with other settings "
-                f"(hash {wmeta.get('settings_hash')} != {h}); starting afresh")
-            shutil.rmtree(ckdir)
-        elif meta and int(meta["step"]) in have:
-            s = int(meta["step"])
-            if compact:
-                load_resume_weights(ckdir, model)
-            else:
-                load_weights(ckpt_path(ckdir, s), model)
-            load_optimizer(ckdir, opt)
-            log_rows = [r for r in read_train_log(ckdir) if r["step"] <= s]
-            for extra in (c for c in have if c > s):  # weights written after the last optimizer save
-                ckpt_path(ckdir, extra).unlink()
-            start = s
-            log(f"[train] {spec.name}: resuming from checkpoint step {s}")
+    start, log_rows = resume_state(run_dir, model, opt, h, compact, spec.name, log)
     meta_common = {"run": spec.name, "settings_hash": h, "model_config": model.cfg.to_dict(),
                    "run_spec": spec.train_dict(), "geoanatomy_version": __version__}
 
+    # ---- loop: one update per step, a checkpoint at every checkpoint step
     model.train()
     t0 = time.time()
     t_last, s_last = t0, start
@@ -233,6 +201,7 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
                 checkpoint(done, loss_acc / max(n_acc, 1), lr, gn)
             break
 
+    # ---- save: the run's summary
     summary = {
         "run": spec.name, "task": spec.task, "level": spec.level, "size": spec.size,
         "n_params": model.n_params(), "steps": steps, "checkpoint_steps": list_checkpoints(ckdir),

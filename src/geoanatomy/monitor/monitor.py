@@ -1,65 +1,6 @@
-"""A precursor monitor for your own training loop (and the Hugging Face ``Trainer``).
-
-Every ``every`` steps the monitor runs a fixed probe batch you supply through the model (in
-eval mode, without gradients, then puts the model back as it was), and records, in the long
-table format of the pipeline's ``metrics.csv`` (``geoanatomy.table``):
-
-* ``rankme`` per layer and probe position, variants ``uncentred`` (RankMe as defined) and
-  ``centred``, and the ``mean_share`` of the same matrix (``measures.rankme``);
-* ``loss`` of the probe batch (mean cross-entropy over the labelled next tokens, float64;
-  ``variant`` "probe"); with labels also ``accuracy`` (every labelled token of a row right)
-  and ``token_accuracy``, with a ``chance`` level also ``accuracy_norm``;
-* ``train_loss`` (variant ``batch_average``) when you pass your batch losses.
-
-It detects collapse, floor and recovery of RankMe ONLINE with the pipeline's detectors
-(``events.curve_entry`` with the ``events:`` thresholds): at step t the detector sees the
-curve measured up to t only (no look-ahead) and an event is reported once its persistence
-window (``persist`` measurements) has been seen:
-
-collapse (onset)  reported as soon as the curve so far has changed by ``collapse_drop`` and
-                  the onset is held for ``persist`` measurements. PROVISIONAL: onset and
-                  floor are measured against the lowest value so far, so they move if the
-                  curve keeps falling.
-floor             PROVISIONAL until a recovery confirms it: logged only then ("floor at f,
-                  confirmed by the recovery at r"). A run that never recovers ends with a
-                  provisional floor (``events()`` and precursor.json say so).
-recovery          the curve is back by ``return_frac`` of its drop for ``persist``
-                  measurements; it confirms the floor and the collapse. From then on the
-                  events equal the offline detector's on the full curve, unless the curve
-                  later falls below the confirmed floor: then a "revised" line is logged
-                  and the events are provisional again.
-acquisition       (probe with labels and chance) ``events.acquisition_step``: a fixed
-                  threshold, so it is causal; reported once, with the precursor verdict
-                  of the headline floor at that moment.
-
-At every step the monitor's events are ``events.curve_entry`` of the curve so far, so its
-final events are exactly the offline pipeline's on the recorded curve (tested). One log line
-per event; ``close()`` writes ``metrics.csv``, ``precursor.json`` (``scan.report``: the
-pipeline's ``rankme_entry`` for both variants, plus an ``online`` block with the event log)
-and ``trajectory.png`` (the pipeline's figure) into ``out_dir``.
-
-Models: (a) the project's GPT (``model(x, return_hidden=True)``), (b) any Hugging Face causal
-LM (``output_hidden_states=True``, layer names of ``pythia.hf``), (c) anything else through
-``forward_fn(model, input_ids, attention_mask) -> (logits, layer names, hidden states)``.
-
-Which position's hidden state (``Probe(positions=...)``): ``"last"`` (default: the last token
-of each row, the last 1 of ``attention_mask`` when given), an int index (same for every row,
-negative counts from the end), a LongTensor (B,) of per-row indices, a BoolTensor (B, T) mask
-(the mean over the masked positions of each row), or a dict {name: one of these} for several.
-
-Overhead (benchmarks/bench_monitor.py, CPU, one thread, default ``every`` and a probe of
-``DEFAULT_PROBE_SIZE`` rows): see docs/monitor.md.
-
-    probe = Probe(input_ids, labels=labels)             # a fixed batch, never trained on
-    mon = Monitor(probe, out_dir="runs/mine")           # every=DEFAULT_EVERY
-    mon.step(model, 0)                                  # before the first update
-    for step in range(1, n_steps + 1):
-        ...; opt.step()
-        mon.step(model, step, loss=loss.item())         # measures when step % every == 0
-    pre = mon.close(model, n_steps)                     # metrics.csv, precursor.json, trajectory.png
-
-    trainer = Trainer(..., callbacks=[mon.trainer_callback()])
-"""
+"""The ``Monitor``: measures a fixed probe every few steps of a training loop, records the
+pipeline's long table and reports the events online (package doc), and its measurement
+schedules (``LogThenEvery``)."""
 from __future__ import annotations
 
 import io
@@ -71,16 +12,13 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import torch
 
-from . import events as ev
-from .config import DEFAULTS
-from .measures.rankme import mean_share, rankme
+from ..config import DEFAULTS  # the events: thresholds' defaults; the monitor's only use of config
+from ..measures.rankme import mean_share, rankme
+from .callback import trainer_callback
+from .online import PROVISIONAL_NOTE, OnlineAcquisition, OnlineCollapse
+from .probe import Probe, _nll64, model_forward
 
 DEFAULT_EVERY = 100         # steps between measurements (overhead <= 5%: docs/monitor.md)
-DEFAULT_PROBE_SIZE = 200    # probe rows (the pipeline's eval.n_samples); RankMe is capped at min(rows, d_model)
-PROVISIONAL_NOTE = ("online events: at step t only the curve measured up to t is used; the collapse and the "
-                    "floor are provisional (measured against the lowest value so far) until a recovery, held "
-                    "for `persist` measurements, confirms them; a run that never recovers ends with a "
-                    "provisional floor. The final events equal the offline detectors' on the recorded curve.")
 
 
 # ------------------------------------------------------------------------------ schedules
@@ -111,202 +49,10 @@ def log_then_every(k: int = DEFAULT_EVERY, ratio: float = 1.5) -> LogThenEvery:
     return LogThenEvery(k, ratio)
 
 
-# ------------------------------------------------------------------------------ probe
-class Probe:
-    """A fixed probe batch: token ids (B, T), optional attention mask and labels, positions.
-
-    ``labels`` (B, T) follow the Hugging Face convention: aligned with ``input_ids`` (shifted
-    inside), -100 = not scored. Without labels the loss is the next-token loss over every
-    non-padding token and there is no accuracy. ``chance``: the accuracy of a model that does
-    not read the input (for ``accuracy_norm`` and acquisition). ``positions``: module doc."""
-
-    def __init__(self, input_ids, attention_mask=None, labels=None, positions="last",
-                 chance: float | None = None):
-        self.input_ids = torch.as_tensor(input_ids, dtype=torch.long)
-        if self.input_ids.ndim != 2:
-            raise ValueError(f"input_ids must be (B, T), got shape {tuple(self.input_ids.shape)}")
-        B, T = self.input_ids.shape
-        self.attention_mask = None if attention_mask is None else torch.as_tensor(attention_mask).long()
-        self.labels = None if labels is None else torch.as_tensor(labels, dtype=torch.long)
-        for what, t in (("attention_mask", self.attention_mask), ("labels", self.labels)):
-            if t is not None and tuple(t.shape) != (B, T):
-                raise ValueError(f"{what} must have the shape of input_ids {(B, T)}, got {tuple(t.shape)}")
-        self.chance = chance
-        if not isinstance(positions, dict):
-            positions = {_position_name(positions): positions}
-        self.positions = {str(k): self._resolve(v) for k, v in positions.items()}
-
-    def _resolve(self, spec):
-        """('index', LongTensor (B,)) or ('mask', BoolTensor (B, T))."""
-        B, T = self.input_ids.shape
-        if isinstance(spec, str):
-            if spec != "last":
-                raise ValueError(f"position {spec!r}: use 'last', an int, a (B,) index tensor or a (B, T) mask")
-            if self.attention_mask is None:
-                return "index", torch.full((B,), T - 1, dtype=torch.long)
-            m = self.attention_mask.bool()
-            if not m.any(1).all():
-                raise ValueError("a probe row has no token (attention_mask all zero)")
-            return "index", (m.long() * torch.arange(T)).argmax(1)
-        if isinstance(spec, (int, np.integer)):
-            i = int(spec) + (T if spec < 0 else 0)
-            if not 0 <= i < T:
-                raise ValueError(f"position {spec} is outside the probe's {T} tokens")
-            return "index", torch.full((B,), i, dtype=torch.long)
-        t = torch.as_tensor(spec)
-        if t.dtype == torch.bool:
-            if tuple(t.shape) != (B, T) or not t.any(1).all():
-                raise ValueError(f"a position mask must be (B, T) = {(B, T)} with a True in every row")
-            return "mask", t
-        t = t.long()
-        if tuple(t.shape) != (B,) or (t < 0).any() or (t >= T).any():
-            raise ValueError(f"a position index tensor must be (B,) = ({B},) with values in [0, {T})")
-        return "index", t
-
-    @classmethod
-    def from_task(cls, data, n: int = DEFAULT_PROBE_SIZE, chance: float | None = None) -> Probe:
-        """The pipeline's evaluation set of a ``tasks.TaskData`` (first ``n`` held-out rows),
-        answer tokens labelled, positions ``first`` (predicts the first answer token) and
-        ``answer_mean`` (mean over the answer-predicting positions): the same hidden states,
-        loss and accuracy as ``stages.metrics`` (``chance``: ``baselines.training_baselines``)."""
-        seq = torch.as_tensor(data.eval_set(n), dtype=torch.long)           # (n, S)
-        S, na = seq.shape[1], data.spec.n_answer
-        labels = seq.clone()
-        labels[:, :S - na] = -100
-        first = data.spec.first_answer_pred_pos
-        mask = torch.zeros(seq.shape, dtype=torch.bool)
-        mask[:, first:S - 1] = True
-        return cls(seq, labels=labels, positions={"first": first, "answer_mean": mask}, chance=chance)
-
-    def __len__(self) -> int:
-        return int(self.input_ids.shape[0])
-
-
-def _position_name(spec) -> str:
-    if isinstance(spec, str):
-        return spec
-    if isinstance(spec, (int, np.integer)):
-        return f"pos{int(spec)}"
-    return "mask_mean" if torch.as_tensor(spec).dtype == torch.bool else "index"
-
-
-# ------------------------------------------------------------------------------ forward passes
-def model_forward(model, input_ids, attention_mask=None):
-    """(logits (B, T, V), layer names, hidden states L+2 x (B, T, d)) of the project's GPT or
-    a Hugging Face causal LM (module doc)."""
-    from .model import GPT
-    from .pythia.hf import forward_hidden, unwrap
-    m = unwrap(model)
-    if isinstance(m, GPT):
-        logits, hidden = m(input_ids, return_hidden=True)
-        return logits, m.layer_names(), hidden
-    if hasattr(getattr(m, "config", None), "num_hidden_layers"):
-        return forward_hidden(m, input_ids, attention_mask)
-    raise TypeError(f"{type(m).__name__}: not the project's GPT nor a Hugging Face causal LM; "
-                    f"pass forward_fn(model, input_ids, attention_mask) -> (logits, names, hidden states)")
-
-
-def _nll64(logits: torch.Tensor, targets: torch.Tensor, chunk: int = 1 << 22) -> torch.Tensor:
-    """-log p(target) in float64 for rows of logits (n, V), in chunks of ``chunk`` elements."""
-    V = logits.shape[-1]
-    step = max(1, chunk // V)
-    return torch.cat([-torch.log_softmax(logits[i:i + step].to(torch.float64), -1)
-                      .gather(-1, targets[i:i + step, None])[:, 0] for i in range(0, len(logits), step)])
-
-
-# ------------------------------------------------------------------------------ online events
-class OnlineCollapse:
-    """Causal collapse / floor / recovery of one falling curve (module doc): ``update`` feeds
-    one point and returns the newly reported events."""
-
-    KEYS = ("collapse", "floor", "recovery")
-
-    def __init__(self, label: str, cfg_events: dict):
-        self.label, self.e = label, cfg_events
-        self.steps: list[int] = []
-        self.values: list[float] = []
-        self.entry: dict = ev.curve_entry([], [], "down", cfg_events)
-        self.confirmed: dict | None = None
-        self.reported: dict = {}
-
-    def current(self) -> dict:
-        """{collapse, floor, recovery} steps of the curve so far (None where not an event)."""
-        e = self.entry
-        if not e.get("collapsed"):
-            return {k: None for k in self.KEYS}
-        return {k: e.get(f"{k}_step") for k in self.KEYS}
-
-    def update(self, step: int, value: float) -> list[dict]:
-        self.steps.append(int(step))
-        self.values.append(float(value))
-        self.entry = ev.curve_entry(self.steps, self.values, "down", self.e)
-        now, out = self.current(), []
-        ext = self.entry.get("floor")
-        if self.confirmed is not None and now != self.confirmed:
-            out.append(self._rec(step, "revised", now["floor"], "provisional",
-                                 f"the curve fell below the confirmed floor ({self.confirmed}); now {now}; "
-                                 f"the events are provisional again"))
-            self.confirmed = None
-        if self.confirmed is None:
-            if now["recovery"] is not None:
-                if now["collapse"] != self.reported.get("collapse"):
-                    moved = self.reported.get("collapse")
-                    out.append(self._rec(step, "collapse", now["collapse"], "confirmed",
-                                         "confirmed by the recovery" + (f" (first reported at step {moved})"
-                                                                        if moved is not None else "")))
-                out.append(self._rec(step, "floor", now["floor"], "confirmed",
-                                     f"value {ext:.4g}, confirmed by the recovery at step {now['recovery']}"))
-                out.append(self._rec(step, "recovery", now["recovery"], "confirmed",
-                                     f"back by {self.e['return_frac']:g} of the drop for {self.e['persist']} "
-                                     f"measurements"))
-                self.confirmed = dict(now)
-                self.reported.update(now)
-            elif now["collapse"] is not None and "collapse" not in self.reported:
-                out.append(self._rec(step, "collapse", now["collapse"], "provisional",
-                                     f"held for {self.e['persist']} measurements; provisional: measured against "
-                                     f"the lowest value so far ({ext:.4g}), it moves if the curve falls further"))
-                self.reported["collapse"] = now["collapse"]
-        return out
-
-    def _rec(self, t, event, step, status, detail) -> dict:
-        return {"reported_at": int(t), "curve": self.label, "event": event, "step": step, "status": status,
-                "detail": detail}
-
-    def state(self) -> dict:
-        """The curve's events now: ``curve_entry`` of the curve so far plus a status per event."""
-        now = self.current()
-        conf = self.confirmed is not None
-        status = {k: (None if now[k] is None else ("confirmed" if conf else "provisional")) for k in self.KEYS}
-        return {**self.entry, "status": status, "n_points": len(self.steps)}
-
-
-class OnlineAcquisition:
-    """Causal acquisition (``events.acquisition_step``, a fixed threshold): reported once."""
-
-    def __init__(self, label: str, cfg_events: dict):
-        self.label, self.e = label, cfg_events
-        self.steps: list[int] = []
-        self.values: list[float] = []
-        self.step_found: int | None = None
-
-    def update(self, step: int, value: float) -> list[dict]:
-        self.steps.append(int(step))
-        self.values.append(float(value))
-        if self.step_found is not None:
-            return []
-        t = ev.acquisition_step(self.steps, self.values, self.e["acquisition_threshold"], self.e["persist"])
-        if t is None:
-            return []
-        self.step_found = t
-        return [{"reported_at": int(step), "curve": self.label, "event": "acquisition", "step": t,
-                 "status": "confirmed", "detail": f"chance-normalised accuracy >= {self.e['acquisition_threshold']:g} "
-                                                  f"for {self.e['persist']} measurements"}]
-
-
 # ------------------------------------------------------------------------------ the monitor
 class Monitor:
     """Records RankMe per layer and the probe loss every ``every`` steps and reports the
-    collapse, floor and recovery online (module doc).
+    collapse, floor and recovery online (package doc).
 
     probe        a ``Probe`` (or a (B, T) tensor of token ids: last position, no labels)
     every        int k (measure when step % k == 0), an iterable of steps, or a callable
@@ -564,7 +310,7 @@ class Monitor:
     def _load_existing(self) -> list[dict]:
         if self.out_dir is None or not (self.out_dir / "metrics.csv").is_file():
             return []
-        from .table import COLUMNS, read_table
+        from ..table import COLUMNS, read_table
         df = read_table(self.out_dir / "metrics.csv")
         rows = []
         for rec in df[COLUMNS].to_dict("records"):
@@ -579,7 +325,7 @@ class Monitor:
         """The rows so far as the DataFrame ``table.read_table`` would return."""
         import pandas as pd
 
-        from .table import to_csv
+        from ..table import to_csv
         return pd.read_csv(io.StringIO(to_csv(self.rows)), comment="#", keep_default_na=False, na_values=["nan"],
                            dtype={"layer": str, "position": str, "variant": str})
 
@@ -587,7 +333,7 @@ class Monitor:
         """Write ``out_dir/metrics.csv`` (atomically) now."""
         if self.out_dir is None:
             return None
-        from .table import write_table
+        from ..table import write_table
         write_table(self.out_dir / "metrics.csv", self.rows)
         return self.out_dir / "metrics.csv"
 
@@ -598,7 +344,7 @@ class Monitor:
 
     def report(self) -> dict:
         """The precursor.json dict of the rows so far (``scan.report.build_report``)."""
-        from .scan.report import build_report
+        from ..scan.report import build_report
         layer, pos = self.headline()
         final = {}
         for k, t in self.trackers.items():
@@ -627,8 +373,8 @@ class Monitor:
                 self.log(f"[monitor] {self.run} final: RankMe {name}: collapse {st['collapse_step']}, floor "
                          f"{st['floor_step']}, recovery {st['recovery_step']} ({st['status']})")
         if self.out_dir is not None:
-            from .files import atomic_write_json
-            from .scan.report import plot_report
+            from ..files import atomic_write_json
+            from ..scan.report import plot_report
             self.write_table()
             atomic_write_json(self.out_dir / "precursor.json", pre)
             plot_report(self.table(), pre, self.out_dir / "trajectory.png")
@@ -636,34 +382,5 @@ class Monitor:
 
     # -------------------------------------------------------------- Hugging Face Trainer
     def trainer_callback(self):
-        """A ``transformers.TrainerCallback`` running this monitor (module doc)."""
+        """A ``transformers.TrainerCallback`` running this monitor (package doc)."""
         return trainer_callback(self)
-
-
-def trainer_callback(monitor: Monitor):
-    """A ``transformers.TrainerCallback``: measures at the start of training (step
-    ``state.global_step``), after every optimizer step when due, collects the logged training
-    loss, and closes the monitor (writes its files) at the end. Only the main process measures."""
-    from transformers import TrainerCallback
-
-    class GeoanatomyMonitorCallback(TrainerCallback):
-        def __init__(self, mon: Monitor):
-            self.monitor = mon
-
-        def on_train_begin(self, args, state, control, model=None, **kw):
-            if state.is_world_process_zero and model is not None:
-                self.monitor.step(model, state.global_step)
-
-        def on_step_end(self, args, state, control, model=None, **kw):
-            if state.is_world_process_zero and model is not None:
-                self.monitor.step(model, state.global_step)
-
-        def on_log(self, args, state, control, logs=None, **kw):
-            if state.is_world_process_zero and logs and "loss" in logs:
-                self.monitor.add_train_loss(logs["loss"])
-
-        def on_train_end(self, args, state, control, model=None, **kw):
-            if state.is_world_process_zero:
-                self.monitor.close(model, state.global_step)
-
-    return GeoanatomyMonitorCallback(monitor)

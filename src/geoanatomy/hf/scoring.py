@@ -1,0 +1,108 @@
+"""Multiple-choice scoring and prompt losses of any Hugging Face causal LM in float64, the
+Pythia branch's ``pythia.scoring.score`` for architectures other than GPT-NeoX."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..pythia.scoring import collect, option_index, padded_batch
+from .hidden import forward_hidden, hidden_names
+
+
+def for_scoring(model):
+    """``pythia.loading.for_scoring``: half-precision models cast to float32 (every forward
+    pass and hidden state float32 at least); float32/float64 models unchanged."""
+    try:
+        from ..pythia.loading import for_scoring as pythia_for_scoring
+    except ImportError:  # an older pythia.loading: the same cast
+        if any(p.dtype in (torch.float16, torch.bfloat16) for p in model.parameters()):
+            model = model.to(torch.float32)
+        return model
+    return pythia_for_scoring(model)
+
+
+def logits64(model, h: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """Logits (n, V) in float64 from final hidden states h (n, d): the output embedding
+    applied in float64, as ``pythia.scoring`` does, when it reproduces the model's own
+    logits (a plain linear head); otherwise the model's logits cast to float64 (heads with
+    extra operations, e.g. soft-capping)."""
+    head = model.get_output_embeddings()
+    if isinstance(head, torch.nn.Linear) and head.weight.shape[-1] == h.shape[-1]:
+        W = head.weight.detach().to(torch.float64)
+        out = h.to(torch.float64) @ W.T
+        if head.bias is not None:
+            out = out + head.bias.detach().to(torch.float64)
+        if torch.allclose(out.to(logits.dtype), logits, rtol=1e-3, atol=1e-3):
+            return out
+    return logits.to(torch.float64)
+
+
+@torch.no_grad()
+def score_any(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict:
+    """``pythia.scoring.score`` for any HF causal LM: the same return dict (option log-prob
+    sums and means in float64 (``logits64``), hidden states at the last prompt token, last
+    prompt tokens).
+    The scanner calls ``pythia.scoring.score`` itself for GPT-NeoX (tests check both agree)."""
+    names = hidden_names(model)
+    rows = [(i, j, p + o, len(p), len(o)) for i, (p, opts) in enumerate(encoded) for j, o in enumerate(opts)]
+    order = sorted(range(len(rows)), key=lambda r: (-len(rows[r][2]), r))
+    sums = [np.zeros(len(opts)) for _, opts in encoded]
+    ntok = [np.array([len(o) for o in opts], dtype=np.int64) for _, opts in encoded]
+    hidden: dict = {}
+    for b0 in range(0, len(order), batch_size):
+        batch = [rows[r] for r in order[b0:b0 + batch_size]]
+        ids, mask = padded_batch([r[2] for r in batch])
+        logits, _, states = forward_hidden(model, ids.to(device), mask.to(device))
+        bi, ti, tgt = option_index(batch, device)
+        lg = logits64(model, states[-1][bi, ti], logits[bi, ti])                       # (n_opt_tokens, V)
+        lps = torch.log_softmax(lg, -1).gather(-1, tgt[:, None])[:, 0].cpu()
+        collect(batch, lps, sums, hidden, names, states, len(encoded))
+    means = [s / n for s, n in zip(sums, ntok)]
+    last = np.array([p[-1] for p, _ in encoded], dtype=np.int64)
+    return {"sum": sums, "mean": means, "n_tokens": ntok, "hidden": hidden, "last_token": last}
+
+
+def score_items(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict:
+    """``pythia.scoring.score`` for GPT-NeoX (the Pythia branch's own code), ``score_any`` otherwise."""
+    if getattr(model.config, "model_type", None) == "gpt_neox":
+        from ..pythia.scoring import score
+        return score(model, encoded, batch_size, device)
+    return score_any(model, encoded, batch_size, device)
+
+
+@torch.no_grad()
+def prompt_states(model, prompts: list[list[int]], batch_size: int = 16, device: str = "cpu") -> dict:
+    """Next-token loss and last-token hidden states of token-id prompts.
+
+    Returns {"nll_sum": float64 total of -log p(token t | tokens < t) over every prompt token
+    after the first, "n_tokens": how many, "per_prompt": float64 (N,) mean loss per prompt (NaN
+    for one-token prompts), "hidden": {name: float32 (N, d)} at each prompt's last token,
+    "last_token": int64 (N,)}. Prompts are right-padded; padding is masked and never read."""
+    names = hidden_names(model)
+    order = sorted(range(len(prompts)), key=lambda i: (-len(prompts[i]), i))
+    per = np.full(len(prompts), np.nan)
+    total, count = 0.0, 0
+    hidden: dict = {}
+    for b0 in range(0, len(order), batch_size):
+        idx = order[b0:b0 + batch_size]
+        T = max(len(prompts[i]) for i in idx)
+        ids = torch.zeros(len(idx), T, dtype=torch.long)
+        mask = torch.zeros(len(idx), T, dtype=torch.long)
+        for b, i in enumerate(idx):
+            ids[b, :len(prompts[i])] = torch.tensor(prompts[i])
+            mask[b, :len(prompts[i])] = 1
+        logits, _, states = forward_hidden(model, ids.to(device), mask.to(device))
+        for b, i in enumerate(idx):
+            n = len(prompts[i])
+            if n > 1:
+                lp = torch.log_softmax(logits64(model, states[-1][b, :n - 1], logits[b, :n - 1]), -1)
+                nll = -lp.gather(-1, ids[b, 1:n].to(device)[:, None])[:, 0]
+                per[i] = float(nll.mean())
+                total += float(nll.sum())
+                count += n - 1
+            for name, h in zip(names, states):
+                if name not in hidden:
+                    hidden[name] = torch.zeros(len(prompts), h.shape[-1], dtype=torch.float32)
+                hidden[name][i] = h[b, n - 1].float().cpu()
+    last = np.array([p[-1] for p in prompts], dtype=np.int64)
+    return {"nll_sum": total, "n_tokens": count, "per_prompt": per, "hidden": hidden, "last_token": last}
