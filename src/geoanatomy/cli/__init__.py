@@ -74,6 +74,7 @@ DELEGATED = {
     "summarize": "cross-run summary tables, statistics and figures (results/summary/)",
     "pythia": "Pythia validation branch: extract, events, scale, revisions",
     "scan": "geometric events of a folder of HF checkpoints (stepN/ or checkpoint-N/)",
+    "export": "a run's checkpoints as Hugging Face GPT-2 folders (checkpoint-N/)",
 }
 
 
@@ -113,6 +114,9 @@ def main(argv=None) -> int:
     if argv[:1] == ["scan"]:
         from .scan import main as scan_main
         return scan_main(argv[1:])
+    if argv[:1] == ["export"]:
+        from .export import main as export_main
+        return export_main(argv[1:])
     args = _parser().parse_args(argv)
 
     from ..errors import ConfigError
