@@ -48,16 +48,10 @@ def tiny_bpe_tokenizer(texts, vocab_size: int):
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
 
 
-def _merge(base: dict, over: dict) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
-
-
 def tiny_user_config(task: str = "add", level: str = "L1", size: str = "nano", **over) -> dict:
     """The tiny config (unresolved) for one run, with ``over`` merged in (nested dicts merge)."""
-    return _merge({**TINY, "grid": [{"tasks": [task], "levels": [level], "sizes": [size]}]}, over)
+    from geoanatomy.config import deep_merge
+    return deep_merge({**TINY, "grid": [{"tasks": [task], "levels": [level], "sizes": [size]}]}, over)
 
 
 def tiny_config(task: str = "add", level: str = "L1", size: str = "nano", **over) -> dict:

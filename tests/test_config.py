@@ -423,6 +423,39 @@ def test_cpu_and_auto_configs_do_not_import_torch(tmp_path):
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
 
 
+# ------------------------------------------------------------ import layers
+def _fresh_python(code: str) -> str:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_defaults_import_no_config_machinery():
+    code = ("import sys, geoanatomy.defaults\n"
+            "print([m for m in sys.modules if m.startswith(('yaml', 'jsonschema', 'torch', 'geoanatomy.config'))])")
+    assert _fresh_python(code) == "[]"
+
+
+def test_config_imports_no_branch_but_checks_its_block():
+    """geoanatomy.config does not import the Pythia branch; validating a config still runs
+    the branch's check of its block (config.checks.BLOCK_CHECKS)."""
+    code = ("import sys\nfrom geoanatomy.config import ConfigError, resolve\n"
+            "print(any(m.startswith('geoanatomy.pythia') for m in sys.modules))\n"
+            "try:\n    resolve({'grid': [{'tasks': ['add'], 'levels': ['L1'], 'sizes': ['nano']}], "
+            "'pythia': {'enabled': True}})\nexcept ConfigError as e:\n    print(e)")
+    loaded, msg = _fresh_python(code).splitlines()
+    assert loaded == "False"
+    assert msg == "config field 'pythia.models': empty while pythia.enabled is true; give hub ids or local directories"
+
+
+def test_pythia_benchmark_default_and_schema_are_every_benchmark():
+    from geoanatomy.config import DEFAULTS, load_schema
+    from geoanatomy.defaults import PYTHIA_BENCHMARKS
+    from geoanatomy.pythia.settings import BENCHMARKS
+    assert PYTHIA_BENCHMARKS == BENCHMARKS == DEFAULTS["pythia"]["benchmarks"]
+    assert load_schema()["$defs"]["pythia_benchmark"]["enum"] == BENCHMARKS
+
+
 # ------------------------------------------- validate and snakemake agree
 # What Snakemake itself says about a --configfile it cannot parse before the Snakefile runs
 # (it reads every --configfile first; our loader then re-reads it): an empty file and

@@ -1,10 +1,15 @@
-"""Task generators: answers by independent arithmetic, split disjointness, masks, grading."""
+"""Task generators: answers by independent arithmetic, split disjointness, masks, grading,
+the task registry."""
+import json
+import math
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from geoanatomy.baselines import order_logprob, training_baselines
-from geoanatomy.tasks import (DEFAULT_LEVELS, LEVELS, SEP, TASKS, TOK, VOCAB, TaskData, hash_uniform,
-                              level_hardness, make_task)
+from geoanatomy.tasks import (DEFAULT_LEVELS, LEVELS, REGISTRY, SEP, TASKS, TOK, VOCAB, LevelParamError, TaskData,
+                              get_task, hash_uniform, level_hardness, make_task)
 
 
 def decode(row):
@@ -263,3 +268,61 @@ def test_unknown_task_and_level():
     with pytest.raises(ValueError, match="unknown level"):
         make_task("add", "L4")
     assert len(VOCAB) == 32 and TOK["="] == SEP
+
+
+# ------------------------------------------------------------ the task registry
+EXAMPLES = json.loads((Path(__file__).parent / "data" / "task_examples.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_registered_tasks_are_complete_and_graded(name):
+    """Every registered task has the three levels, strictly harder in order, a task token in
+    the vocabulary, and an exact input-space size that agrees with its log10."""
+    t = REGISTRY[name]
+    assert t.name == name and get_task(name) is t and DEFAULT_LEVELS[name] is t.levels
+    assert list(t.levels) == LEVELS and t.token in TOK
+    hard = [t.hardness(t.levels[lv]) for lv in LEVELS]
+    assert hard == sorted(set(hard)), hard
+    for lv in LEVELS:
+        p = t.levels[lv]
+        assert t.level_param in p and set(p) <= {t.level_param, *t.optional_params}
+        t.check_params(p)
+        spec = make_task(name, lv)
+        assert spec.params == p and spec.base == t.base
+        assert math.log10(t.input_space(p)) == pytest.approx(float(spec.space_log10))
+
+
+def _case_id(c: dict) -> str:
+    return f"{c['task']}_{c['level']}" + (f"_{c['params']}" if c["params"] else "")
+
+
+@pytest.mark.parametrize("case", EXAMPLES, ids=[_case_id(c) for c in EXAMPLES])
+def test_make_task_gives_the_recorded_examples(case):
+    """make_task and TaskData give the sequences, keys and sizes recorded before the tasks
+    became registered objects (tests/data/task_examples.json): data stay byte-identical."""
+    spec = make_task(case["task"], case["level"], case["params"])
+    x = spec.draw(np.random.default_rng(0), 3)
+    data = TaskData(spec, seed=0, n_heldout=8)
+    got = {"resolved_params": spec.params, "n_in": spec.n_in, "n_answer": spec.n_answer,
+           "space_log10": float(spec.space_log10), "seq_len": spec.seq_len,
+           "first_answer_pred_pos": spec.first_answer_pred_pos,
+           "input_space": get_task(case["task"]).input_space(spec.params),
+           "hardness": level_hardness(case["task"], spec.params), "symmetric": data.symmetric,
+           "draw_seed0": spec.encode(x).tolist(), "keys_seed0": spec.keys(x).tolist(),
+           "heldout_seed0": data.heldout[:3].tolist(), "train_step0": data.train_batch(0, 3).tolist()}
+    assert got == {k: case[k] for k in got}
+
+
+def test_level_parameter_errors_name_the_parameter():
+    with pytest.raises(LevelParamError, match=r"task 'par' takes the parameter 'length' \(optional: \['support'\]\)"):
+        get_task("par").check_params({"digits": 3})
+    with pytest.raises(LevelParamError) as e:
+        get_task("par").check_params({"length": 5, "support": 6})
+    assert e.value.field == "support"
+    with pytest.raises(LevelParamError) as e:
+        get_task("mul").check_params({"digits": 3})
+    assert e.value.field == "digits" and "[digits_a, digits_b]" in str(e.value)
+    with pytest.raises(LevelParamError, match="give one integer"):
+        get_task("add").check_params({"digits": [2, 2]})
+    with pytest.raises(ValueError, match="support 9 must be between 1 and length 8"):
+        make_task("par", "L1", {"length": 8, "support": 9})

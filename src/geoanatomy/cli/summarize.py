@@ -25,9 +25,9 @@ PARTS = ["tables", "scale", "prediction", "verdict", "protocols", "figures", "ht
 
 
 def make_settings(user: dict | None = None) -> dict:
-    """The ``summary`` block's defaults (``config.DEFAULTS``) updated by ``user`` (the rules pass
-    the resolved block); unknown keys are an error naming them."""
-    from ..config import DEFAULTS
+    """The ``summary`` block's defaults (``geoanatomy.defaults.DEFAULTS``) updated by ``user`` (the
+    rules pass the resolved block); unknown keys are an error naming them."""
+    from ..defaults import DEFAULTS
     out = dict(DEFAULTS["summary"])
     extra = sorted(set(user or {}) - set(out))
     if extra:

@@ -2,7 +2,9 @@
 
 No torch import here: the Snakefile imports this module at parse time.
 
-Block (defaults in ``geoanatomy.config.DEFAULTS["pythia"]``)::
+Block (defaults in ``geoanatomy.defaults.DEFAULTS["pythia"]``; ``check_pythia`` runs
+whenever a config is validated: ``geoanatomy.config.checks.BLOCK_CHECKS`` names it, and the
+config package imports this module only then)::
 
     pythia:
       enabled: false          # no network here: off unless a config turns it on
@@ -41,7 +43,7 @@ from .revisions import parse_revision, revision_name, select_steps
 # Fixed diagnostic sets (data/<name>.jsonl) and generated logical-deduction sets.
 FIXED_BENCHMARKS = ["syntax", "semantics", "arithmetic", "icl", "factual", "reasoning", "general"]
 DEDUCTION_BENCHMARKS = {"deduction3": 3, "deduction5": 5, "deduction7": 7}
-BENCHMARKS = FIXED_BENCHMARKS + list(DEDUCTION_BENCHMARKS)
+BENCHMARKS = FIXED_BENCHMARKS + list(DEDUCTION_BENCHMARKS)  # = geoanatomy.defaults.PYTHIA_BENCHMARKS
 DEDUCTION_DEFAULT_ITEMS = 50
 # Bump when the extraction code changes what it measures: it is part of the job's params,
 # so Snakemake reruns the extraction (edits under src/ alone do not trigger reruns).

@@ -1,0 +1,236 @@
+"""Semantic checks a schema cannot express, one small function per topic (``CHECKS``, run
+in order by ``check_semantics``), plus the results_dir and device checks.
+
+A config branch checks its own block: ``BLOCK_CHECKS`` names the function by module path,
+imported only when a config with that block is checked, so this package imports no branch.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import posixpath
+import re
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..sizes import SIZES, layer_names
+from ..tasks import LEVELS, REGISTRY, LevelParamError, get_task, make_task
+from .grid import level_params, runs, train_settings
+from .mixture_grid import check_mixtures, mixtures
+
+KEY_BITS = 62                     # TaskSpec.keys packs a task's inputs into one int64
+HELDOUT_MAX_SHARE = (1, 2)        # the held-out set may take at most half of an input space
+MIN_HELDOUT_INPUTS = 20           # ... and must hold at least this many inputs (expected) to draw from
+
+
+def input_space(task: str, params: dict) -> int:
+    """The exact number of distinct inputs of a task level (integer arithmetic: no float
+    overflow however long the input; ``Task.input_space``)."""
+    return get_task(task).input_space(params)
+
+
+def _used_sizes(cfg: dict) -> list[str]:
+    """The sizes the grid trains (single-task runs and mixtures), sorted."""
+    return sorted({r[2] for r in runs(cfg)} | {m["size"] for m in mixtures(cfg)})
+
+
+def _used_levels(cfg: dict) -> list[tuple[str, str]]:
+    """The (task, level) pairs the grid trains, in grid order, single-task runs first."""
+    return list(dict.fromkeys([r[:2] for r in runs(cfg)]
+                              + [(c["task"], c["level"]) for m in mixtures(cfg) for c in m["components"]]))
+
+
+# ------------------------------------------------------------------ the checks
+def check_task_params(cfg: dict) -> None:
+    """Each ``tasks:`` entry gives its task's parameters, of the right shape (``Task.check_params``)."""
+    for task, levels in (cfg.get("tasks") or {}).items():
+        for lv, p in (levels or {}).items():
+            try:
+                get_task(task).check_params(p)
+            except LevelParamError as e:
+                where = f"tasks.{task}.{lv}" + (f".{e.field}" if e.field else "")
+                raise ConfigError(f"config field '{where}': {e}") from None
+
+
+def check_pruning(cfg: dict) -> None:
+    """``max_unpruned_runs`` only with ``keep_checkpoints: final`` (the one that prunes)."""
+    if cfg.get("max_unpruned_runs") and cfg.get("keep_checkpoints", "all") != "final":
+        raise ConfigError(f"config field 'max_unpruned_runs': {cfg['max_unpruned_runs']} limits runs holding "
+                          f"their analysis checkpoints, which only keep_checkpoints: final removes "
+                          f"(keep_checkpoints is {cfg.get('keep_checkpoints', 'all')!r})")
+
+
+def check_level_order(cfg: dict) -> None:
+    """Every task's levels are graded L1 < L2 < L3 by its hardness (``Task.hardness``)."""
+    for task, t in REGISTRY.items():
+        params = [level_params(cfg, task, lv) for lv in LEVELS]
+        hard = [t.hardness(p) for p in params]
+        for i in range(len(LEVELS) - 1):
+            if not hard[i] < hard[i + 1]:
+                raise ConfigError(f"config field 'tasks.{task}': {LEVELS[i + 1]} must be harder than {LEVELS[i]} "
+                                  f"by its {t.hardness_by} ({params[i]} vs {params[i + 1]})")
+
+
+def check_schedules(cfg: dict) -> None:
+    """Warmup and checkpoint schedule fit the steps, for the train block and every size
+    trained; enough distinct checkpoints for event detection."""
+    from ..schedule import checkpoint_steps
+    for size in ["<train>"] + _used_sizes(cfg):
+        tr = cfg["train"] if size == "<train>" else train_settings(cfg, size)
+        where = "train" if size == "<train>" else f"size_overrides.{size}"
+        if tr["warmup"] >= tr["steps"]:
+            raise ConfigError(f"config field '{where}.warmup': {tr['warmup']} must be smaller than steps ({tr['steps']})")
+        ck = tr["checkpoints"]
+        if ck["n_log"] + ck["n_uniform"] < 1:
+            raise ConfigError(f"config field '{where}.checkpoints': n_log + n_uniform must be >= 1")
+        if ck["n_uniform"] > tr["steps"]:
+            raise ConfigError(f"config field '{where}.checkpoints.n_uniform': {ck['n_uniform']} checkpoints "
+                              f"do not fit in steps={tr['steps']}")
+        n = len(checkpoint_steps(tr["steps"], ck["n_log"], ck["log_end"], ck["n_uniform"]))
+        if n < cfg["events"]["persist"] + 2:
+            raise ConfigError(f"config field '{where}.checkpoints': only {n} distinct checkpoint steps; "
+                              f"event detection needs at least events.persist + 2 = {cfg['events']['persist'] + 2}")
+
+
+def check_inputs(cfg: dict) -> None:
+    """Every task level the grid trains: its inputs fit the held-out split's key and the
+    context, the held-out share leaves training the larger part and holds enough inputs,
+    and the evaluation and probe samples fit in the held-out pool."""
+    for task, lv in _used_levels(cfg):
+        params = level_params(cfg, task, lv)
+        spec = make_task(task, lv, params)
+        _check_key_bits(task, lv, params, spec.n_in)
+        if spec.seq_len - 1 > cfg["model"]["block_size"]:
+            raise ConfigError(f"config field 'model.block_size': {task} {lv} needs {spec.seq_len - 1} positions, "
+                              f"block_size is {cfg['model']['block_size']}")
+        _check_heldout_share(cfg, task, lv, input_space(task, params))
+        n_heldout = cfg["data"]["n_heldout"]
+        samples = (("eval.n_samples", cfg["eval"]["n_samples"]), ("probes.n_samples", cfg["probes"]["n_samples"]))
+        for field, n in samples:
+            if n > n_heldout:
+                raise ConfigError(f"config field '{field}': {n} exceeds the held-out pool of {task} {lv} "
+                                  f"(data.n_heldout = {n_heldout} draws)")
+
+
+def _check_key_bits(task: str, lv: str, params: dict, n_in: int) -> None:
+    """The held-out split keys each input as a KEY_BITS-bit integer."""
+    t = get_task(task)
+    pname = t.level_param
+    if t.base ** n_in > 2 ** KEY_BITS:
+        most = int(KEY_BITS / math.log2(t.base))
+        raise ConfigError(f"config field 'tasks.{task}.{lv}.{pname}': {pname} {params[pname]!r} gives {task} {lv} "
+                          f"{n_in} input {t.unit}; the held-out split keys each input as a {KEY_BITS}-bit "
+                          f"integer, so at most {most} input {t.unit} are supported")
+
+
+def _check_heldout_share(cfg: dict, task: str, lv: str, space: int) -> None:
+    """Each input is held out with probability heldout_frac (a hash of the input): the
+    held-out part must leave the larger share to training and hold enough inputs to draw from."""
+    frac = cfg["data"]["heldout_frac"]
+    num, den = HELDOUT_MAX_SHARE
+    if frac * den > num:
+        raise ConfigError(f"config field 'data.heldout_frac': {frac} would hold out more than {num}/{den} of "
+                          f"every input space; training must draw from the larger part")
+    if frac * space < MIN_HELDOUT_INPUTS:
+        raise ConfigError(f"config field 'data.heldout_frac': {task} {lv} has {space} inputs, so "
+                          f"heldout_frac = {frac} holds out about {frac * space:.1f} of them; at least "
+                          f"{MIN_HELDOUT_INPUTS} are needed (raise heldout_frac or make the level larger)")
+
+
+def check_llc(cfg: dict) -> None:
+    """The LLC's SGLD batch fits its data pool."""
+    llc = cfg["measures"]["llc"]
+    if llc["batch_size"] > llc["n_data"]:
+        raise ConfigError(f"config field 'measures.llc.batch_size': {llc['batch_size']} exceeds the SGLD data pool "
+                          f"measures.llc.n_data = {llc['n_data']}")
+
+
+def check_events_layer(cfg: dict) -> None:
+    """The events layer exists in every size trained."""
+    layer = cfg["events"]["layer"]
+    for size in _used_sizes(cfg):
+        names = layer_names(SIZES[size][0])
+        if layer not in names + ["final"]:
+            raise ConfigError(f"config field 'events.layer': {layer!r} does not exist in size {size!r}; "
+                              f"allowed: {names + ['final']}")
+
+
+# The semantic checks, in the order they run (the first failing one names the field).
+CHECKS = [check_task_params, check_pruning, check_level_order, check_mixtures, check_schedules, check_inputs,
+          check_llc, check_events_layer]
+
+# Config blocks checked by the branch that owns them: block -> "module:function", imported
+# when a config holding the block is checked, after CHECKS.
+BLOCK_CHECKS = {"pythia": "geoanatomy.pythia.settings:check_pythia"}
+
+
+def block_checks(cfg: dict) -> list:
+    """The check functions of the BLOCK_CHECKS blocks that ``cfg`` holds (imported now)."""
+    out = []
+    for block, target in BLOCK_CHECKS.items():
+        if block in cfg:
+            module, name = target.split(":")
+            out.append(getattr(importlib.import_module(module), name))
+    return out
+
+
+def check_semantics(cfg: dict) -> None:
+    """Run every semantic check on a config merged over DEFAULTS (ConfigError names the field)."""
+    for check in CHECKS + block_checks(cfg):
+        check(cfg)
+
+
+# ------------------------------------------------------- results folder, devices
+def check_results_dir(cfg: dict, workdir: str | Path | None = None) -> None:
+    """results_dir: not empty, not the filesystem root, quoting-free characters only, not
+    an existing file, and (when ``workdir`` is given) a sub-folder of ``workdir`` unless
+    ``allow_results_outside_workdir`` is true. The containment test is lexical
+    (``..`` resolved, symbolic links not followed): a link you put in the working
+    directory is yours to make."""
+    rd = cfg["results_dir"]
+    f = "config field 'results_dir'"
+    if rd.strip() == "":
+        raise ConfigError(f"{f}: empty; give a folder such as 'results'")
+    bad = re.search(r"[^A-Za-z0-9._/-]", rd)
+    if bad:
+        raise ConfigError(f"{f}: character {bad.group()!r} at position {bad.start()} of {rd!r} is not allowed; "
+                          f"use only letters, digits and . _ / - (names that need no quoting in a shell)")
+    if any(part.startswith("-") for part in rd.split("/")):
+        raise ConfigError(f"{f}: {rd!r} has a path component starting with '-' (it would read as an option)")
+    norm = posixpath.normpath(rd)
+    if norm in ("/", "//"):
+        raise ConfigError(f"{f}: {rd!r} is the filesystem root; give a sub-folder of the working directory")
+    base = Path(os.getcwd() if workdir is None else workdir)
+    target = Path(posixpath.normpath(posixpath.join(str(base), rd)))
+    if workdir is not None and not cfg.get("allow_results_outside_workdir", False):
+        if target == base:
+            raise ConfigError(f"{f}: {rd!r} is the working directory itself; give a sub-folder such as 'results'")
+        if base not in target.parents:
+            raise ConfigError(f"{f}: {rd!r} resolves to {target}, outside the working directory {base}; "
+                              f"give a relative path below it, or set allow_results_outside_workdir: true")
+    for q in [target, *target.parents]:
+        if q.exists():
+            if not q.is_dir():
+                what = repr(rd) if q == target else f"{str(q)!r} (part of {rd!r})"
+                raise ConfigError(f"{f}: {what} exists and is not a directory")
+            break
+
+
+def check_devices(cfg: dict) -> None:
+    """ConfigError when ``device`` (or an enabled ``pythia.device``) is an explicit
+    ``cuda[:N]`` this machine does not have. cpu and auto never import torch."""
+    fields = [("device", cfg["device"])]
+    if cfg["pythia"]["enabled"]:
+        fields.append(("pythia.device", cfg["pythia"]["device"]))
+    for field, dev in fields:
+        if not dev.startswith("cuda"):
+            continue
+        import torch
+        idx = int(dev.split(":")[1]) if ":" in dev else 0
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if idx >= n:
+            have = (f"torch {torch.__version__} sees no CUDA device" if n == 0 else
+                    f"torch sees {n} CUDA device(s): " + ", ".join(f"cuda:{i}" for i in range(n)))
+            raise ConfigError(f"config field '{field}': {dev!r} is not available on this machine ({have}); "
+                              f"use auto, cpu or an existing device")

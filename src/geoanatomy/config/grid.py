@@ -1,0 +1,79 @@
+"""The grid: a config's single-task runs in grid order, each run's level parameters and
+training settings, and the pruning window."""
+from __future__ import annotations
+
+import json
+
+from ..spec import run_name
+from .reading import deep_merge
+
+# Keys only a mixture block (``protocol: mixture``) has (geoanatomy.config.mixtures).
+MIXTURE_KEYS = ("name", "weights", "controls")
+
+
+def level_params(cfg: dict, task: str, level: str) -> dict:
+    """A task level's parameters: the config's ``tasks:`` entry, else the task's default."""
+    from ..tasks import DEFAULT_LEVELS
+    return dict((cfg.get("tasks", {}).get(task, {}) or {}).get(level) or DEFAULT_LEVELS[task][level])
+
+
+def train_settings(cfg: dict, size: str) -> dict:
+    """The ``train`` block with the size's ``size_overrides`` merged in."""
+    return deep_merge(cfg["train"], cfg.get("size_overrides", {}).get(size, {}) or {})
+
+
+def runs(cfg: dict) -> list[tuple[str, str, str, str, int]]:
+    """(task, level, size, control, seed) of every run, in grid order, without duplicates.
+    A block's ``seeds`` default to [the top-level seed]; ``control`` to "" (the task itself)."""
+    seen: dict[tuple, None] = {}
+    for block in cfg["grid"]:
+        if block.get("protocol", "single") == "mixture":   # mixtures(cfg) enumerates those
+            continue
+        sizes, levels = list(dict.fromkeys(block["sizes"])), list(dict.fromkeys(block["levels"]))
+        seeds = [int(x) for x in dict.fromkeys(block.get("seeds") or [cfg["seed"]])]
+        control = block.get("control", "none")
+        control = "" if control == "none" else control
+        for t in dict.fromkeys(block["tasks"]):
+            for lv in levels:
+                for s in sizes:
+                    for seed in seeds:
+                        seen[(t, lv, s, control, seed)] = None
+    return list(seen)
+
+
+def run_names(cfg: dict) -> list[str]:
+    """The single-task runs of the grid, in grid order."""
+    return [run_name(*r) for r in runs(cfg)]
+
+
+def prune_window(cfg: dict) -> dict[str, str]:
+    """{run: the run whose pruning it waits for before training}: with ``keep_checkpoints:
+    final`` and ``max_unpruned_runs: J``, the runs of each size train in grid order with at
+    most J of them holding their analysis checkpoints at once (run i waits for run i - J of
+    its size to be pruned), so a grid's checkpoint disk never exceeds what is kept plus J runs
+    of every size (geoanatomy.cost.peak_disk_mb). Empty otherwise."""
+    j = cfg.get("max_unpruned_runs")
+    if cfg.get("keep_checkpoints", "all") != "final" or not j:
+        return {}
+    by_size: dict[str, list[str]] = {}
+    for r in runs(cfg):
+        by_size.setdefault(r[2], []).append(run_name(*r))
+    return {names[i]: names[i - j] for names in by_size.values() for i in range(j, len(names))}
+
+
+def dedupe_grid(user: dict) -> dict:
+    """Each grid block's lists without repeats, and repeated blocks dropped: the run
+    product stays small whatever the file repeats."""
+    if "grid" not in user:
+        return user
+    blocks, seen = [], set()
+    for b in user["grid"]:
+        nb = {**b, **{k: list(dict.fromkeys(b[k])) for k in ("tasks", "levels", "sizes", "seeds") if k in b}}
+        key = (tuple(tuple(nb[k]) for k in ("tasks", "levels", "sizes")), tuple(nb.get("seeds", ())),
+               nb.get("control", ""))
+        if "protocol" in nb or any(k in nb for k in MIXTURE_KEYS):   # a mixture block is its own run
+            key += (json.dumps({k: nb.get(k) for k in ("protocol",) + MIXTURE_KEYS}, sort_keys=True),)
+        if key not in seen:
+            seen.add(key)
+            blocks.append(nb)
+    return {**user, "grid": blocks}

@@ -1,0 +1,55 @@
+"""Per-run and per-job specs of a resolved config (``RunSpec``, ``JobSpec``): what a
+Snakemake rule passes to its stage."""
+from __future__ import annotations
+
+import copy
+
+from ..errors import ConfigError
+from ..spec import JobSpec, RunSpec, parse_mixture_name, parse_run_name
+from .grid import level_params, run_names, runs, train_settings
+from .mixture_grid import mixture_spec, mixture_unit_names
+
+
+def run_spec(cfg: dict, name: str) -> RunSpec:
+    """The RunSpec of run ``name`` (a single-task run, a mixture or a mixture's unit)."""
+    if parse_mixture_name(name) is not None:
+        return mixture_spec(cfg, name)
+    parts = parse_run_name(name)
+    if parts is None:
+        raise ConfigError(f"run name {name!r} is not task_level_size[_shuffled][_sSEED]") from None
+    key = (parts["task"], parts["level"], parts["size"], parts["control"], parts["seed"])
+    if key not in set(runs(cfg)):
+        names = run_names(cfg)
+        raise ConfigError(f"run {name!r} is not in the config grid; runs: {names[:20]}"
+                          + (f" ... ({len(names)} in all)" if len(names) > 20 else ""))
+    task, level, size, control, seed = key
+    return RunSpec(task=task, level=level, size=size, level_params=level_params(cfg, task, level),
+                   train=train_settings(cfg, size), data=dict(cfg["data"]), seed=seed,
+                   block_size=int(cfg["model"]["block_size"]), eval=dict(cfg["eval"]), control=control)
+
+
+# Config blocks each stage reads besides the run itself (the job's Snakemake params carry
+# them, so changing a block reruns exactly the stages that read it).
+STAGE_BLOCKS = {"train": (), "metrics": (), "measures": ("measures", "events"), "probes": ("probes",),
+                "events": ("events",), "prune": ()}
+
+
+def job_spec(cfg: dict, name: str, stage: str) -> JobSpec:
+    """The JobSpec of ``stage`` for run ``name`` of a resolved config.
+
+    train gets no evaluation settings (they do not change the weights, so editing them must
+    not retrain); measures reads the events block only when ``measures.events`` picks
+    checkpoints around events."""
+    if stage not in STAGE_BLOCKS:
+        raise ConfigError(f"unknown stage {stage!r}; stages: {list(STAGE_BLOCKS)}")
+    spec = run_spec(cfg, name)
+    if spec.mixture and (stage == "train") == spec.is_unit:
+        raise ConfigError(f"{name!r} is a mixture's {'unit' if spec.is_unit else 'training run'}: "
+                          + (f"train its mixture {spec.train_name!r}" if spec.is_unit else
+                             f"the {stage} stage runs on its units {mixture_unit_names(cfg, name)}"))
+    if stage == "train":
+        spec = RunSpec(**{**spec.__dict__, "eval": {}})
+    blocks = {b: copy.deepcopy(cfg[b]) for b in STAGE_BLOCKS[stage]}
+    if stage == "measures" and not cfg["measures"]["events"]:
+        del blocks["events"]
+    return JobSpec(stage=stage, run=spec, results_dir=cfg["results_dir"], device=cfg["device"], blocks=blocks)

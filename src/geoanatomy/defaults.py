@@ -1,0 +1,65 @@
+"""DEFAULTS: every config key's default value, the only home of defaults.
+
+A plain dict and no imports, so the monitor, the CLI and the analysis can read defaults
+without the config machinery (YAML, JSON schema); ``geoanatomy.config`` merges a user
+config over it and re-exports it.
+"""
+
+# Every Pythia benchmark, the ``pythia.benchmarks`` default (geoanatomy.pythia.settings.BENCHMARKS
+# is the same list, built from its fixed and generated sets; a test keeps the two equal).
+PYTHIA_BENCHMARKS = ["syntax", "semantics", "arithmetic", "icl", "factual", "reasoning", "general",
+                     "deduction3", "deduction5", "deduction7"]
+
+DEFAULTS: dict = {
+    "seed": 0,
+    "device": "auto",
+    "results_dir": "results",
+    "allow_results_outside_workdir": False,
+    "keep_checkpoints": "all",
+    "max_unpruned_runs": None,
+    "tasks": {},
+    "model": {"block_size": 64},
+    "train": {
+        "steps": 2000, "batch_size": 64, "lr": 1e-3, "warmup": 100, "min_lr_frac": 0.1,
+        "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.98, "grad_clip": 1.0, "checkpoint_dtype": "float32",
+        "checkpoints": {"n_log": 30, "log_end": 0.1, "n_uniform": 50},
+    },
+    "size_overrides": {},
+    "data": {"n_heldout": 1024, "heldout_frac": 0.25, "heldout_symmetric": True},
+    "eval": {"n_samples": 200, "rankme_eps": 1e-7},
+    "events": {
+        "layer": "ln_final", "position": "first", "variant": "uncentred",
+        "acquisition_threshold": 0.5, "persist": 3, "detector": "matched",
+        "onset_frac": 0.1, "extreme_tol": 0.05, "return_frac": 0.25,
+        "collapse_drop": 0.3, "collapse_half": 0.5, "recovery_rise": 0.25,
+        "transition": "floor", "precursor_min_gap_frac": 0.25,
+        "logprob_margin": 0.1, "plateau_rule": "matched", "easy_max_step": 150,
+    },
+    # Expensive measures on a checkpoint subset (geoanatomy.stages.measures documents every key).
+    "measures": {
+        "which": ["grad_rank", "hessian", "llc"],
+        "sizes": ["nano", "micro", "small", "medium", "large", "xlarge"],
+        "every_k": 25, "around_events": 0,
+        "events": ["acquisition", "rankme_floor", "rankme_recovery"],
+        "grad": {"n_samples": 64, "method": "vmap", "max_mbytes": 256, "rankme_eps": 1e-7},
+        "hessian": {"batch_size": 32, "max_iter": 100, "tol": 1e-3},
+        "llc": {"eps": 3e-5, "gamma": 1e4, "n_beta": 30.0, "chains": 2, "draws": 20, "burnin": 5,
+                "batch_size": 32, "n_data": 512, "disagree_threshold": 0.5},
+    },
+    # Linear probes per layer and checkpoint (geoanatomy.stages.probes documents every key).
+    "probes": {"sizes": ["nano", "micro", "small", "medium", "large", "xlarge"],
+               "n_samples": 200, "test_frac": 0.5, "positions": "first", "every_k": 2,
+               "C": 0.1, "max_iter": 100, "standardize": True},
+    "threads": {"train": 1, "metrics": 1, "events": 1, "measures": 1, "probes": 1},
+    # Cross-run analysis -> results/summary/ (geoanatomy.analysis documents every key).
+    "summary": {"coincide_log10_tol": 0.1, "exact_max_n": 10, "n_resamples": 20000, "seed": 0,
+                "alpha": 0.05, "topdown_require_collapse": True, "n_permutations": 10000,
+                "n_bootstrap": 2000, "verdict_min_units": 5},
+    # Pythia validation branch (geoanatomy.pythia.settings documents every key).
+    "pythia": {
+        "enabled": False, "models": [], "revisions": "all", "benchmarks": list(PYTHIA_BENCHMARKS),
+        "n_items": {}, "deduction_seed": 0, "scoring": "sum", "layer": "final_ln_post",
+        "delete_cache": True, "cache_dir": None, "dtype": "float32", "batch_size": 16,
+        "device": "auto", "threads": 1,
+    },
+}

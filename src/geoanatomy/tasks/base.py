@@ -1,0 +1,156 @@
+"""What a task is (``Task``: one object per task) and what one task level gives the data
+layer (``TaskSpec``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task at one level: how to draw inputs and compute answers.
+
+    ``inputs`` are the digits/bits that vary between examples (N, n_in), as
+    plain ints 0..9; ``encode`` turns them into full token sequences.
+    """
+
+    task: str
+    level: str
+    params: dict
+    n_in: int                 # number of varying input symbols
+    n_answer: int             # answer length in tokens
+    space_log10: float        # log10 of the number of distinct inputs
+    draw: Callable[[np.random.Generator, int], np.ndarray]   # -> (N, n_in) int64
+    layout: Callable[[np.ndarray], np.ndarray]               # inputs -> prompt tokens (N, P) ending in '='
+    answer: Callable[[np.ndarray], np.ndarray]               # inputs -> answer tokens (N, n_answer)
+    base: int = 10            # input symbols are 0 .. base - 1
+    pair_width: int | None = None   # width of each of two same-width operands, else None
+
+    @property
+    def run_prefix(self) -> str:
+        return f"{self.task}_{self.level}"
+
+    def encode(self, inputs: np.ndarray) -> np.ndarray:
+        """Inputs (N, n_in) -> full sequences (N, S) = prompt + answer."""
+        return np.concatenate([self.layout(inputs), self.answer(inputs)], axis=1)
+
+    @property
+    def seq_len(self) -> int:
+        return self.layout(np.zeros((1, self.n_in), dtype=np.int64)).shape[1] + self.n_answer
+
+    @property
+    def first_answer_pred_pos(self) -> int:
+        """Index (in the model input x = seq[:-1]) of the position predicting answer token 0."""
+        return self.seq_len - self.n_answer - 1
+
+    def answer_pred_positions(self) -> np.ndarray:
+        """Indices in x = seq[:-1] whose next-token prediction is an answer token."""
+        a0 = self.first_answer_pred_pos
+        return np.arange(a0, a0 + self.n_answer)
+
+    def keys(self, inputs: np.ndarray) -> np.ndarray:
+        """A unique int key per input row (the input symbols read as a base-``base`` number)."""
+        if self.n_in * np.log2(self.base) > 62:
+            raise ValueError(f"{self.task} {self.level}: {self.n_in} input symbols exceed the int64 key")
+        pows = self.base ** np.arange(self.n_in - 1, -1, -1, dtype=np.int64)
+        return (np.asarray(inputs, dtype=np.int64) * pows[None, :]).sum(1)
+
+
+class LevelParamError(ValueError):
+    """A level's parameters do not fit the task; ``field``: the parameter at fault ("" for
+    the level as a whole)."""
+
+    def __init__(self, message: str, field: str = ""):
+        super().__init__(message)
+        self.field = field
+
+
+class Task:
+    """One algorithmic task: its graded levels, its example generator (``draw``, ``layout``,
+    ``answer`` of a level's parameters ``p``) and what the config checks ask of it.
+
+    A subclass sets the class attributes and the per-task methods; ``spec`` turns one level
+    into the ``TaskSpec`` the data layer uses.
+    """
+
+    name: str = ""                       # the task token is name.upper() (tokens.TASK_TOKENS)
+    level_param: str = ""                # the one parameter that grades the difficulty
+    levels: dict[str, dict] = {}         # L1/L2/L3 -> default parameters (config.yaml repeats them)
+    optional_params: dict[str, str] = {}  # further parameters: name -> meaning
+    base: int = 10                       # input symbols are 0 .. base - 1
+    unit: str = "digits"                 # what one input symbol is called
+
+    @property
+    def token(self) -> str:
+        return self.name.upper()
+
+    @property
+    def hardness_by(self) -> str:
+        """What ``hardness`` grows with, as a config message names it."""
+        return repr(self.level_param)
+
+    # ------------------------------------------------------------ per task
+    def n_in(self, p: dict) -> int:
+        """Number of varying input symbols."""
+        raise NotImplementedError
+
+    def n_answer(self, p: dict) -> int:
+        """Answer length in tokens."""
+        raise NotImplementedError
+
+    def space_log10(self, p: dict) -> float:
+        """log10 of the number of distinct inputs."""
+        raise NotImplementedError
+
+    def input_space(self, p: dict) -> int:
+        """The exact number of distinct inputs (integer arithmetic: no float overflow)."""
+        raise NotImplementedError
+
+    def draw(self, p: dict, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` seeded inputs (n, n_in) int64."""
+        raise NotImplementedError
+
+    def layout(self, p: dict, x: np.ndarray) -> np.ndarray:
+        """Inputs (N, n_in) -> prompt tokens (N, P), ending in '='."""
+        raise NotImplementedError
+
+    def answer(self, p: dict, x: np.ndarray) -> np.ndarray:
+        """Inputs (N, n_in) -> answer tokens (N, n_answer)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ defaults
+    def hardness(self, p: dict) -> int:
+        """Scalar hardness of a level, used to check L1 < L2 < L3 (the level parameter, or
+        the sum of a list of them)."""
+        v = p[self.level_param]
+        return int(sum(v)) if isinstance(v, (list, tuple)) else int(v)
+
+    def pair_width(self, p: dict) -> int | None:
+        """Width of each operand when the input is two operands of the same width (held-out
+        membership can then be decided for the unordered pair), else None."""
+        return None
+
+    def check_params(self, p: dict) -> None:
+        """LevelParamError unless ``p`` names exactly the level parameter (plus optional
+        ones) with values of the right shape."""
+        want, optional = self.level_param, self.optional_params
+        extra = sorted(set(p) - {want} - set(optional))
+        if want not in p or extra:
+            also = f" (optional: {sorted(optional)})" if optional else ""
+            raise LevelParamError(f"task {self.name!r} takes the parameter {want!r}{also}, got {sorted(p)}")
+        self.check_values(p)
+
+    def check_values(self, p: dict) -> None:
+        """The level parameter is one integer (the schema has checked its type and range)."""
+        want = self.level_param
+        if isinstance(p[want], list):
+            raise LevelParamError(f"give one integer, got {p[want]!r}", want)
+
+    def spec(self, level: str, p: dict) -> TaskSpec:
+        """The TaskSpec of this task at ``level`` with parameters ``p``."""
+        return TaskSpec(self.name, level, p, self.n_in(p), self.n_answer(p), self.space_log10(p),
+                        partial(self.draw, p), partial(self.layout, p), partial(self.answer, p),
+                        base=self.base, pair_width=self.pair_width(p))
