@@ -54,7 +54,7 @@ def main() -> None:
     import torch
 
     from bench_step_time import training_step
-    from geoanatomy.config import DEFAULTS
+    from geoanatomy.defaults import DEFAULTS
     from geoanatomy.sizes import SIZES, n_params
 
     peak = gemm_rate(2048, 2048, 2048)

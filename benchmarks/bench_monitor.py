@@ -33,7 +33,7 @@ def bench_size(size: str, steps: int, batch: int, task: str, level: str, every: 
                threads: int) -> dict:
     import torch
 
-    from geoanatomy.config import DEFAULTS
+    from geoanatomy.defaults import DEFAULTS
     from geoanatomy.model import GPT, ModelConfig, answer_loss
     from geoanatomy.monitor import Monitor, Probe
     from geoanatomy.schedule import lr_at

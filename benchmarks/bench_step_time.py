@@ -37,7 +37,7 @@ def training_step(task: str, level: str, size: str, batch: int):
     Shared by the benchmarks that time training."""
     import torch
 
-    from geoanatomy.config import DEFAULTS
+    from geoanatomy.defaults import DEFAULTS
     from geoanatomy.model import answer_loss
     from geoanatomy.spec import RunSpec
     from geoanatomy.stages.common import build

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import torch
 
-from ..config import DEFAULTS  # the events: thresholds' defaults; the monitor's only use of config
+from ..defaults import DEFAULTS  # the events: thresholds' defaults
 from ..measures.rankme import mean_share, rankme
 from .callback import trainer_callback
 from .online import PROVISIONAL_NOTE, OnlineAcquisition, OnlineCollapse
