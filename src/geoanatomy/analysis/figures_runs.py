@@ -274,7 +274,7 @@ def draw_probe_curves(pres: list[dict], metrics: dict, probe_table: pd.DataFrame
         lean_log_x(ax)
         from ..plots import plain_log
         plain_log(ax, "y")
-        ax.set_xlabel("behavioural acquisition step + 1")
+        ax.set_xlabel("behavioural acquisition step + 1 (probes.csv acquisition_step: exact match)")
         ax.set_ylabel("probe acquisition step + 1")
         ax.set_title(f"Probe vs behavioural acquisition ({t['run'].nunique()} runs, {len(t)} run x layer points);\n"
                      "below the diagonal: the hidden states held the answer first", fontsize=8)
