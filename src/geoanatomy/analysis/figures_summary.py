@@ -1,65 +1,116 @@
-"""Summary figures from the tables: floors by task across sizes, lead/lag, rho matrices."""
+"""Summary figures from the tables the statistics use: floors by task across sizes (the cell
+floors of floor_spread.csv), lead/lag (the transitions the precursor rule counts) and
+Spearman rho matrices between sizes (the per-level correlations of scale_invariance.json
+the verdict reads). ``draw_*`` returns the Figure; the wrapper without ``draw_`` saves it."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from .figstyle import DIFF_COLOUR, placeholder, plt, save
+from .figstyle import DIFF_COLOUR, draw_placeholder, params_label, plt, plural, save
+from ..plots import plain_log, plain_number
+from .floors import cell_floors
 from .load import level_order, size_order, task_order
-from .rates import ordered_measures
+from .rates import effective_transition, ordered_measures
+
+RHO_MIN_N = 3   # a rho cell is drawn when the statistics computed a rho: n >= 3 units, neither side constant
+
+
+def floor_points(floors: pd.DataFrame, measure: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(cells, runs) the floor statistics use for ``measure``: ``cells`` = floors.cell_floors
+    (one row per level x task x size, floor = median over its seeds; floor_spread.csv and
+    floor_summary.json read these), ``runs`` = the per-run rows behind them (non-diverged
+    study runs with a positive floor)."""
+    f = floors[floors["measure"] == measure]
+    cells = cell_floors(f)
+    runs = f[~f["diverged"].astype(bool) & f["extreme_value"].notna()]
+    runs = runs[runs["extreme_value"].astype(float) > 0]
+    return cells, runs
+
+
+def draw_floors_by_task(floors: pd.DataFrame, measure: str = "rankme"):
+    """Cell floor vs parameter count, one line per task, one panel per level; the seeds of a
+    cell as small dots (hollow: that run never acquired)."""
+    cells, runs = floor_points(floors, measure)
+    if cells.empty:
+        return draw_placeholder("Collapse floors", f"no {measure} floors in these runs")
+    p = plt()
+    from matplotlib.ticker import NullLocator
+    lvls = level_order(cells["level"])
+    fig, axes = p.subplots(1, len(lvls), figsize=(max(5.5, 4.2 * len(lvls)), 4.2), squeeze=False, sharey=True,
+                           constrained_layout=True)
+    tasks = task_order(cells["task"])
+    cmap = p.get_cmap("tab10")
+    npar = runs.dropna(subset=["n_params"]).drop_duplicates("size").set_index("size")["n_params"].to_dict()
+    for k, lv in enumerate(lvls):
+        ax = axes[0][k]
+        g, gr = cells[cells["level"] == lv], runs[runs["level"] == lv]
+        for ti, t in enumerate(tasks):
+            gt = g[g["task"] == t]
+            if gt.empty:
+                continue
+            order = size_order(gt["size"], npar)
+            gt = gt.set_index("size").loc[order]
+            col = cmap(ti % 10)
+            ax.plot(gt["n_params"].astype(float), gt["floor"].astype(float), color=col, lw=1.2, marker="o", ms=4,
+                    label=t, gid=f"cells:{lv}:{t}")
+            rt = gr[gr["task"] == t]
+            if len(rt):
+                acq = rt["acquired"].astype(bool).to_numpy()
+                x, y = rt["n_params"].astype(float).to_numpy(), rt["extreme_value"].astype(float).to_numpy()
+                ax.scatter(x[acq], y[acq], color=col, s=9, alpha=0.6, zorder=3, gid=f"runs:{lv}:{t}:acquired")
+                ax.scatter(x[~acq], y[~acq], facecolor="white", edgecolor=col, s=9, zorder=3,
+                           gid=f"runs:{lv}:{t}:not acquired")
+        ax.set_xscale("log")
+        sizes = size_order(g["size"], npar)
+        ax.set_xticks([npar[s] for s in sizes if s in npar])
+        ax.set_xticklabels([f"{s}\n{params_label(npar[s])}" for s in sizes if s in npar])
+        ax.xaxis.set_minor_locator(NullLocator())
+        plain_log(ax, "y")
+        ax.set_xlabel("size (parameters, log scale)")
+        n_div = int(floors[(floors["measure"] == measure) & (floors["level"] == lv)]["diverged"].astype(bool).sum())
+        ax.set_title(f"level {lv}: {plural(len(g), 'cell')}, {plural(len(gr), 'run')}"
+                     + (f" ({n_div} diverged, left out)" if n_div else ""))
+        if k == 0:
+            ax.set_ylabel(f"{measure} floor: cell median over seeds (line), per run (dots)")
+    from matplotlib.lines import Line2D
+    handles = [Line2D([], [], color=cmap(ti % 10), marker="o", ms=4, label=t) for ti, t in enumerate(tasks)]
+    handles += [Line2D([], [], color="0.4", marker="o", ms=3, ls="", alpha=0.6, label="run (acquired)"),
+                Line2D([], [], color="0.4", marker="o", ms=3, ls="", mfc="white", label="run never acquired")]
+    fig.legend(handles=handles, title="task (line: cell median)", fontsize=6, title_fontsize=6, loc="outside right upper")
+    r0 = runs.iloc[0] if len(runs) else floors[floors["measure"] == measure].iloc[0]
+    fig.suptitle(f"Collapse floors by task across sizes (the cells of floor_spread.csv; control and diverged runs "
+                 f"left out)\n{measure} at {r0['layer']}, position {r0['position']}, {r0['variant']}, "
+                 f"N={r0['n_samples']} evaluation examples; floor = minimum over checkpoints", fontsize=9)
+    return fig
 
 
 def floors_by_task(floors: pd.DataFrame, out_png, measure: str = "rankme") -> list[str]:
-    """Headline floor vs parameter count, one line per task, one panel per level."""
-    f = floors[(floors["measure"] == measure) & floors["floor"].notna()]
-    if f.empty:
-        return placeholder(out_png, "Collapse floors", f"no {measure} floors in these runs")
-    p = plt()
-    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
-    lvls = level_order(f["level"])
-    fig, axes = p.subplots(1, len(lvls), figsize=(max(5.5, 4.2 * len(lvls)), 4.0), squeeze=False, sharey=True,
-                           constrained_layout=True)
-    tasks = task_order(f["task"])
-    cmap = p.get_cmap("tab10")
-    for k, lv in enumerate(lvls):
-        ax = axes[0][k]
-        g = f[f["level"] == lv]
-        for ti, t in enumerate(tasks):
-            gt = g[(g["task"] == t) & ~g["diverged"].astype(bool)]
-            if gt.empty:
-                continue
-            order = size_order(gt["size"], dict(zip(gt["size"], gt["n_params"])))
-            gt = gt.set_index("size").loc[order]
-            x = gt["n_params"].astype(float)
-            ax.plot(x, gt["floor"], color=cmap(ti % 10), lw=1.2, label=t)
-            filled = gt["acquired"].astype(bool)
-            ax.scatter(x[filled], gt["floor"][filled], color=cmap(ti % 10), s=18, zorder=3)
-            ax.scatter(x[~filled], gt["floor"][~filled], facecolor="white", edgecolor=cmap(ti % 10), s=18, zorder=3)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(ScalarFormatter())
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("parameters (log scale)")
-        n_div = int(g["diverged"].astype(bool).sum())
-        ax.set_title(f"level {lv}: {len(g) - n_div} runs" + (f" ({n_div} diverged, left out)" if n_div else ""))
-        if k == 0:
-            ax.set_ylabel(f"{measure} floor (minimum over checkpoints)")
-    axes[0][-1].legend(title="task\n(hollow marker:\nnever acquired)", fontsize=6, title_fontsize=6,
-                       loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    r0 = f.iloc[0]
-    fig.suptitle(f"Collapse floors by task across sizes\n{measure} at {r0['layer']}, position {r0['position']}, "
-                 f"{r0['variant']}, N={r0['n_samples']} evaluation examples", fontsize=9)
-    return save(fig, out_png, svg=True)
+    """``draw_floors_by_task`` saved (PNG and SVG)."""
+    return save(draw_floors_by_task(floors, measure), out_png, svg=True)
 
 
-def lead_lag(rows: pd.DataFrame, out_png) -> list[str]:
-    """Gap = t_acq - t_transition per measure (references included), acquired runs."""
-    r = rows[rows["acquired"] & rows["gap_steps"].notna()]
+def lead_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows the precursor statistics compare with acquisition: study runs (no control),
+    not diverged, acquired, whose measure transitioned (``rates.effective_transition``: a
+    geometric measure must have collapsed or risen; a reference needs its step), with
+    ``lead`` = acquisition step - transition step."""
+    r = rows[(rows["control"] == "") & ~rows["diverged"].astype(bool) & rows["acquired"].astype(bool)].copy()
+    r["t_tr"] = effective_transition(r)
+    r = r[np.isfinite(r["t_tr"].to_numpy(float))]
+    r["lead"] = pd.to_numeric(r["acquisition_step"]).astype(float) - r["t_tr"]
+    return r
+
+
+def draw_lead_lag(rows: pd.DataFrame):
+    """Lead = t_acq - t_transition per measure (references included), one dot per acquired
+    study run whose measure transitioned."""
+    r = lead_rows(rows)
     measures = ordered_measures(rows)
+    study = rows[rows["control"] == ""]
     if r.empty:
-        return placeholder(out_png, "Lead/lag relative to acquisition",
-                           f"no run acquired with a transition step ({rows['run'].nunique()} runs)")
+        return draw_placeholder("Lead/lag relative to acquisition",
+                                f"no acquired study run with a transition ({study['run'].nunique()} study runs)")
     p = plt()
     fig, axes = p.subplots(2, 1, figsize=(max(6.5, 1.25 * len(measures) + 2.5), 8.5), constrained_layout=True)
     rng = np.random.default_rng(0)
@@ -67,25 +118,28 @@ def lead_lag(rows: pd.DataFrame, out_png) -> list[str]:
         for k, m in enumerate(measures):
             g = r[r["measure"] == m]
             if kind == "steps":
-                y = g["gap_steps"].astype(float).to_numpy()
+                y = g["lead"].to_numpy(float)
             else:
-                y = np.log10((g["acquisition_step"].astype(float) + 1) / (g["transition_step"].astype(float) + 1)).to_numpy()
+                y = np.log10((g["acquisition_step"].astype(float) + 1) / (g["t_tr"].astype(float) + 1)).to_numpy()
             x = k + rng.uniform(-0.18, 0.18, len(y))
-            ax.scatter(x, y, s=10, c=[DIFF_COLOUR.get(d, "k") for d in g["difficulty"]], alpha=0.8, zorder=3)
+            ax.scatter(x, y, s=10, c=[DIFF_COLOUR.get(d, "k") for d in g["difficulty"]], alpha=0.8, zorder=3,
+                       gid=f"lead:{kind}:{m}")
             if len(y):
                 q25, med, q75 = np.percentile(y, [25, 50, 75])
-                ax.plot([k - 0.3, k + 0.3], [med, med], color="k", lw=2)
+                ax.plot([k - 0.3, k + 0.3], [med, med], color="k", lw=2, gid=f"median:{kind}:{m}")
                 ax.fill_between([k - 0.3, k + 0.3], q25, q75, color="0.8", zorder=1)
         ax.axhline(0, color="0.3", lw=0.8)
         ax.set_xticks(range(len(measures)))
         labels = []
         for m in measures:
-            allm = rows[rows["measure"] == m]
+            allm = study[study["measure"] == m]
             ref = " (ref.)" if m in ("loss_plateau_exit", "logprob_emergence") else ""
             labels.append(f"{m}{ref}\nn={int((r['measure'] == m).sum())}, pre {int(allm['precursor'].sum())}/{len(allm)}")
         ax.set_xticklabels(labels, rotation=30, ha="right")
         if kind == "steps":
+            from matplotlib.ticker import FuncFormatter
             ax.set_yscale("symlog", linthresh=10)
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: plain_number(v) if v >= 0 else "-" + plain_number(-v)))
             ax.set_ylabel("lead = acquisition step - transition step (steps, symlog)")
         else:
             ax.set_ylabel("lead in decades: log10((t_acq + 1) / (t_tr + 1))")
@@ -96,29 +150,66 @@ def lead_lag(rows: pd.DataFrame, out_png) -> list[str]:
     geo = rows[rows["kind"] == "geometric"].drop_duplicates("measure")
     items = [f"{g.measure}: {g.layer}/{g.position}/{g.variant}, {g.transition}" for g in geo.itertuples()]
     desc = "\n".join("; ".join(items[i:i + 2]) for i in range(0, len(items), 2))
-    fig.suptitle(f"Lead/lag of each measure relative to behavioural acquisition\n({r['run'].nunique()} acquired runs; "
-                 f"pre = precursors k/n over all {rows['run'].nunique()} runs; measure: layer/position/variant, event)\n{desc}",
-                 fontsize=8)
-    return save(fig, out_png, svg=True)
+    fig.suptitle(f"Lead/lag of each measure relative to behavioural acquisition\n(n = acquired study runs whose measure "
+                 f"transitioned: {r['run'].nunique()} runs; pre = precursors k/n over all {study['run'].nunique()} study "
+                 f"runs; controls and diverged runs left out; measure: layer/position/variant, event)\n{desc}", fontsize=8)
+    return fig
 
 
-def _matrix(ax, entry: dict, title: str):
-    m = entry["matrix"]
+def lead_lag(rows: pd.DataFrame, out_png) -> list[str]:
+    """``draw_lead_lag`` saved (PNG and SVG)."""
+    return save(draw_lead_lag(rows), out_png, svg=True)
+
+
+def rho_panels(scale: dict, measure: str = "rankme") -> tuple[list, list[str]]:
+    """The matrices the scale verdicts read, one per family x quantity x level: cell floors of
+    ``measure`` and acquisition order (unacquired cells ranked last), per level
+    (``by_level``: rho over the tasks of one level). Returns ([(matrix, title)], notes on
+    families left out)."""
+    out, notes = [], []
+    for fam, res in (scale.get("families") or {}).items():
+        sizes = res.get("sizes", [])
+        if len(sizes) < 2:
+            notes.append(f"{fam}: one size ({', '.join(sizes) or 'none'}), no size pair")
+            continue
+        quantities = [(f"{measure} floors", ((res.get("floors") or {}).get(measure) or {})),
+                      ("acquisition order (not acquired = last)",
+                       ((res.get("acquisition_order") or {}).get("censored_last") or {}))]
+        for what, entry in quantities:
+            for lv, e in (entry.get("by_level") or {}).items():
+                if "matrix" in e:
+                    out.append((e["matrix"], f"{fam}: {what}\nlevel {lv}, units = {e.get('units', 'task')}"))
+    return out, notes
+
+
+def _drawable(m: dict) -> np.ndarray:
+    """Boolean matrix: off-diagonal cells with a rho (n >= RHO_MIN_N and not constant)."""
+    k = len(m["sizes"])
+    ok = np.array([[i != j and m["rho"][i][j] is not None and int(m["n"][i][j]) >= RHO_MIN_N for j in range(k)]
+                   for i in range(k)], dtype=bool)
+    return ok.reshape(k, k)
+
+
+def _matrix(ax, m: dict, title: str):
     sizes = m["sizes"]
-    rho = np.array([[np.nan if v is None else v for v in row] for row in m["rho"]], dtype=float)
-    np.fill_diagonal(rho, np.nan)
+    ok = _drawable(m)
+    rho = np.array([[m["rho"][i][j] if ok[i, j] else np.nan for j in range(len(sizes))] for i in range(len(sizes))],
+                   dtype=float).reshape(len(sizes), len(sizes))
     import matplotlib
-    cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad="0.93")
+    cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad="white")
     im = ax.imshow(np.ma.masked_invalid(rho), cmap=cmap, vmin=-1, vmax=1)
+    im.set_gid("rho")
     for i in range(len(sizes)):
         for j in range(len(sizes)):
+            n = int(m["n"][i][j])
             if i == j:
-                ax.text(j, i, f"n={m['n'][i][j]}\n(units)", ha="center", va="center", fontsize=5.5, color="0.3")
-            elif np.isfinite(rho[i, j]):
-                ax.text(j, i, f"{rho[i, j]:.2f}\np={m['p'][i][j]:.2g}\nn={m['n'][i][j]}", ha="center", va="center",
+                ax.text(j, i, f"n={n}\n(cells)", ha="center", va="center", fontsize=5.5, color="0.3")
+            elif ok[i, j]:
+                ax.text(j, i, f"{rho[i, j]:.2f}\np={m['p'][i][j]:.2g}\nn={n}", ha="center", va="center",
                         fontsize=5.5, color="white" if abs(rho[i, j]) > 0.6 else "black")
             else:
-                ax.text(j, i, f"n={m['n'][i][j]}", ha="center", va="center", fontsize=5.5, color="0.5")
+                why = f"n={n}: not drawn" + (f"\n(n < {RHO_MIN_N})" if n < RHO_MIN_N else "\n(constant ranks)")
+                ax.text(j, i, why, ha="center", va="center", fontsize=5.5, color="0.4", gid="not drawn")
     ax.set_xticks(range(len(sizes)))
     ax.set_yticks(range(len(sizes)))
     ax.set_xticklabels(sizes, rotation=45, ha="right")
@@ -127,25 +218,38 @@ def _matrix(ax, entry: dict, title: str):
     return im
 
 
-def rho_matrix(scale: dict, out_png, measure: str = "rankme") -> list[str]:
-    panels = []
-    for fam, res in scale.get("families", {}).items():
-        if len(res.get("sizes", [])) < 2:
-            continue
-        if measure in res["floors"]:
-            panels.append((res["floors"][measure], f"{fam}: {measure} floors\nunits = {res['floors'][measure]['units']}"))
-        if measure in res.get("floors_by_task", {}):
-            panels.append((res["floors_by_task"][measure], f"{fam}: {measure} floors\nunits = task (median over levels)"))
-        panels.append((res["acquisition_order"], f"{fam}: acquisition order\nunits acquired at both sizes"))
-    if not panels:
-        return placeholder(out_png, "Scale invariance", "fewer than two sizes: no size pairs to correlate")
+def draw_rho_matrix(scale: dict, measure: str = "rankme"):
+    """Spearman rho between sizes per family x quantity x level (``rho_panels``); a cell
+    is coloured only where rho exists (n >= RHO_MIN_N units at both sizes, neither side
+    constant), else it says why not; no matrix with a coloured cell: a note."""
+    panels, notes = rho_panels(scale, measure)
+    drawn = [(m, t) for m, t in panels if _drawable(m).any()]
+    if not drawn:
+        lines = [f"{t.replace(chr(10), ', ')}: n = {', '.join(str(m['n'][i][j]) for i in range(len(m['sizes'])) for j in range(i + 1, len(m['sizes'])))}"
+                 for m, t in panels] + notes
+        return draw_placeholder("Scale invariance: Spearman rho between sizes",
+                                f"no size pair with n >= {RHO_MIN_N} units at both sizes: no rho to draw\n"
+                                + "\n".join(lines[:12]) + (" ..." if len(lines) > 12 else ""))
     p = plt()
-    fig, axes = p.subplots(1, len(panels), figsize=(3.3 * len(panels) + 0.8, 3.6), squeeze=False, constrained_layout=True)
+    ncols = min(4, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = p.subplots(nrows, ncols, figsize=(3.3 * ncols + 0.8, 3.6 * nrows), squeeze=False,
+                           constrained_layout=True)
+    flat = [a for row in axes for a in row]
     im = None
-    for ax, (entry, title) in zip(axes[0], panels):
-        im = _matrix(ax, entry, title)
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="Spearman rho")
-    fig.suptitle("Spearman rho between sizes with exact permutation p (two-sided; n = units in both; "
-                 f"exact for n <= {scale['settings']['exact_max_n']})", fontsize=8)
-    return save(fig, out_png, svg=True)
+    for ax, (m, title) in zip(flat, panels):
+        im = _matrix(ax, m, title)
+    for ax in flat[len(panels):]:
+        ax.remove()
+    fig.colorbar(im, ax=flat[:len(panels)], shrink=0.8, label="Spearman rho")
+    st = scale.get("settings") or {}
+    fig.suptitle("Spearman rho between sizes over the tasks of one level (cells: median over seeds), exact two-sided "
+                 f"permutation p (exact for n <= {st.get('exact_max_n', 10)}); n = units at both sizes;\n"
+                 f"a cell is drawn only when rho exists (n >= {RHO_MIN_N}, neither side constant)"
+                 + (f"; {'; '.join(notes)}" if notes else ""), fontsize=8)
+    return fig
 
+
+def rho_matrix(scale: dict, out_png, measure: str = "rankme") -> list[str]:
+    """``draw_rho_matrix`` saved (PNG and SVG)."""
+    return save(draw_rho_matrix(scale, measure), out_png, svg=True)
