@@ -2,9 +2,11 @@
 import math
 
 import numpy as np
+import pytest
 
 from geoanatomy import events as ev
 from geoanatomy.files import json_safe
+from geoanatomy.precursor import precursor_verdict
 
 STEPS = np.array([0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100])
 
@@ -30,13 +32,13 @@ def test_collapse_floor_recovery():
     assert e["init"] == 10 and e["floor"] == 1 and e["floor_step"] == 40
     assert e["collapsed"] and e["collapse_step"] == 20     # first value <= 10 - 0.5 * 9 = 5.5
     assert e["recovery_step"] == 70                         # >= 1.25 from 70 on (60 has 1.2)
-    p = ev.precursor(e, t_acq=90, transition="floor", min_gap_frac=0.25)
+    p = precursor_verdict(e, t_acq=90, transition="floor", min_gap_frac=0.25)
     assert p["precursor"] and p["gap_steps"] == 50
     assert p["gaps"] == {"collapse": 70, "floor": 50, "recovery": 20}
-    assert not ev.precursor(e, t_acq=45, transition="floor", min_gap_frac=0.25)["precursor"]  # gap 5 < 0.25*45
-    assert not ev.precursor(e, t_acq=30, transition="floor")["precursor"]      # floor after acquisition
-    assert ev.precursor(e, t_acq=30, transition="floor")["gap_steps"] == -10
-    assert not ev.precursor(e, t_acq=None)["precursor"]
+    assert not precursor_verdict(e, t_acq=45, transition="floor", min_gap_frac=0.25)["precursor"]  # gap 5 < 0.25*45
+    assert not precursor_verdict(e, t_acq=30, transition="floor")["precursor"]      # floor after acquisition
+    assert precursor_verdict(e, t_acq=30, transition="floor")["gap_steps"] == -10
+    assert not precursor_verdict(e, t_acq=None)["precursor"]
 
 
 def test_no_collapse_no_precursor():
@@ -44,7 +46,7 @@ def test_no_collapse_no_precursor():
     e = ev.curve_events(STEPS, v, collapse_drop=0.3)
     assert not e["collapsed"] and e["collapse_step"] is None and e["recovery_step"] is None
     assert e["floor"] == 8 and e["floor_step"] == 40
-    assert not ev.precursor(e, t_acq=100)["precursor"]
+    assert not precursor_verdict(e, t_acq=100)["precursor"]
 
 
 def test_all_nan_curve():
@@ -59,14 +61,56 @@ def test_emergence_and_plateau_exit():
     assert ev.plateau_exit_step(STEPS, loss, baseline_logprob=-2.3, margin=0.1) == 50
 
 
-def test_difficulty_classes():
-    assert ev.difficulty(50, 1000, 0.1) == "easy"
-    assert ev.difficulty(100, 1000, 0.1) == "easy"
-    assert ev.difficulty(101, 1000, 0.1) == "hard"
-    assert ev.difficulty(None, 1000, 0.1) == "unlearned"
-    assert ev.difficulty(None, 1000, 0.1, diverged=True) == "diverged"
-
-
 def test_json_safe():
     out = json_safe({"a": float("nan"), "b": [np.float64(1.5), np.int64(2), math.inf], "c": np.bool_(True)})
     assert out == {"a": None, "b": [1.5, 2, None], "c": True}
+
+
+# ------------------------------------------------- matched events: known answers
+# progress p = (v - start) / (extreme - start); defaults: onset p >= 0.1, half p >= 0.5 (both
+# held 3 checkpoints), extreme = first p >= 0.95, return = first p <= 0.75 after it (held 3)
+DOWN = np.array([10, 10, 9, 6, 2, 1.3, 1.0, 3, 5, 6, 7])    # p: 0 0 .11 .44 .89 .97 1 .78 .56 .44 .33
+UP = np.array([0, 0, 1.5, 4, 8, 9.7, 10, 7, 5, 4, 3])       # p: 0 0 .15 .4 .8 .97 1 .7 .5 .4 .3
+
+
+def test_matched_events_down_known_steps():
+    m = ev.matched_events(STEPS, DOWN, "down")
+    assert m["changed"] and m["direction"] == "down"
+    assert (m["start"], m["extreme"], m["final"]) == (10.0, 1.0, 7.0)
+    assert m["change"] == pytest.approx(0.9)
+    assert m["onset_step"] == 20 and m["half_step"] == 40
+    assert m["extreme_step"] == 50 and m["extreme_argstep"] == 60     # within 5% of the floor before the argmin
+    assert m["return_step"] == 80                                      # 70 has p = .78 > .75
+
+
+def test_matched_events_up_known_steps():
+    m = ev.matched_events(STEPS, UP, "up")
+    assert m["changed"] and (m["start"], m["extreme"], m["change"]) == (0.0, 10.0, 1.0)
+    assert (m["onset_step"], m["half_step"], m["extreme_step"], m["return_step"]) == (20, 40, 50, 70)
+    assert m["extreme_argstep"] == 60
+    # measured from a given start level (behaviour: chance): p = (v - 5) / 5
+    m = ev.matched_events(STEPS, UP, "up", start=5.0)
+    assert m["changed"] and m["change"] == pytest.approx(0.5)
+    assert (m["onset_step"], m["half_step"], m["extreme_step"], m["return_step"]) == (40, 40, 60, 70)
+
+
+def test_matched_events_flat_or_wrong_way_is_unchanged():
+    flat = np.array([5, 5.1, 4.9, 5, 5, 5.05, 4.95, 5, 5, 5, 5])
+    m = ev.matched_events(STEPS, flat, "down")
+    assert not m["changed"] and m["change"] == pytest.approx(0.02)
+    assert m["onset_step"] is m["half_step"] is m["extreme_step"] is m["return_step"] is None
+    assert m["extreme"] == 4.9 and m["extreme_argstep"] == 20
+    assert not ev.matched_events(STEPS, UP, "down")["changed"]         # never below its start
+    assert not ev.matched_events(STEPS, DOWN, "up")["changed"]
+    with pytest.raises(ValueError, match="direction"):
+        ev.matched_events(STEPS, DOWN, "sideways")
+
+
+def test_matched_events_ignore_nan_points():
+    steps = np.array([0, 5, 10, 20, 30, 40, 50, 60, 65, 70, 80, 90, 100])
+    v = np.array([10, np.nan, 10, 9, 6, 2, 1.3, 1.0, np.nan, 3, 5, 6, 7])  # DOWN with two NaN checkpoints
+    m = ev.matched_events(steps, v, "down")
+    assert m["changed"] and m["final"] == 7.0
+    assert (m["onset_step"], m["half_step"], m["extreme_step"], m["return_step"]) == (20, 40, 50, 80)
+    empty = ev.matched_events(STEPS, np.full(11, np.nan), "down")
+    assert not empty["changed"] and empty["start"] is None and empty["extreme_step"] is None

@@ -28,15 +28,17 @@ V = vocabulary, P = parameters)::
 
     wall time = SAFETY x (startup + work) x attempt       (minutes, at least MIN_RUNTIME_MIN)
 
-Expensive measures are costed at their worst case (power iteration runs max_iter
-iterations; every event neighbourhood adds its own checkpoints), so a job killed for time
-is rare and comes back (profile ``retries``) with a longer limit.
+Each expensive measure's cost per checkpoint is its ``measures.registry`` entry's (from the
+operations above), at its worst case (power iteration runs max_iter iterations; every
+event neighbourhood adds its own checkpoints), so a job killed for time is rare and comes
+back (profile ``retries``) with a longer limit.
 """
 from __future__ import annotations
 
 import math
 from functools import lru_cache
 
+from .measures.registry import MEASURES
 from .sizes import SIZES, VOCAB_SIZE, n_params
 from .spec import parse_run_name
 
@@ -203,16 +205,9 @@ def work_seconds(cfg: dict, stage: str, run: str, device: str | None = None) -> 
             return 0.0
         which = set(m["which"])
         per_ck = 4 * P / IO_BYTES_PER_S
-        if "hessian" in which:
-            h = m["hessian"]
-            per_ck += int(h["max_iter"]) * op_seconds("hvp", size, hvp_flops(size, int(h["batch_size"]), T), dev)
-        if "llc" in which:
-            c = m["llc"]
-            n_sgld = int(c["chains"]) * (int(c["draws"]) + int(c["burnin"]))
-            per_ck += n_sgld * op_seconds("sgld", size, sgld_step_flops(size, int(c["batch_size"]), T), dev)
-            per_ck += op_seconds("eval", size, forward_flops_per_token(size, T) * int(c["n_data"]) * T, dev)
-        if "grad_rank" in which:
-            per_ck += op_seconds("grad_rank", size, grad_rank_flops(size, int(m["grad"]["n_samples"]), T), dev)
+        for entry in MEASURES.values():          # each measure's own cost (measures.registry)
+            if entry.name in which:
+                per_ck += entry.seconds_per_checkpoint(m[entry.config_key], size, T, dev)
         n_sel = _every_k(s["checkpoints"], m["every_k"]) + len(m["events"]) * (2 * int(m["around_events"]) + 1)
         return min(n_sel, s["checkpoints"]) * per_ck
     if stage == "probes":

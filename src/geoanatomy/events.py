@@ -22,15 +22,9 @@ legacy events (``curve_events``, ``rise_events``, ``plateau_exit_step``)
     The first version's rules: floor = argmin, collapse = half-drop point, recovery
     relative to the floor value; plateau exit = training loss below the input-blind loss
     by ``logprob_margin``. Kept as ``detector: legacy`` / ``plateau_rule: margin``.
-transition and precursor (``precursor``)
-    The transition is the event named by ``transition`` (default "floor").
-    precursor = the run acquired, the measure changed, the transition exists,
-    t_tr < t_acq strictly, and t_acq - t_tr >= ``precursor_min_gap_frac`` * t_acq.
-    gap_steps = t_acq - t_tr whenever both exist (may be negative: the measure lags).
-    An early event passes this rule in every run; analysis.nulls gives the nulls.
-difficulty (``difficulty_by_step``)
-    Behavioural only: "easy" if t_acq <= ``easy_max_step`` (the same for every size),
-    "hard" if acquired later, "unlearned" if never, "diverged" if a loss became non-finite.
+transition, precursor, difficulty
+    The study's rules on these events live in ``geoanatomy.precursor`` (the precursor
+    rule, the precursor verdict of a measure, the difficulty classes).
 """
 from __future__ import annotations
 
@@ -196,36 +190,15 @@ def curve_entry(steps, values, direction: str, cfg_events: dict, start: float | 
     return out
 
 
-def difficulty_by_step(t_acq: int | None, easy_max_step: int, diverged: bool = False) -> str:
-    """'diverged' | 'unlearned' | 'easy' (acquired at step <= easy_max_step) | 'hard': the same
-    step threshold for every size, so classes do not depend on a size's own budget."""
-    if diverged:
-        return "diverged"
-    if t_acq is None:
-        return "unlearned"
-    return "easy" if t_acq <= easy_max_step else "hard"
-
-
 def headline_layer(cfg_events: dict) -> str:
     """The events block's headline layer ("final" is an alias of ln_final)."""
     return "ln_final" if cfg_events["layer"] == "final" else cfg_events["layer"]
 
 
-def precursor(ev: dict, t_acq: int | None, transition: str = "floor", min_gap_frac: float = 0.25) -> dict:
-    """Precursor verdict and gaps for the curve events ``ev`` against acquisition step t_acq."""
-    t_tr = ev.get(f"{transition}_step")
-    gaps = {name: (t_acq - ev[f"{name}_step"]) if (t_acq is not None and ev.get(f"{name}_step") is not None)
-            else None for name in ("collapse", "floor", "recovery")}
-    is_pre = bool(ev.get("collapsed") and t_acq is not None and t_tr is not None and t_tr < t_acq
-                  and (t_acq - t_tr) >= min_gap_frac * t_acq)
-    return {"transition": transition, "transition_step": t_tr, "precursor": is_pre,
-            "gap_steps": gaps[transition], "gaps": gaps}
-
-
-def difficulty(t_acq: int | None, total_steps: int, easy_max_frac: float, diverged: bool = False) -> str:
-    """'diverged' | 'unlearned' | 'easy' | 'hard' (behavioural definition, see module doc)."""
-    if diverged:
-        return "diverged"
-    if t_acq is None:
-        return "unlearned"
-    return "easy" if t_acq <= easy_max_frac * total_steps else "hard"
+def __getattr__(name):
+    # ``events.precursor`` is the precursor verdict, now ``precursor.precursor_verdict``; loaded
+    # on first use because geoanatomy.precursor imports this module.
+    if name == "precursor":
+        from .precursor import precursor_verdict
+        return precursor_verdict
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,10 +1,10 @@
 """Null models and baselines for precursor claims: what the precursor rule gives when the
 measure knows nothing about acquisition.
 
-The precursor rule (``events.precursor``): a run's transition at step t precedes its
-acquisition at step a when t < a and a - t >= f * a (f = ``precursor_min_gap_frac``),
-i.e. t <= (1 - f) a. An early event passes it in every run, whatever it measures, so a
-precursor rate means nothing without these references:
+The precursor rule (``precursor.is_precursor``): a run's transition at step t precedes its
+acquisition at step a when t < a and the gap a - t is at least the share f of a
+(f = ``precursor_min_gap_frac``), i.e. t <= (1 - f) a. An early event passes it in every
+run, whatever it measures, so a precursor rate means nothing without these references:
 
 clock null
     The same rule applied to one fixed step c, the same in every run. ``clock_best`` is the
@@ -36,14 +36,8 @@ from itertools import permutations
 import numpy as np
 import pandas as pd
 
+from ..precursor import is_precursor  # the rule (analysis.verdict imports it from here too)
 from .stats import sign_test as binomial_p
-
-
-def is_precursor(t_tr, t_acq, min_gap_frac: float) -> np.ndarray:
-    """Elementwise precursor rule (NaN steps never pass)."""
-    t_tr, t_acq = np.asarray(t_tr, dtype=float), np.asarray(t_acq, dtype=float)
-    with np.errstate(invalid="ignore"):
-        return (t_tr < t_acq) & (t_acq - t_tr >= min_gap_frac * t_acq) & np.isfinite(t_tr) & np.isfinite(t_acq)
 
 
 def _median_or_nan(x) -> float:

@@ -10,9 +10,8 @@ loss curve already tells:
 * ``logprob_emergence``  step the answer log-probability beats the input-blind
   predictor (``logprob_emergence_step``)
 
-For a reference, precursor = acquired and t_ref < t_acq and
-t_acq - t_ref >= precursor_min_gap_frac * t_acq (the run's own
-``events_settings``), i.e. the geometric rule without the collapse condition.
+For a reference, precursor = ``precursor.is_precursor(t_ref, t_acq, precursor_min_gap_frac)``
+(the run's own ``events_settings``), i.e. the geometric rule without the collapse condition.
 gap_steps = t_acq - t_transition whenever both exist (negative: the event lags).
 transitioned = collapsed (falling measures) or risen (``direction: rise``: hessian_top,
 llc); extreme = floor or peak (load.extreme) with its value and step.
@@ -31,6 +30,7 @@ import pandas as pd
 
 import numpy as np
 
+from ..precursor import difficulty, is_precursor
 from .load import DIFFICULTIES, REFERENCES, extreme, geometric_measures, run_facts, size_order, step_or_none
 from .nulls import CELLS, cluster_bootstrap, clock_null, paired_lead, permutation_null
 from .stats import log_steps_close, quantiles
@@ -39,10 +39,6 @@ ROW_COLUMNS = ["run", "task", "level", "size", "family", "n_params", "steps", "d
                "diverged", "control", "easy_max_step", "min_gap_frac", "acquisition_step", "measure", "kind", "layer", "position", "variant",
                "direction", "transition", "transition_step", "recovery_step", "precursor", "gap_steps", "transitioned", "init",
                "extreme", "extreme_value", "extreme_step", "loss_plateau_exit_step", "coincides_plateau_exit"]
-
-
-def _ref_precursor(t_ref, t_acq, min_gap_frac) -> bool:
-    return bool(t_ref is not None and t_acq is not None and t_ref < t_acq and (t_acq - t_ref) >= min_gap_frac * t_acq)
 
 
 def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
@@ -73,7 +69,7 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
             t_ref = step_or_none(pre.get(key))
             rows.append({**f, "measure": name, "kind": "reference", "layer": "output", "position": "answer",
                          "variant": "", "transition": key, "transition_step": t_ref, "recovery_step": None,
-                         "precursor": _ref_precursor(t_ref, t_acq, frac),
+                         "precursor": is_precursor(t_ref, t_acq, frac),
                          "gap_steps": t_acq - t_ref if t_acq is not None and t_ref is not None else None,
                          "direction": "", "transitioned": None, "init": None, "extreme": None,
                          "extreme_value": None, "extreme_step": None,
@@ -102,10 +98,6 @@ def effective_transition(r: pd.DataFrame) -> np.ndarray:
     return np.where(ok, t, np.nan)
 
 
-def _class_of(t_acq: np.ndarray, easy_max_step: np.ndarray) -> np.ndarray:
-    return np.where(~np.isfinite(t_acq), "unlearned", np.where(t_acq <= easy_max_step, "easy", "hard"))
-
-
 def null_columns(rm: pd.DataFrame, diff: str, size: str, st: dict, perm_group: str = "size") -> dict:
     """Clock null, permutation p and false alarms of one measure's cell (module doc).
     ``perm_group``: the column within whose values acquisition steps are shuffled (the size;
@@ -125,7 +117,7 @@ def null_columns(rm: pd.DataFrame, diff: str, size: str, st: dict, perm_group: s
         acq = scope[scope["acquired"].astype(bool)]
         emax = pd.to_numeric(acq["easy_max_step"], errors="coerce").to_numpy(float)
         res = permutation_null(effective_transition(acq), pd.to_numeric(acq["acquisition_step"]).to_numpy(float),
-                               acq[perm_group].to_numpy(), lambda a: _class_of(a, emax) == diff, frac,
+                               acq[perm_group].to_numpy(), lambda a: difficulty(a, emax) == diff, frac,
                                n_resamples=int(st.get("n_permutations", 10_000)), seed=int(st.get("seed", 0)))
         out.update(perm_p_rate=res["p_rate"], perm_p_median_lead=res["p_median_lead"],
                    n_permutations=res["n_permutations"])

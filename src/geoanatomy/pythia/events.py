@@ -8,7 +8,8 @@ acquisition = ``events.acquisition_step`` on ``accuracy_norm`` (chance-normalise
 multiple-choice accuracy >= threshold for ``persist`` consecutive measured revisions);
 collapse / floor / recovery = ``events.curve_entry`` (the configured detector) of RankMe at the last prompt token
 (layer ``pythia.layer``, variant ``events.variant``); precursor and gaps =
-``events.precursor`` (gaps in training steps). Where a key of the algorithmic
+``precursor.precursor_verdict`` (gaps in training steps); ``difficulty`` =
+``precursor.difficulty``. Where a key of the algorithmic
 precursor.json has no Pythia counterpart it is null and ``not_applicable`` says why:
 
 * ``logprob_emergence_step``: first revision where ``logprob_choice`` (log P(correct |
@@ -43,6 +44,7 @@ import numpy as np
 
 from .. import events as ev
 from ..files import json_safe
+from ..precursor import SCHEMA_VERSION, difficulty, easy_max_of_budget, headline_entry, layer_events
 from ..table import select
 
 
@@ -82,17 +84,13 @@ def build_precursor(df, run: str, bench: str, extract: dict, dups: dict, e: dict
     if e["layer"] not in layers:
         raise ConfigError(f"config field 'pythia.layer': {e['layer']!r} is not a layer of {run}; "
                           f"layers: {layers}")
-    per_layer = {}
-    for name in layers:
-        s, v, sub_l = _curve(rm, "rankme", layer=name)
-        cev = ev.curve_entry(s, v, "down", e)
-        st = json.loads(sub_l["settings"].iloc[0])
-        cev["constant_by_construction"] = bool(st.get("constant_by_construction", False))
-        cev["max_rank"] = st.get("max_rank")
-        cev["floor_norm"] = _ratio(cev.get("floor"), cev["max_rank"])
-        per_layer[name] = cev
-    head = dict(per_layer[e["layer"]])
-    head.update(ev.precursor(head, t_acq, e["transition"], e["precursor_min_gap_frac"]))
+
+    def layer_facts(name, cev):                    # what the rows' settings say of each layer
+        st = json.loads(select(rm, "rankme", layer=name)["settings"].iloc[0])
+        return {"constant_by_construction": bool(st.get("constant_by_construction", False)),
+                "max_rank": st.get("max_rank"), "floor_norm": _ratio(cev.get("floor"), st.get("max_rank"))}
+    per_layer = layer_events(rm, e, "last_prompt", e["variant"], layer_facts)
+    head = headline_entry(per_layer, e["layer"], t_acq, e)
     st_head = json.loads(rm[rm["layer"] == e["layer"]]["settings"].iloc[0])
     n_last = st_head.get("n_unique_last_tokens")
     top = st_head.get("top_last_token_share")
@@ -101,7 +99,7 @@ def build_precursor(df, run: str, bench: str, extract: dict, dups: dict, e: dict
     n_items = int(sub["n_samples"].iloc[0])
     total = int(extract["max_step"])
     out = {
-        "schema_version": 1, "kind": "pythia",
+        "schema_version": SCHEMA_VERSION, "kind": "pythia",
         "run": f"{run}_{bench}", "task": bench, "level": None, "size": extract["name"],
         "model_source": extract["source"], "benchmark": bench,
         "n_params": extract["model"]["n_params"], "steps": total,
@@ -109,7 +107,7 @@ def build_precursor(df, run: str, bench: str, extract: dict, dups: dict, e: dict
         "duplicates_excluded": [d["revision"] for d in dups["duplicates"]],
         "diverged": False, "acquired": t_acq is not None, "acquisition_step": t_acq,
         "logprob_emergence_step": t_lp, "loss_plateau_exit_step": None,
-        "difficulty": ev.difficulty(t_acq, total, e["easy_max_frac"]),
+        "difficulty": difficulty(t_acq, easy_max_of_budget(total, e["easy_max_frac"])),
         "final_accuracy": float(acc[-1]), "max_accuracy": float(np.nanmax(acc)),
         "final_accuracy_norm": float((acc[-1] - chance) / (1 - chance)),
         "chance_accuracy": chance, "chance_logprob_choice": chance_lc,

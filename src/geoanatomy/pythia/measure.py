@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,10 +78,10 @@ def load_probe_set(probe: str, tokenizer, n_items: int | None = None, seed: int 
 # ---------------------------------------------------------------------------- measurement
 def geometry_rows_of(hidden: dict, names: list[str], last_token, run: str, step: int, eps: float,
                      position: str = "last_prompt") -> list[dict]:
-    """RankMe (both variants) and mean share of every layer's (N, d) matrix at one position,
-    with the Pythia branch's settings (eps, d, max_rank, n_unique_last_tokens,
-    top_last_token_share)."""
-    from ..measures.rankme import mean_share, rankme
+    """RankMe (both variants) and mean share of every layer's (N, d) matrix at one position
+    (``measures.geometry.matrix_rows``), with the Pythia branch's settings (eps, d, max_rank,
+    n_unique_last_tokens, top_last_token_share)."""
+    from ..measures.geometry import matrix_rows
     rows = []
     _, counts = np.unique(np.asarray(last_token), return_counts=True)
     n_unique_last = int(len(counts))
@@ -93,16 +92,8 @@ def geometry_rows_of(hidden: dict, names: list[str], last_token, run: str, step:
                     "top_last_token_share": float(counts.max() / N)}
         if name == "embed" and n_unique_last == 1:
             settings["constant_by_construction"] = True                # same last token in every prompt
-        base = {"run": run, "step": step, "layer": name, "layer_index": li, "position": position,
-                "n_samples": int(N)}
-        with warnings.catch_warnings():                                # N < d is the norm: max_rank says so
-            warnings.simplefilter("ignore")
-            for variant, centred in (("uncentred", False), ("centred", True)):
-                rows.append({**base, "measure": "rankme", "variant": variant,
-                             "value": rankme(Z, centred=centred, eps=eps), "settings": settings})
-        rows.append({**base, "measure": "mean_share", "variant": "", "value": mean_share(Z),
-                     "settings": {"definition": "||mean row||^2 / mean ||row||^2",
-                                  **{k: v for k, v in settings.items() if k != "eps"}}})
+        key = {"run": run, "step": step, "layer": name, "layer_index": li, "position": position}
+        rows += matrix_rows(Z, eps=eps, key=key, settings=settings, quiet=True)  # N < d: max_rank says so
     return rows
 
 

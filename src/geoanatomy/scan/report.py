@@ -1,7 +1,7 @@
 """precursor.json and trajectory.png of a monitored run or a scanned checkpoint folder
 (torch-free), from its long table (``geoanatomy.table``) with the pipeline's own code.
 
-Geometry: ``stages.events.rankme_entry`` for both variants (``measures.rankme`` uncentred,
+Geometry: ``precursor.rankme_entry`` for both variants (``measures.rankme`` uncentred,
 ``measures.rankme_centred``): headline layer events, precursor verdict, mean share at init,
 floor and final steps, events of every layer; the detectors are ``geoanatomy.events``
 with the ``events:`` thresholds (``config.DEFAULTS["events"]`` unless given).
@@ -29,10 +29,8 @@ import numpy as np
 from .. import events as ev
 from ..config import DEFAULTS
 from ..files import json_safe
-from ..stages.events import RANKME_ENTRIES, rankme_entry
+from ..precursor import RANKME_ENTRIES, SCHEMA_VERSION, difficulty, easy_max_of_budget, rankme_entry
 from ..table import curve, select
-
-SCHEMA_VERSION = 1
 
 
 def events_settings(cfg_events: dict | None, layer: str, position: str) -> dict:
@@ -106,10 +104,10 @@ def build_report(df, *, run: str, kind: str, n_params: int | None, cfg_events: d
                  layer: str | None = None, position: str | None = None, eps: float = 1e-7,
                  extra: dict | None = None) -> dict:
     """The precursor.json dict of a monitored run (``kind`` "monitor") or a scanned folder
-    ("scan") from its long table ``df`` (module doc). ``difficulty``: the pipeline's rule for
-    the monitor (acquired by ``events.easy_max_step``), the Pythia branch's for a scan
-    (acquired within ``pythia.settings.EASY_MAX_FRAC`` of the last step); "no accuracy"
-    without accuracy."""
+    ("scan") from its long table ``df`` (module doc). ``difficulty`` (``precursor.difficulty``):
+    the pipeline's threshold for the monitor (acquired by ``events.easy_max_step``), the
+    Pythia branch's for a scan (acquired within ``pythia.settings.EASY_MAX_FRAC`` of the last
+    step); "no accuracy" without accuracy."""
     layer = headline_layer(df, layer)
     rm = select(df, "rankme")
     if position is None:
@@ -127,18 +125,18 @@ def build_report(df, *, run: str, kind: str, n_params: int | None, cfg_events: d
             cev["constant_by_construction"] = bool(cev.get("constant_by_construction")
                                                    or st.get("constant_by_construction"))
     if beh["kind"] != "accuracy":
-        difficulty = "no accuracy"
+        cls = "no accuracy"
     elif kind == "scan":
         from ..pythia.settings import EASY_MAX_FRAC
-        difficulty = ev.difficulty(t_acq, steps[-1], EASY_MAX_FRAC)
+        cls = difficulty(t_acq, easy_max_of_budget(steps[-1], EASY_MAX_FRAC))
     else:
-        difficulty = ev.difficulty_by_step(t_acq, e["easy_max_step"])
+        cls = difficulty(t_acq, e["easy_max_step"])
     out = {
         "schema_version": SCHEMA_VERSION, "kind": kind, "run": run, "n_params": n_params,
         "n_checkpoints": len(steps), "steps": steps[-1] if steps else None, "checkpoint_steps": steps,
         "acquired": beh["acquired"], "acquisition_step": t_acq,
         "logprob_emergence_step": beh.get("logprob_emergence_step"),
-        "difficulty": difficulty, "behaviour": beh,
+        "difficulty": cls, "behaviour": beh,
         "eval": {"n_samples": n, "position": position, "layer": layer},
         "events_settings": e, "measures": measures,
     }

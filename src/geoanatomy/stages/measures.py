@@ -2,7 +2,8 @@
 ``results/{run}/measures.csv`` (format: ``geoanatomy.table``).
 
 Measures (all on the task's answer loss, ``model.answer_loss``, over *all* parameters;
-``layer`` = "all_params", ``layer_index`` = -1, ``position`` = "answer"):
+``layer`` = "all_params", ``layer_index`` = -1, ``position`` = "answer"; each kind of
+``measures.which`` is an entry of ``measures.registry``, which computes its rows):
 
 =================  ======================  =============================================
 measure            variant                 what (module)
@@ -40,7 +41,6 @@ checkpoint and ``around_events`` checkpoints on each side.
 """
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
@@ -49,16 +49,14 @@ import torch
 
 from .. import events as ev
 from ..checkpoints import iter_checkpoints
-from ..measures.grad_rank import grad_ranks
-from ..measures.hessian import hessian_top
-from ..measures.llc import llc_at_checkpoint
+from ..measures.registry import MEASURES, measure
 from ..spec import RunSpec
 from ..table import curve, read_table, write_table
 from ..tasks import stable_seed
 from .common import checkpoint_identity, open_run, training_dir
 
 EVENT_NAMES = ("acquisition", "rankme_collapse", "rankme_floor", "rankme_recovery")
-MEASURE_KINDS = ("grad_rank", "hessian", "llc")
+MEASURE_KINDS = tuple(MEASURES)
 
 
 # ----------------------------------------------------------- checkpoint subset
@@ -104,63 +102,21 @@ def train_sample(data, n: int, tag: str) -> np.ndarray:
 
 
 # ------------------------------------------------------------ one checkpoint
-def _row(measure, variant, n, value, settings):
-    return {"measure": measure, "layer": "all_params", "layer_index": -1, "position": "answer",
-            "variant": variant, "n_samples": int(n), "value": float(value), "settings": settings}
-
-
 def measure_checkpoint(model, pools: dict, n_answer: int, cfg: dict, seeds: dict, kinds=MEASURE_KINDS,
                        timings: dict | None = None) -> list[dict]:
-    """Rows (without run/step) of the expensive measures at the model's current weights.
+    """Rows (without run/step) of the expensive measures ``kinds`` at the model's current
+    weights, in that order (``measures.registry``).
 
-    pools: {"grad": (N, S), "hessian": (B, S), "llc": (n, S)} token tensors; cfg the merged
-    ``measures`` block; seeds {"hessian": int, "llc": int}. ``timings`` (optional dict) is
-    incremented with the CPU seconds of each measure.
+    pools: {"grad": (N, S), "hessian": (B, S), "llc": (n, S)} token tensors (each measure's
+    config block names its pool); cfg the merged ``measures`` block; seeds {"hessian": int,
+    "llc": int}. ``timings`` (optional dict) is incremented with the CPU seconds of each measure.
     """
-    rows, lam_top = [], None
-    common = {"loss": "answer cross-entropy, mean over answer tokens", "data": "fixed training-distribution sample"}
+    rows, context = [], {}
     for kind in kinds:
         t = time.process_time()
-        if kind == "grad_rank":
-            g = cfg["grad"]
-            r = grad_ranks(model, pools["grad"], n_answer, eps=float(g["rankme_eps"]), method=g["method"],
-                           max_bytes=int(g["max_mbytes"]) * 2**20)
-            st = dict(common, n_samples=r["n_samples"], eps=r["eps"], method=r["method"], n_params=r["n_params"],
-                      param_groups=r["param_groups"], gram="float64 via G G^T (N x N)",
-                      top_singular_value=r["top_singular_value"])
-            for v, val in r["grad"].items():
-                rows.append(_row("grad_erank", v, r["n_samples"], val, dict(st, centred=False)))
-            for v, val in r["grad_cov"].items():
-                rows.append(_row("grad_cov_erank", v, r["n_samples"], val, dict(st, centred=True)))
-        elif kind == "hessian":
-            h = cfg["hessian"]
-            r = hessian_top(model, pools["hessian"], n_answer, max_iter=int(h["max_iter"]), tol=float(h["tol"]),
-                            seed=seeds["hessian"])
-            st = dict(common, batch_size=r["batch_size"], max_iter=r["max_iter"], tol=r["tol"],
-                      iterations=r["iterations"], converged=r["converged"], seed=r["seed"], batch_loss=r["loss"],
-                      n_params=r["n_params"], mode="eval", attention="math", method="power iteration, double-backward HVP")
-            rows.append(_row("hessian_top", "power_iteration", r["batch_size"], r["value"], st))
-            lam_top = r["value"]
-        elif kind == "llc":
-            c = cfg["llc"]
-            r = llc_at_checkpoint(model, pools["llc"], n_answer, eps=float(c["eps"]), gamma=float(c["gamma"]),
-                                  n_beta=None if c["n_beta"] is None else float(c["n_beta"]),
-                                  chains=int(c["chains"]), draws=int(c["draws"]), burnin=int(c["burnin"]),
-                                  batch_size=int(c["batch_size"]), seed=seeds["llc"],
-                                  disagree_threshold=float(c["disagree_threshold"]))
-            st = dict(common, **{k: r[k] for k in ("eps", "gamma", "n_beta", "n_beta_rule", "chains", "draws", "burnin",
-                                                   "batch_size", "n_data", "seed", "std", "per_chain", "init_loss",
-                                                   "mean_sampled_loss", "flags", "clean", "disagree_threshold",
-                                                   "drift")})
-            if lam_top is not None and math.isfinite(lam_top):
-                # SGLD on a quadratic of curvature n_beta*lam is stable iff eps*n_beta*lam < 4
-                st["eps_nbeta_lambda"] = r["eps"] * r["n_beta"] * lam_top
-                if st["eps_nbeta_lambda"] >= 4 and "unstable_step" not in st["flags"]:
-                    st["flags"] = st["flags"] + ["unstable_step"]
-                    st["clean"] = False
-            rows.append(_row("llc", "sgld", r["n_data"], r["value"], st))
-        else:
-            raise ValueError(f"unknown expensive measure {kind!r}; allowed: {list(MEASURE_KINDS)}")
+        m = measure(kind)
+        rows += m.rows(model, pools[m.config_key], n_answer, cfg[m.config_key],
+                       seeds[kind] if m.seeded else None, context)
         if timings is not None:
             timings[kind] = timings.get(kind, 0.0) + time.process_time() - t
     return rows
@@ -177,9 +133,9 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_measures: dict, cfg_events: dict
     """
     cfg = cfg_measures
     kinds = list(cfg["which"])
-    bad = sorted(set(kinds) - set(MEASURE_KINDS))
+    bad = sorted(set(kinds) - set(MEASURES))
     if bad:
-        raise ValueError(f"measures.which: unknown {bad}; allowed: {list(MEASURE_KINDS)}")
+        raise ValueError(f"measures.which: unknown {bad}; allowed: {list(MEASURES)}")
     bad = sorted(set(cfg["events"]) - set(EVENT_NAMES))
     if bad:
         raise ValueError(f"measures.events: unknown {bad}; allowed: {list(EVENT_NAMES)}")
@@ -204,10 +160,9 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_measures: dict, cfg_events: dict
             log(f"[measures] {spec.name}: no {metrics}; measuring every {cfg['every_k']}-th checkpoint only")
     sel = select_checkpoints(steps, int(cfg["every_k"]), int(cfg["around_events"]), ev_steps)
 
-    need = {"grad": int(cfg["grad"]["n_samples"]), "hessian": int(cfg["hessian"]["batch_size"]),
-            "llc": int(cfg["llc"]["n_data"])}
+    need = {m.config_key: int(cfg[m.config_key][m.pool_size_key]) for m in MEASURES.values()}
     pools = {k: torch.as_tensor(train_sample(data, n, k), device=device) for k, n in need.items()}
-    seeds = {k: stable_seed(spec.seed, spec.name, k) % (2**31) for k in ("hessian", "llc")}
+    seeds = {k: stable_seed(spec.seed, spec.name, k) % (2**31) for k, m in MEASURES.items() if m.seeded}
     na = data.spec.n_answer
     t0, w0 = time.process_time(), time.time()
     timings: dict[str, float] = {}

@@ -51,7 +51,7 @@ import torch
 
 from ..baselines import training_baselines
 from ..checkpoints import iter_checkpoints, read_train_log
-from ..measures.rankme import mean_share, rankme
+from ..measures.geometry import matrix_rows
 from ..spec import RunSpec
 from ..table import write_table
 from .common import checkpoint_identity, open_run, training_dir
@@ -86,20 +86,15 @@ def behaviour_rows(model, seq: torch.Tensor, n_answer: int, split: str) -> tuple
 
 
 def geometry_rows(hidden, names: list[str], first: int, eps: float = 1e-7) -> list[dict]:
-    """RankMe (both variants) and the mean share per layer and position, hidden L+2 x (N, T, d)."""
+    """RankMe (both variants) and the mean share per layer and position, hidden L+2 x (N, T, d)
+    (``measures.geometry.matrix_rows`` of each layer's matrix at each position)."""
     rows = []
     for li, (name, h) in enumerate(zip(names, hidden)):
         reps = {"first": h[:, first, :], "answer_mean": h[:, first:, :].mean(1)}  # (N, d) each
         for pos, Z in reps.items():
             const = {"constant_by_construction": True} if name == "embed" and pos == "first" else {}
-            N = Z.shape[0]
-            for variant, centred in (("uncentred", False), ("centred", True)):
-                rows.append({"measure": "rankme", "layer": name, "layer_index": li, "position": pos,
-                             "variant": variant, "n_samples": N, "value": rankme(Z, centred=centred, eps=eps),
-                             "settings": {"eps": eps, **const}})
-            rows.append({"measure": "mean_share", "layer": name, "layer_index": li, "position": pos,
-                         "variant": "", "n_samples": N, "value": mean_share(Z),
-                         "settings": {"definition": "||mean row||^2 / mean ||row||^2", **const}})
+            rows += matrix_rows(Z, eps=eps, key={"layer": name, "layer_index": li, "position": pos},
+                                settings={"eps": eps, **const})
     return rows
 
 

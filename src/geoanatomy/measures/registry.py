@@ -1,0 +1,154 @@
+"""The expensive measures, one entry each (torch-free: the measure modules are imported
+when a measure is computed, so the events stage and the cost model read this without torch).
+
+An entry says everything the project knows about one kind in ``measures.which``: the
+table measures it writes to measures.csv, each with the direction of its transition
+("collapse": falls, detected as RankMe's; "rise": grows, detected mirrored) and the
+variant its precursor.json entry reads (headline variant); its settings block in the
+``measures:`` config with the defaults; the seeded training sample it uses (pool); the
+function giving its rows at one checkpoint; its cost per checkpoint (``geoanatomy.cost``).
+
+=========  ===============================  =========  =================  ===========
+kind       table measures                   direction  headline variant   config block
+=========  ===============================  =========  =================  ===========
+grad_rank  grad_erank, grad_cov_erank       collapse   roy_vetterli       grad
+hessian    hessian_top                      rise       power_iteration    hessian
+llc        llc                              rise       sgld               llc
+=========  ===============================  =========  =================  ===========
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+# settings every expensive-measure row carries
+COMMON_SETTINGS = {"loss": "answer cross-entropy, mean over answer tokens",
+                   "data": "fixed training-distribution sample"}
+
+
+@dataclass(frozen=True)
+class TableMeasure:
+    """One measure name of measures.csv: how its events are read."""
+    name: str
+    direction: str            # "collapse" | "rise"
+    headline_variant: str
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One expensive measure kind (module doc)."""
+    name: str                               # the kind in measures.which
+    writes: tuple[TableMeasure, ...]
+    config_key: str                         # its settings block in measures: (and its pool's name)
+    defaults: dict
+    pool_size_key: str                      # the setting that sizes its training sample
+    seeded: bool                            # gets a per-run random seed
+    compute: Callable                       # (model, pool, n_answer, settings, seed, context) -> rows
+    cost: Callable                          # (settings, size, positions, device) -> seconds per checkpoint
+
+    def rows(self, model, pool, n_answer: int, settings: dict, seed: int | None, context: dict) -> list[dict]:
+        """Rows (without run/step) at the model's current weights. ``context`` is shared by
+        the kinds measured at one checkpoint (the LLC reads the Hessian's top eigenvalue)."""
+        return self.compute(model, pool, n_answer, settings, seed, context)
+
+    def seconds_per_checkpoint(self, settings: dict, size: str, positions: int, device: str) -> float:
+        """Expected seconds of this measure at one checkpoint (worst case)."""
+        return self.cost(settings, size, positions, device)
+
+
+def row(measure: str, variant: str, n, value, settings: dict) -> dict:
+    """One measures.csv row (without run/step) of an all-parameter measure."""
+    return {"measure": measure, "layer": "all_params", "layer_index": -1, "position": "answer",
+            "variant": variant, "n_samples": int(n), "value": float(value), "settings": settings}
+
+
+# -------------------------------------------------------------------- grad_rank
+def _grad_rank_rows(model, pool, n_answer, g, seed, context):
+    from .grad_rank import grad_ranks
+    r = grad_ranks(model, pool, n_answer, eps=float(g["rankme_eps"]), method=g["method"],
+                   max_bytes=int(g["max_mbytes"]) * 2**20)
+    st = dict(COMMON_SETTINGS, n_samples=r["n_samples"], eps=r["eps"], method=r["method"], n_params=r["n_params"],
+              param_groups=r["param_groups"], gram="float64 via G G^T (N x N)",
+              top_singular_value=r["top_singular_value"])
+    rows = [row("grad_erank", v, r["n_samples"], val, dict(st, centred=False)) for v, val in r["grad"].items()]
+    rows += [row("grad_cov_erank", v, r["n_samples"], val, dict(st, centred=True)) for v, val in r["grad_cov"].items()]
+    return rows
+
+
+def _grad_rank_cost(g, size, positions, device):
+    from ..cost import grad_rank_flops, op_seconds
+    return op_seconds("grad_rank", size, grad_rank_flops(size, int(g["n_samples"]), positions), device)
+
+
+# ---------------------------------------------------------------------- hessian
+def _hessian_rows(model, pool, n_answer, h, seed, context):
+    from .hessian import hessian_top
+    r = hessian_top(model, pool, n_answer, max_iter=int(h["max_iter"]), tol=float(h["tol"]), seed=seed)
+    st = dict(COMMON_SETTINGS, batch_size=r["batch_size"], max_iter=r["max_iter"], tol=r["tol"],
+              iterations=r["iterations"], converged=r["converged"], seed=r["seed"], batch_loss=r["loss"],
+              n_params=r["n_params"], mode="eval", attention="math", method="power iteration, double-backward HVP")
+    context["hessian_top"] = r["value"]
+    return [row("hessian_top", "power_iteration", r["batch_size"], r["value"], st)]
+
+
+def _hessian_cost(h, size, positions, device):
+    from ..cost import hvp_flops, op_seconds
+    return int(h["max_iter"]) * op_seconds("hvp", size, hvp_flops(size, int(h["batch_size"]), positions), device)
+
+
+# -------------------------------------------------------------------------- llc
+def _llc_rows(model, pool, n_answer, c, seed, context):
+    from .llc import llc_at_checkpoint
+    r = llc_at_checkpoint(model, pool, n_answer, eps=float(c["eps"]), gamma=float(c["gamma"]),
+                          n_beta=None if c["n_beta"] is None else float(c["n_beta"]),
+                          chains=int(c["chains"]), draws=int(c["draws"]), burnin=int(c["burnin"]),
+                          batch_size=int(c["batch_size"]), seed=seed,
+                          disagree_threshold=float(c["disagree_threshold"]))
+    st = dict(COMMON_SETTINGS, **{k: r[k] for k in ("eps", "gamma", "n_beta", "n_beta_rule", "chains", "draws",
+                                                    "burnin", "batch_size", "n_data", "seed", "std", "per_chain",
+                                                    "init_loss", "mean_sampled_loss", "flags", "clean",
+                                                    "disagree_threshold", "drift")})
+    lam_top = context.get("hessian_top")
+    if lam_top is not None and math.isfinite(lam_top):
+        # SGLD on a quadratic of curvature n_beta*lam is stable iff eps*n_beta*lam < 4
+        st["eps_nbeta_lambda"] = r["eps"] * r["n_beta"] * lam_top
+        if st["eps_nbeta_lambda"] >= 4 and "unstable_step" not in st["flags"]:
+            st["flags"] = st["flags"] + ["unstable_step"]
+            st["clean"] = False
+    return [row("llc", "sgld", r["n_data"], r["value"], st)]
+
+
+def _llc_cost(c, size, positions, device):
+    from ..cost import forward_flops_per_token, op_seconds, sgld_step_flops
+    n_sgld = int(c["chains"]) * (int(c["draws"]) + int(c["burnin"]))
+    return (n_sgld * op_seconds("sgld", size, sgld_step_flops(size, int(c["batch_size"]), positions), device)
+            + op_seconds("eval", size, forward_flops_per_token(size, positions) * int(c["n_data"]) * positions,
+                         device))
+
+
+_ENTRIES = (
+    Measure("grad_rank", (TableMeasure("grad_erank", "collapse", "roy_vetterli"),
+                          TableMeasure("grad_cov_erank", "collapse", "roy_vetterli")),
+            "grad", {"n_samples": 64, "method": "vmap", "max_mbytes": 256, "rankme_eps": 1e-7},
+            "n_samples", False, _grad_rank_rows, _grad_rank_cost),
+    Measure("hessian", (TableMeasure("hessian_top", "rise", "power_iteration"),),
+            "hessian", {"batch_size": 32, "max_iter": 100, "tol": 1e-3},
+            "batch_size", True, _hessian_rows, _hessian_cost),
+    Measure("llc", (TableMeasure("llc", "rise", "sgld"),),
+            "llc", {"eps": 3e-5, "gamma": 1e4, "n_beta": 30.0, "chains": 2, "draws": 20, "burnin": 5,
+                    "batch_size": 32, "n_data": 512, "disagree_threshold": 0.5},
+            "n_data", True, _llc_rows, _llc_cost),
+)
+
+MEASURES: dict[str, Measure] = {m.name: m for m in _ENTRIES}
+TABLE_MEASURES: dict[str, TableMeasure] = {t.name: t for m in _ENTRIES for t in m.writes}
+DIRECTIONS = {name: t.direction for name, t in TABLE_MEASURES.items()}
+HEADLINE_VARIANT = {name: t.headline_variant for name, t in TABLE_MEASURES.items()}
+
+
+def measure(kind: str) -> Measure:
+    """The registry entry of ``kind``; ValueError naming the allowed kinds otherwise."""
+    if kind not in MEASURES:
+        raise ValueError(f"unknown expensive measure {kind!r}; allowed: {list(MEASURES)}")
+    return MEASURES[kind]

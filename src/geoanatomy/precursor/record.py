@@ -1,0 +1,253 @@
+"""A run's events record (the body of precursor.json) from its tables' curves (torch-free).
+
+The algorithmic runs' record (``events_record``; docs/outputs.md): top-level run facts and
+behavioural events, then ``measures.<name>`` per geometric measure with the headline
+layer's curve events and precursor verdict, plus ``per_layer`` events for every layer;
+with probes a top-level ``probes`` entry. The Pythia branch and the scanner build theirs
+from the same pieces (``layer_events``, ``headline_entry``, ``rankme_entry``). The
+detectors are ``geoanatomy.events``, the rules ``precursor.rules``; thresholds are the
+``events:`` block's, so every measure is judged by the same numbers as RankMe.
+
+Behaviour: acquisition (chance-normalised accuracy of the whole answer, and of its first
+token), log-probability emergence over the input-blind baseline, the loss-plateau exit
+(``plateau_rule``: "matched" = the matched onset of the training-sample loss measured from
+the input-blind loss; "margin" = the legacy margin rule), divergence (a non-finite loss).
+
+Geometric measures, each with the direction of its transition
+(``measures.registry``):
+
+collapse (rankme, rankme_centred, grad_erank, grad_cov_erank)
+    the curve's falling events (``events.curve_entry``): collapse, floor, recovery.
+rise (hessian_top, llc)
+    these grow during learning (sharpening; a more complex solution), so the mirror image
+    is detected: rise, peak, settle. The configured transition maps collapse -> rise,
+    floor -> peak, recovery -> settle.
+
+Precursor (both directions, ``precursor_verdict``): the measure transitioned (collapsed /
+risen), and the transition step passes ``is_precursor`` against acquisition. Points whose
+row is flagged (LLC negative / chains disagree / non-finite; power iteration not
+converged) are left out of the curve; ``n_flagged`` and ``flagged_steps`` say which.
+
+Probes: per layer the probe acquisition step, defined like behavioural acquisition: the
+first checkpoint whose chance-normalised probe accuracy (acc - chance) / (1 - chance) is
+>= ``acquisition_threshold`` (0.5) there and at the next persist - 1 probed checkpoints.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from .. import events as ev
+from ..measures.registry import DIRECTIONS, HEADLINE_VARIANT
+from ..table import curve, select
+from .rules import SCHEMA_VERSION, difficulty, is_precursor, precursor_verdict
+
+RANKME_ENTRIES = {"rankme": "uncentred", "rankme_centred": "centred"}
+RISE_NAMES = {"collapse": "rise", "floor": "peak", "recovery": "settle"}
+# per-checkpoint diagnostics that are not settings of the measure
+PER_POINT = {"selected_because", "iterations", "converged", "batch_loss", "std", "per_chain", "init_loss",
+             "mean_sampled_loss", "flags", "clean", "drift", "top_singular_value"}
+
+
+# ------------------------------------------------------------------------- RankMe
+def mean_shares(df, layer: str, position: str, steps_wanted: dict) -> dict:
+    """Mean share of the RankMe matrix at the named steps (init, extreme, final...)."""
+    s, v = curve(df, "mean_share", layer=layer, position=position)
+    at = dict(zip(s.tolist(), v.tolist()))
+    return {k: (at.get(t) if t is not None else None) for k, t in steps_wanted.items()}
+
+
+def layer_events(df, e: dict, position: str, variant: str, facts=None) -> dict:
+    """{layer: falling-curve events of RankMe at ``position`` / ``variant``} for every layer
+    of ``df``'s rankme rows, in depth order; ``facts(layer, events)`` -> dict of keys the
+    writer adds to each layer's entry."""
+    layers = list(dict.fromkeys(select(df, "rankme").sort_values("layer_index", kind="stable")["layer"]))
+    per_layer = {}
+    for name in layers:
+        s, v = curve(df, "rankme", layer=name, position=position, variant=variant)
+        cev = ev.curve_entry(s, v, "down", e)
+        if facts is not None:
+            cev.update(facts(name, cev))
+        per_layer[name] = cev
+    return per_layer
+
+
+def headline_entry(per_layer: dict, layer: str, t_acq, e: dict) -> dict:
+    """The headline layer's events (empty events if the table lacks it) with its precursor
+    verdict against acquisition at t_acq."""
+    head = dict(per_layer.get(layer) or ev.curve_entry([], [], "down", e))
+    head.update(precursor_verdict(head, t_acq, e["transition"], e["precursor_min_gap_frac"]))
+    return head
+
+
+def rankme_entry(df, variant: str, t_acq, e: dict, n_eval: int, eps: float) -> dict:
+    """precursor.json entry of RankMe in one variant: the headline layer's events, precursor
+    verdict and the mean share at its init, floor and final steps; events of every layer."""
+    layer, pos = ev.headline_layer(e), e["position"]
+    per_layer = layer_events(df, e, pos, variant,
+                             lambda name, _: {"constant_by_construction": bool(name == "embed" and pos == "first")})
+    head = headline_entry(per_layer, layer, t_acq, e)
+    s, _ = curve(df, "rankme", layer=layer, position=pos, variant=variant)
+    head["mean_share"] = mean_shares(df, layer, pos, {
+        "init": int(s[0]) if len(s) else None, "floor": head.get("floor_step"),
+        "final": int(s[-1]) if len(s) else None})
+    return {"layer": layer, "position": pos, "variant": variant, "direction": "collapse",
+            "n_samples": n_eval, "eps": eps, **head, "per_layer": per_layer}
+
+
+# ------------------------------------------------------------- expensive measures
+def _flagged(settings: str) -> bool:
+    st = json.loads(settings) if isinstance(settings, str) and settings else {}
+    return bool(st.get("flags")) or st.get("converged") is False
+
+
+def measure_entry(mdf, measure: str, t_acq, cfg_events: dict) -> dict:
+    """The precursor.json entry of one expensive measure from measures.csv rows (DataFrame)."""
+    e = cfg_events
+    variant = HEADLINE_VARIANT[measure]
+    sub = select(mdf, measure, variant=variant)
+    flags = np.array([_flagged(x) for x in sub["settings"]], dtype=bool)
+    steps = sub["step"].to_numpy(np.int64)
+    vals = sub["value"].to_numpy(np.float64).copy()
+    vals[flags] = np.nan
+    settings = {}
+    if len(sub):
+        st = json.loads(sub["settings"].iloc[0])
+        settings = {k: v for k, v in st.items() if k not in PER_POINT}
+    direction = DIRECTIONS[measure]
+    entry = {"layer": "all_params", "position": "answer", "variant": variant, "direction": direction,
+             "n_samples": int(sub["n_samples"].iloc[0]) if len(sub) else None,
+             "n_points": int(len(sub)), "measured_steps": [int(x) for x in steps],
+             "n_flagged": int(flags.sum()), "flagged_steps": [int(x) for x in steps[flags]]}
+    entry.update(ev.curve_entry(steps, vals, "down" if direction == "collapse" else "up", e))
+    if direction == "collapse":
+        entry.update(precursor_verdict(entry, t_acq, e["transition"], e["precursor_min_gap_frac"]))
+    else:
+        like = {"collapsed": entry["risen"], "collapse_step": entry["rise_step"], "floor_step": entry["peak_step"],
+                "recovery_step": entry["settle_step"]}
+        pre = precursor_verdict(like, t_acq, e["transition"], e["precursor_min_gap_frac"])
+        pre["transition"] = RISE_NAMES[pre["transition"]]
+        pre["gaps"] = {RISE_NAMES[k]: v for k, v in pre["gaps"].items()}
+        entry.update(pre)
+    entry["settings"] = settings
+    return entry
+
+
+def measure_entries(mdf, t_acq, cfg_events: dict) -> dict:
+    """{measure: entry} for every expensive measure present in measures.csv (registry order)."""
+    present = set(mdf["measure"])
+    return {m: measure_entry(mdf, m, t_acq, cfg_events) for m in DIRECTIONS if m in present}
+
+
+# -------------------------------------------------------------------------- probes
+def probe_entry(pdf, t_acq, cfg_events: dict, headline_layer: str = "ln_final", t_acq_first=None) -> dict:
+    """precursor.json ``probes`` entry: probe acquisition step per layer (module doc).
+
+    A probe at position "first" predicts the first answer token, so it is compared with the
+    acquisition of that token (``t_acq_first``: first-token accuracy, chance-normalised,
+    same threshold and persistence), not with whole-answer exact match, which a multi-token
+    answer reaches later by construction. Other positions are compared with ``t_acq``."""
+    e = cfg_events
+    pos = e["position"] if e["position"] in set(pdf["position"]) else "first"
+    if pos == "first":
+        t_acq, compared_with = t_acq_first, "first-token acquisition"
+    else:
+        compared_with = "whole-answer acquisition"
+    per_layer = {}
+    sub = pdf[(pdf["measure"] == "probe_accuracy_norm") & (pdf["position"] == pos)]
+    for (li, layer), g in sorted(sub.groupby(["layer_index", "layer"]), key=lambda kv: kv[0][0]):
+        g = g.sort_values("step")
+        s, v = g["step"].to_numpy(np.int64), g["value"].to_numpy(np.float64)
+        t = ev.acquisition_step(s, v, e["acquisition_threshold"], e["persist"])
+        st = json.loads(g["settings"].iloc[0]) if len(g) else {}
+        acc = pdf[(pdf["measure"] == "probe_accuracy") & (pdf["layer"] == layer) & (pdf["position"] == pos)]
+        ch = pdf[(pdf["measure"] == "probe_chance") & (pdf["layer"] == layer) & (pdf["position"] == pos)]
+        per_layer[layer] = {
+            "layer_index": int(li), "acquisition_step": t,
+            "before_behaviour": bool(t is not None and t_acq is not None and t < t_acq),
+            "gap_steps": (t_acq - t) if (t is not None and t_acq is not None) else None,
+            "precursor": is_precursor(t, t_acq, e["precursor_min_gap_frac"]),
+            "final_accuracy": float(acc.sort_values("step")["value"].iloc[-1]) if len(acc) else None,
+            "chance": float(ch["value"].iloc[0]) if len(ch) else None,
+            "constant_by_construction": bool(st.get("constant_by_construction", False)),
+        }
+    real = {k: v for k, v in per_layer.items() if not v["constant_by_construction"] and v["acquisition_step"] is not None}
+    earliest = min(real, key=lambda k: (real[k]["acquisition_step"], -per_layer[k]["layer_index"])) if real else None
+    head = per_layer.get(headline_layer, {})
+    any_row = json.loads(sub["settings"].iloc[0]) if len(sub) else {}
+    return {
+        "measure": "probe_accuracy_norm", "position": pos, "layer": headline_layer,
+        "compared_with": compared_with, "behaviour_acquisition_step": t_acq,
+        "definition": f"first probed checkpoint with chance-normalised probe accuracy >= "
+                      f"{e['acquisition_threshold']} for {e['persist']} consecutive probed checkpoints",
+        "acquisition_step": head.get("acquisition_step"), "gap_steps": head.get("gap_steps"),
+        "precursor": head.get("precursor", False),
+        "earliest_layer": earliest, "earliest_acquisition_step": real[earliest]["acquisition_step"] if earliest else None,
+        "n_test": int(sub["n_samples"].iloc[0]) if len(sub) else None,
+        "n_checkpoints": int(sub["step"].nunique()),
+        "settings": {k: v for k, v in any_row.items()
+                     if k not in ("answer_token", "n_classes", "converged", "n_iter", "train_accuracy",
+                                  "constant_by_construction")},
+        "per_layer": per_layer,
+    }
+
+
+# ---------------------------------------------------------------------- the record
+def events_record(facts: dict, df, cfg_events: dict, baselines: dict, n_eval: int, eps: float,
+               diverged: bool = False, measures_df=None, probes_df=None) -> dict:
+    """The precursor.json dict of one algorithmic run (module doc; not yet ``json_safe``).
+
+    ``facts``: run, task, level, size, seed, control, level_params, n_params, steps (in this
+    order); ``df``: metrics.csv rows; ``baselines``: the training distribution's chance and
+    input-blind levels (``geoanatomy.baselines``); ``diverged``: training said so (a
+    non-finite loss in the table also counts). ``measures``: ``rankme`` (uncentred, as
+    defined) and ``rankme_centred`` side by side; with ``measures_df`` (measures.csv) every
+    expensive measure present; with ``probes_df`` (probes.csv) a top-level ``probes`` entry."""
+    e, base = cfg_events, baselines
+    p = e["persist"]
+    steps, acc_norm = curve(df, "accuracy_norm", position="answer")
+    _, acc = curve(df, "accuracy", position="answer")
+    t_acq = ev.acquisition_step(steps, acc_norm, e["acquisition_threshold"], p)
+    s1, acc1 = curve(df, "accuracy_norm", position="first")
+    t_acq_first = ev.acquisition_step(s1, acc1, e["acquisition_threshold"], p)
+    s_lp, lp = curve(df, "logprob_per_token")
+    t_lp = ev.emergence_step(s_lp, lp, base["logprob_per_token"], e["logprob_margin"], p)
+    s_tl, tl = curve(df, "loss", variant="train")
+    blind_loss = -base["train_logprob_per_token"]
+    if e["plateau_rule"] == "margin":
+        t_plateau = ev.plateau_exit_step(s_tl, tl, base["train_logprob_per_token"], e["logprob_margin"], p)
+    else:  # the matched onset of the loss curve, measured from the input-blind level
+        m = ev.matched_events(s_tl, tl, "down", start=blind_loss, onset_frac=e["onset_frac"],
+                              extreme_tol=e["extreme_tol"], return_frac=e["return_frac"],
+                              min_change=e["collapse_drop"], persist=p)
+        t_plateau = m["onset_step"]
+    _, batch_loss = curve(df, "train_loss")
+    diverged = (bool(diverged) or not np.all(np.isfinite(tl)) or not np.all(np.isfinite(batch_loss)))
+
+    out = {
+        "schema_version": SCHEMA_VERSION, **facts,
+        "n_checkpoints": int(len(steps)), "diverged": diverged,
+        "acquired": t_acq is not None, "acquisition_step": t_acq,
+        "first_token_acquisition_step": t_acq_first,
+        "logprob_emergence_step": t_lp, "loss_plateau_exit_step": t_plateau,
+        "difficulty": difficulty(t_acq, e["easy_max_step"], diverged),
+        "final_accuracy": float(acc[-1]) if len(acc) else None,
+        "max_accuracy": float(np.nanmax(acc)) if len(acc) and np.isfinite(acc).any() else None,
+        "chance_accuracy": base["chance_accuracy"], "first_token_chance": base["first_token_chance"],
+        "baseline_logprob_per_token": base["logprob_per_token"],
+        "baselines": base,
+        "eval": {"n_samples": n_eval, "split": "held-out", "positions": {
+            "first": "position predicting the first answer token",
+            "answer_mean": "mean over positions predicting answer tokens"},
+            "plateau_exit": f"{e['plateau_rule']} rule on the float64 loss of a fixed training sample at "
+                            f"the checkpoint's weights, from the input-blind loss {blind_loss:.4f}"},
+        "events_settings": dict(e),
+        "measures": {name: rankme_entry(df, variant, t_acq, e, n_eval, eps)
+                     for name, variant in RANKME_ENTRIES.items()},
+    }
+    if measures_df is not None:
+        out["measures"].update(measure_entries(measures_df, t_acq, e))
+    if probes_df is not None and len(probes_df):
+        out["probes"] = probe_entry(probes_df, t_acq, e, ev.headline_layer(e), t_acq_first)
+    return out

@@ -1,0 +1,85 @@
+"""The expensive-measure registry (geoanatomy.measures.registry) against the config, the
+tables and the cost model."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from geoanatomy import cost
+from geoanatomy.config import DEFAULTS, load_schema
+from geoanatomy.measures import DIRECTIONS, HEADLINE_VARIANT, MEASURES, TABLE_MEASURES, measure
+from geoanatomy.model import GPT, ModelConfig
+from geoanatomy.stages.measures import measure_checkpoint
+
+
+def test_registry_names_are_the_config_schema_enum():
+    schema = load_schema()
+    assert schema["properties"]["measures"]["properties"]["which"]["items"]["enum"] == list(MEASURES)
+    assert DEFAULTS["measures"]["which"] == list(MEASURES)
+
+
+def test_registry_defaults_are_the_config_defaults():
+    blocks = {k for k, v in DEFAULTS["measures"].items() if isinstance(v, dict)}
+    assert blocks == {m.config_key for m in MEASURES.values()}
+    for m in MEASURES.values():
+        assert m.defaults == DEFAULTS["measures"][m.config_key], m.name
+        assert m.pool_size_key in m.defaults
+
+
+def test_table_measures_directions_and_headline_variants():
+    assert {k: [t.name for t in m.writes] for k, m in MEASURES.items()} == {
+        "grad_rank": ["grad_erank", "grad_cov_erank"], "hessian": ["hessian_top"], "llc": ["llc"]}
+    assert DIRECTIONS == {"grad_erank": "collapse", "grad_cov_erank": "collapse", "hessian_top": "rise",
+                          "llc": "rise"}
+    assert HEADLINE_VARIANT == {"grad_erank": "roy_vetterli", "grad_cov_erank": "roy_vetterli",
+                                "hessian_top": "power_iteration", "llc": "sgld"}
+    assert list(TABLE_MEASURES) == list(DIRECTIONS)             # the order of precursor.json's entries
+    with pytest.raises(ValueError, match="unknown expensive measure 'fisher'"):
+        measure("fisher")
+
+
+def test_each_measure_writes_its_table_measures():
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(n_layer=1, d_model=16, n_head=2, vocab_size=12, block_size=10, attn_impl="math"))
+    g = torch.Generator().manual_seed(0)
+    pools = {k: torch.randint(0, 12, (n, 8), generator=g) for k, n in (("grad", 6), ("hessian", 6), ("llc", 12))}
+    cfg = {"grad": {**MEASURES["grad_rank"].defaults, "n_samples": 6},
+           "hessian": {**MEASURES["hessian"].defaults, "batch_size": 6, "max_iter": 3},
+           "llc": {**MEASURES["llc"].defaults, "n_data": 12, "batch_size": 4, "draws": 2, "burnin": 1, "chains": 1}}
+    timings = {}
+    rows = measure_checkpoint(model, pools, 2, cfg, {"hessian": 1, "llc": 2}, list(MEASURES), timings)
+    assert set(timings) == set(MEASURES)
+    for m in MEASURES.values():
+        mine = measure_checkpoint(model, pools, 2, cfg, {"hessian": 1, "llc": 2}, [m.name])
+        assert {r["measure"] for r in mine} == {t.name for t in m.writes}, m.name
+        for t in m.writes:
+            assert t.headline_variant in {r["variant"] for r in mine if r["measure"] == t.name}
+    assert [r["measure"] for r in rows][-2:] == ["hessian_top", "llc"]       # the order of measures.which
+    llc = rows[-1]["settings"]
+    assert llc["eps_nbeta_lambda"] == pytest.approx(llc["eps"] * llc["n_beta"] * rows[-2]["value"])
+    alone = measure_checkpoint(model, pools, 2, cfg, {"hessian": 1, "llc": 2}, ["llc"])[0]["settings"]
+    assert "eps_nbeta_lambda" not in alone                   # only with the Hessian measured first
+
+
+def test_cost_is_the_sum_of_the_registry_entries(repo):
+    from geoanatomy.config import load_config
+    cfg = load_config(repo / "config.yaml", workdir=None)
+    run = "cmp_L1_nano"
+    s = cost.run_shape(cfg, run)
+    m = cfg["measures"]
+    full = cost.work_seconds(cfg, "measures", run, "cpu")
+    for entry in MEASURES.values():
+        per_ck = entry.seconds_per_checkpoint(m[entry.config_key], "nano", s["positions"], "cpu")
+        assert per_ck > 0
+        without = {**cfg, "measures": {**m, "which": [k for k in m["which"] if k != entry.name]}}
+        n_sel = min(cost._every_k(s["checkpoints"], m["every_k"])
+                    + len(m["events"]) * (2 * int(m["around_events"]) + 1), s["checkpoints"])
+        assert full - cost.work_seconds(without, "measures", run, "cpu") == pytest.approx(n_sel * per_ck)
+
+
+def test_registry_cost_and_events_stage_import_without_torch():
+    code = ("import sys; import geoanatomy.measures, geoanatomy.cost, geoanatomy.stages.events, "
+            "geoanatomy.precursor; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
