@@ -80,8 +80,7 @@ def test_difficulty_vectorised_equals_scalar():
 
 
 def test_one_home_for_the_old_names():
-    assert ev.precursor is precursor_verdict               # the monitor's name for the verdict
     assert nulls.is_precursor is is_precursor
-    for gone in ("difficulty", "difficulty_by_step"):
+    for gone in ("precursor", "difficulty", "difficulty_by_step"):  # no second definition left
         assert not hasattr(ev, gone)
     assert SCHEMA_VERSION == 2

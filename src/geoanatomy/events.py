@@ -193,12 +193,3 @@ def curve_entry(steps, values, direction: str, cfg_events: dict, start: float | 
 def headline_layer(cfg_events: dict) -> str:
     """The events block's headline layer ("final" is an alias of ln_final)."""
     return "ln_final" if cfg_events["layer"] == "final" else cfg_events["layer"]
-
-
-def __getattr__(name):
-    # ``events.precursor`` is the precursor verdict, now ``precursor.precursor_verdict``; loaded
-    # on first use because geoanatomy.precursor imports this module.
-    if name == "precursor":
-        from .precursor import precursor_verdict
-        return precursor_verdict
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

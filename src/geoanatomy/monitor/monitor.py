@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import time
-import warnings
 from pathlib import Path
 from collections.abc import Callable, Iterable
 
@@ -13,7 +12,8 @@ import numpy as np
 import torch
 
 from ..defaults import DEFAULTS  # the events: thresholds' defaults
-from ..measures.rankme import mean_share, rankme
+from ..measures.geometry import matrix_rows
+from ..precursor import precursor_verdict
 from .callback import trainer_callback
 from .online import PROVISIONAL_NOTE, OnlineAcquisition, OnlineCollapse
 from .probe import Probe, _nll64, model_forward
@@ -188,16 +188,9 @@ class Monitor:
                     w = where.to(h.dtype)[..., None]
                     Z = (h * w).sum(1) / w.sum(1)                               # (B, d)
                 flag = {"constant_by_construction": True} if (const and li == 0) else {}
-                common = {**base, "layer": name, "layer_index": li, "position": pos, "n_samples": B}
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")                            # the N < d cap, logged once
-                    for variant, centred in (("uncentred", False), ("centred", True)):
-                        rows.append({**common, "measure": "rankme", "variant": variant,
-                                     "value": rankme(Z, centred=centred, eps=self.eps),
-                                     "settings": {"eps": self.eps, "max_rank": min(B, d), "source": "monitor",
-                                                  **flag}})
-                rows.append({**common, "measure": "mean_share", "variant": "", "value": mean_share(Z),
-                             "settings": {"definition": "||mean row||^2 / mean ||row||^2", **flag}})
+                rows += matrix_rows(Z, eps=self.eps, key={**base, "layer": name, "layer_index": li, "position": pos},
+                                    settings={"eps": self.eps, "max_rank": min(B, d), "source": "monitor", **flag},
+                                    share_settings=flag, quiet=True)               # the N < d cap, logged once
         return rows
 
     def _behaviour_rows(self, logits, ids, am, base) -> list[dict]:
@@ -271,7 +264,7 @@ class Monitor:
         if tr is None:
             return {}
         st = tr.state()
-        v = ev.precursor(st, t_acq, self.e["transition"], self.e["precursor_min_gap_frac"])
+        v = precursor_verdict(st, t_acq, self.e["transition"], self.e["precursor_min_gap_frac"])
         v["transition_status"] = st["status"].get(self.e["transition"])
         return v
 

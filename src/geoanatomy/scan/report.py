@@ -4,7 +4,7 @@
 Geometry: ``precursor.rankme_entry`` for both variants (``measures.rankme`` uncentred,
 ``measures.rankme_centred``): headline layer events, precursor verdict, mean share at init,
 floor and final steps, events of every layer; the detectors are ``geoanatomy.events``
-with the ``events:`` thresholds (``config.DEFAULTS["events"]`` unless given).
+with the ``events:`` thresholds (``defaults.DEFAULTS["events"]`` unless given).
 
 Behaviour, whichever the table has:
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import events as ev
-from ..config import DEFAULTS
+from ..defaults import DEFAULTS
 from ..files import json_safe
 from ..precursor import RANKME_ENTRIES, SCHEMA_VERSION, difficulty, easy_max_of_budget, rankme_entry
 from ..table import curve, select
