@@ -2,6 +2,10 @@
 
     python benchmarks/bench_measures.py [--run mod_L3] [--steps 200] [--llc-chains 4] [--llc-draws 50] [--llc-seeds 5]
     python benchmarks/bench_measures.py --llc-only          # only the LLC comparison (nano, ~1 CPU-minute)
+    python benchmarks/bench_measures.py --hessian-only [--run-dir results/mod_L3_nano]
+                                                            # only ours vs PyHessian at steps 22 and 1500
+    python benchmarks/bench_measures.py --llc-settings-only [--run-dir results/mod_L3_nano]
+                                                            # only the cheaper-LLC-settings check
 
 Trains a short run of the task at nano and at micro (config.yaml's settings, ``--steps``
 updates) in a temporary folder, then at the final checkpoint prints
@@ -27,13 +31,33 @@ updates) in a temporary folder, then at the final checkpoint prints
                    difference, i.e. the implementation difference without Monte Carlo noise.
                    Without devinterp installed, an independent plain-loop reference
                    (``reference_llc`` below) takes its place and (2) is skipped.
-  Hessian vs plain our power iteration (gradient graph built once, PyHessian's way) and a
-                   plain double-backward power iteration rebuilding the graph every
-                   iteration; same batch, start vector and tolerance: time ratio and relative
-                   difference.
+  Hessian vs plain ours (config's ``measures.hessian.method``, Lanczos when unset; gradient
+                   graph built once, PyHessian's way) and the same method rebuilding the
+                   double-backward graph for every product; same batch, start vector and
+                   tolerance: time ratio and relative difference.
+  Hessian vs       at checkpoints --at-steps (22, 1500) of a nano run of --run with
+   PyHessian       config.yaml's training schedule (trained here, 1,500 steps, unless
+                   --run-dir names a trained run folder): ours, PyHessian 0.1's
+                   ``hessian.eigenvalues(top_n=1)`` and our power iteration on the same batch
+                   (measures.hessian.batch_size), tol and max_iter, each from the same
+                   --hessian-seeds start vectors (PyHessian's torch.manual_seed(s) + randn per
+                   parameter). Per method: CPU seconds (total and per start vector), Hessian-
+                   vector products, eigenvalues and their largest relative error against a
+                   tight Lanczos (tol 1e-8); the time ratio ours / PyHessian. The iteration
+                   count of power iteration, and so its time, depends on the start vector (14
+                   to 46 products on one checkpoint): compare totals over start vectors.
+  LLC settings     at the same checkpoints, config.yaml's LLC (chains x (burnin + draws)) vs
+                   each --llc-settings "burnin+draws" (same chains), over --llc-settings-seeds
+                   seeds. Every chain runs for the longest setting once; a shorter setting is
+                   its prefix, which is exactly the shorter chain (same streams), so the
+                   comparison is paired. Per setting: mean, seed-to-seed s.d., mean s.d. over
+                   chains (the estimator's own spread), the paired difference from the default
+                   (+- s.e., and in units of the default's spread over chains), the share of
+                   flagged estimates (negative or chains disagreeing) and the SGLD steps.
 
 Writes the figures to benchmarks/out/bench_measures.json (--llc-only:
-bench_measures_llc.json) as well.
+bench_measures_llc.json, --hessian-only: bench_measures_hessian.json, --llc-settings-only:
+bench_measures_llc_settings.json) as well.
 """
 from __future__ import annotations
 
@@ -122,6 +146,15 @@ def main() -> None:
                     help="devinterp init_seed of repeat s: 100 + s*chains (independent) or s (shares noise streams)")
     ap.add_argument("--llc-only", action="store_true",
                     help="only the LLC comparison, at the first size (skips timings, probes and the Hessian check)")
+    ap.add_argument("--hessian-only", action="store_true", help="only the Hessian comparison with PyHessian")
+    ap.add_argument("--llc-settings-only", action="store_true", help="only the cheaper-LLC-settings check")
+    ap.add_argument("--run-dir", default=None,
+                    help="a trained nano run folder of --run (e.g. results/mod_L3_nano) for the PyHessian comparison "
+                         "and the LLC settings check; default: train one here with config.yaml's schedule")
+    ap.add_argument("--at-steps", default="22,1500", help="checkpoint steps of those two checks")
+    ap.add_argument("--hessian-seeds", type=int, default=8, help="start vectors per method and step")
+    ap.add_argument("--llc-settings", default="5+10", help="comma-separated burnin+draws settings to check")
+    ap.add_argument("--llc-settings-seeds", type=int, default=16, help="seeds per checkpoint of the LLC settings check")
     args = ap.parse_args()
 
     from geoanatomy.runtime import limit_threads
@@ -140,6 +173,16 @@ def main() -> None:
     base = load_config(REPO / "config.yaml")
     out: dict = {"run": args.run, "steps": args.steps, "torch": torch.__version__, "threads": 1, "sizes": {}}
     tmp = Path(tempfile.mkdtemp(prefix="bench_measures_"))
+    if args.hessian_only or args.llc_settings_only:
+        print(f"# bench_measures: {args.run}_nano, 1 thread, torch {torch.__version__}")
+        nano = _nano_run(args, tmp)
+        if args.hessian_only:
+            _hessian_vs_pyhessian(out, args, nano)
+        if args.llc_settings_only:
+            _llc_settings_check(out, args, nano)
+        _write(out, {(True, False): "bench_measures_hessian.json", (False, True): "bench_measures_llc_settings.json",
+                     (True, True): "bench_measures_nano.json"}[(args.hessian_only, args.llc_settings_only)])
+        return
     print(f"# bench_measures: {args.run} at {sizes}, {args.steps} training steps, 1 thread, torch {torch.__version__}")
 
     # the default grid's checkpoint count and the default subset size
@@ -179,10 +222,17 @@ def main() -> None:
         if not args.llc_only:
             _hessian_check(out, size, model, pools, na, m)
         _llc_check(out, args, size, model, pools, na, m, tmp)
+    if not args.llc_only:
+        nano = _nano_run(args, tmp)
+        _hessian_vs_pyhessian(out, args, nano)
+        _llc_settings_check(out, args, nano)
+    _write(out, "bench_measures_llc.json" if args.llc_only else "bench_measures.json")
 
+
+def _write(out: dict, name: str) -> None:
     od = REPO / "benchmarks" / "out"
     od.mkdir(parents=True, exist_ok=True)
-    of = od / ("bench_measures_llc.json" if args.llc_only else "bench_measures.json")
+    of = od / name
     of.write_text(json.dumps(out, indent=2, default=float) + "\n")
     print(f"\nwritten {of}")
 
@@ -223,21 +273,108 @@ def _timings(out, args, size, model, data, pools, na, m, seeds, cfg, t_train, st
           f"(training this {args.steps}-step run: {t_train:.1f} CPU-s)")
 
 
+def _hessian_method(h: dict) -> str:
+    """Our Hessian method: the config's ``measures.hessian.method``, Lanczos where it has none."""
+    return h.get("method", "lanczos")
+
+
 def _hessian_check(out, size, model, pools, na, m):
     """Hessian: ours (graph once) vs plain double backward (graph every iteration)."""
     from geoanatomy.measures.hessian import hessian_top
     h = m["hessian"]
-    ours, t_o, _ = cpu_time(hessian_top, model, pools["hessian"], na, h["max_iter"], h["tol"], 5)
-    plain, t_p, _ = cpu_time(hessian_top, model, pools["hessian"], na, h["max_iter"], h["tol"], 5, plain=True)
+    meth = _hessian_method(h)
+    ours, t_o, _ = cpu_time(hessian_top, model, pools["hessian"], na, h["max_iter"], h["tol"], 5, method=meth)
+    plain, t_p, _ = cpu_time(hessian_top, model, pools["hessian"], na, h["max_iter"], h["tol"], 5, plain=True,
+                             method=meth)
     out["hessian_vs_plain"] = {"ours": ours["value"], "plain": plain["value"], "iterations": [ours["iterations"],
                                plain["iterations"]], "time_ratio": t_o / t_p,
                                "rel_diff": abs(ours["value"] - plain["value"]) / abs(plain["value"]),
-                               "batch_size": h["batch_size"], "tol": h["tol"], "max_iter": h["max_iter"]}
+                               "batch_size": h["batch_size"], "tol": h["tol"], "max_iter": h["max_iter"],
+                               "method": meth}
     hv = out["hessian_vs_plain"]
-    print(f"\n## Hessian top eigenvalue ({size}, batch {h['batch_size']}, tol {h['tol']}, max_iter {h['max_iter']})")
+    print(f"\n## Hessian top eigenvalue ({size}, {meth}, batch {h['batch_size']}, tol {h['tol']}, "
+          f"max_iter {h['max_iter']})")
     print(f"  ours {ours['value']:.6g} ({ours['iterations']} it, {t_o:.2f} CPU-s)   plain double backward "
           f"{plain['value']:.6g} ({plain['iterations']} it, {t_p:.2f} CPU-s)")
     print(f"  time ratio ours/plain {hv['time_ratio']:.2f}   relative difference {hv['rel_diff']:.2e}")
+
+
+def _nano_run(args, tmp):
+    """(spec, config, run folder, training CPU-s) of the nano run of --run with config.yaml's
+    schedule: --run-dir, or trained here."""
+    from geoanatomy.config import load_config, run_spec
+    from geoanatomy.stages.train import run as train_run
+    task, level = args.run.split("_")
+    cfg = load_config(REPO / "config.yaml", overrides={"grid": [{"tasks": [task], "levels": [level], "sizes": ["nano"]}],
+                                                       "results_dir": str(tmp), "allow_results_outside_workdir": True})
+    spec = run_spec(cfg, f"{args.run}_nano")
+    if args.run_dir:
+        return spec, cfg, Path(args.run_dir), None
+    rd = tmp / "full_schedule" / spec.name
+    _, t_train, _ = cpu_time(train_run, spec, rd, device="cpu", log=lambda *a, **k: None)
+    return spec, cfg, rd, t_train
+
+
+def _at_steps(args, rd):
+    """The checkpoint steps --at-steps, each checked to exist in run folder rd."""
+    from geoanatomy.checkpoints import list_checkpoints
+    steps = [int(x) for x in args.at_steps.split(",")]
+    have = list_checkpoints(rd / "checkpoints")
+    missing = [s for s in steps if s not in have]
+    if missing:
+        raise SystemExit(f"{rd}: no checkpoint at steps {missing} (has {have[:8]} .. {have[-3:]})")
+    return steps
+
+
+def _hessian_vs_pyhessian(out, args, nano):
+    """Ours vs PyHessian 0.1 (and our power iteration) at --at-steps of a nano run (module doc)."""
+    import numpy as np
+
+    from geoanatomy.checkpoints import load_weights
+    from geoanatomy.measures.hessian import hessian_top, pyhessian_top
+    from geoanatomy.stages.common import build
+    from geoanatomy.stages.measures import train_sample
+    spec, cfg, rd, t_train = nano
+    h = cfg["measures"]["hessian"]
+    meth, tol, max_iter, B = _hessian_method(h), float(h["tol"]), int(h["max_iter"]), int(h["batch_size"])
+    steps = _at_steps(args, rd)
+    model, data = build(spec, "cpu")
+    na = data.spec.n_answer
+    seq = __import__("torch").as_tensor(train_sample(data, B, "hessian"))
+    seeds = list(range(1, args.hessian_seeds + 1))
+    fns = {f"ours ({meth})": lambda s: hessian_top(model, seq, na, max_iter, tol, s, method=meth),
+           "PyHessian 0.1": lambda s: pyhessian_top(model, seq, na, max_iter, tol, s),
+           "ours (power)": lambda s: hessian_top(model, seq, na, max_iter, tol, s, method="power")}
+    names = list(fns)
+    res = {"run": str(rd), "train_cpu_s": t_train, "method": meth, "tol": tol, "max_iter": max_iter,
+           "batch_size": B, "seeds": seeds, "steps": {}}
+    print(f"\n## Hessian: ours vs PyHessian 0.1 ({spec.name}, {rd}); batch {B}, tol {tol}, max_iter {max_iter}; "
+          f"{len(seeds)} start vectors (torch seeds {seeds[0]}..{seeds[-1]}), the same for every method")
+    for step in steps:
+        load_weights(rd / "checkpoints" / f"step_{step:06d}.safetensors", model)
+        ref = hessian_top(model, seq, na, 1000, 1e-8, 0, method="lanczos")
+        runs = {n: [] for n in names}
+        for i, s in enumerate(seeds):                                    # rotate the order: no method always first
+            for n in names[i % 3:] + names[:i % 3]:
+                r, t, _ = cpu_time(fns[n], s)
+                runs[n].append((t, r["iterations"], r["value"]))
+        row = {"reference": ref["value"], "reference_iterations": ref["iterations"]}
+        for n in names:
+            t, it, v = (np.array(x, dtype=float) for x in zip(*runs[n]))
+            row[n] = {"cpu_s": t.tolist(), "cpu_s_total": float(t.sum()), "products": it.astype(int).tolist(),
+                      "values": v.tolist(), "max_rel_error": float(np.max(np.abs(v - ref["value"])) / abs(ref["value"]))}
+        ours, ph = row[names[0]], row[names[1]]
+        row["time_ratio_ours_pyhessian"] = ours["cpu_s_total"] / ph["cpu_s_total"]
+        res["steps"][str(step)] = row
+        print(f"  step {step}: top eigenvalue {ref['value']:.6g} (Lanczos, tol 1e-8, {ref['iterations']} products)")
+        for n in names:
+            x = row[n]
+            print(f"    {n:<16} {x['cpu_s_total']:6.2f} CPU-s ({x['cpu_s_total'] / len(seeds):.3f} per start)  "
+                  f"products {np.mean(x['products']):5.1f} [{min(x['products'])}..{max(x['products'])}]  "
+                  f"eigenvalue {np.mean(x['values']):.6g} [{min(x['values']):.6g}..{max(x['values']):.6g}]  "
+                  f"largest rel. error {x['max_rel_error']:.1e}")
+        print(f"    time ratio ours/PyHessian {row['time_ratio_ours_pyhessian']:.2f}")
+    out["hessian_vs_pyhessian"] = res
 
 
 def _mean_se(x):
@@ -313,6 +450,56 @@ def _llc_check(out, args, size, model, pools, na, m, tmp):
     if paired:
         print(f"  paired (ours with rng='devinterp': devinterp's noise and minibatch streams, same init_seeds): "
               f"largest per-chain |ours - devinterp| {max(paired):.2e}")
+
+
+def _llc_settings_check(out, args, nano):
+    """config.yaml's LLC vs cheaper burnin+draws settings, paired by prefix (module doc)."""
+    import numpy as np
+    import torch
+
+    from geoanatomy.checkpoints import load_weights
+    from geoanatomy.measures.llc import llc_at_checkpoint
+    from geoanatomy.stages.common import build
+    from geoanatomy.stages.measures import train_sample
+    spec, cfg, rd, _ = nano
+    L = cfg["measures"]["llc"]
+    default = (int(L["burnin"]), int(L["draws"]))
+    settings = {f"{b}+{d}": (b, d) for b, d in
+                [default] + [tuple(int(x) for x in t.split("+")) for t in args.llc_settings.split(",") if t]}
+    longest = max(b + d for b, d in settings.values())
+    steps = _at_steps(args, rd)
+    model, data = build(spec, "cpu")
+    na = data.spec.n_answer
+    pool = torch.as_tensor(train_sample(data, int(L["n_data"]), "llc"))
+    kw = dict(eps=L["eps"], gamma=L["gamma"], n_beta=L["n_beta"], chains=int(L["chains"]), batch_size=int(L["batch_size"]),
+              disagree_threshold=float(L["disagree_threshold"]))
+    seeds = [1000 + s for s in range(args.llc_settings_seeds)]
+    res = {"run": str(rd), "default": f"{default[0]}+{default[1]}", "chains": kw["chains"], "seeds": seeds, "steps": {}}
+    print(f"\n## LLC settings ({spec.name}): {kw['chains']} chains x (burnin + draws), default {default[0]}+{default[1]}, "
+          f"vs {list(settings)[1:]}; {len(seeds)} seeds; paired (a shorter chain is the longer one's prefix)")
+    for step in steps:
+        load_weights(rd / "checkpoints" / f"step_{step:06d}.safetensors", model)
+        runs = [llc_at_checkpoint(model, pool, na, burnin=0, draws=longest, seed=s, **kw) for s in seeds]
+        trace = np.stack([r["loss_trace"] for r in runs])                # (seeds, chains, longest)
+        init, nb = runs[0]["init_loss"], runs[0]["n_beta"]
+        row, base = {}, None
+        print(f"  step {step} (loss at the checkpoint {init:.4g}):")
+        for name, (b, d) in settings.items():
+            per_chain = nb * (trace[:, :, b:b + d].mean(2) - init)     # (seeds, chains)
+            est, spread = per_chain.mean(1), per_chain.std(1)            # spread: population s.d. over chains
+            flagged = (est < 0) | ((spread > kw["disagree_threshold"] * np.abs(est)) if kw["chains"] >= 2 else False)
+            base = (est, spread) if base is None else base
+            diff = est - base[0]
+            x = {"sgld_steps": kw["chains"] * (b + d), "mean": float(est.mean()), "seed_sd": float(est.std(ddof=1)),
+                 "chain_sd": float(spread.mean()), "diff": float(diff.mean()),
+                 "diff_se": float(diff.std(ddof=1) / math.sqrt(len(diff))),
+                 "diff_in_default_chain_sd": float(diff.mean() / base[1].mean()), "flagged": float(np.mean(flagged))}
+            row[name] = x
+            print(f"    {name:<6} {x['sgld_steps']:3d} SGLD steps  llc {x['mean']:.4f} (seed s.d. {x['seed_sd']:.4f}, "
+                  f"chain s.d. {x['chain_sd']:.4f})  vs default {x['diff']:+.4f} +- {x['diff_se']:.4f} "
+                  f"= {x['diff_in_default_chain_sd']:+.2f} default chain s.d.  flagged {x['flagged']:.2f}")
+        res["steps"][str(step)] = row
+    out["llc_settings"] = res
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """SGLD LLC on quadratics with known answers: d/2 at a regular minimum, k/2 with flat
 directions, negative off the minimum, flags, determinism, weights restored; a minibatch-
 dependent quadratic whose exact expectation pins down which loss is recorded (minibatch,
-before the step), the noise scale, n_beta, gamma and burn-in; and, when devinterp is
-installed, step-for-step and chain-for-chain agreement with devinterp 2.x."""
+before the step), the noise scale, n_beta, gamma and burn-in; and step-for-step and
+chain-for-chain agreement with devinterp 2.x (a test dependency)."""
 import math
 import os
 import warnings
@@ -234,7 +234,7 @@ def test_rng_schemes():
         estimate_llc(m, loss_fn, DATA, rng="numpy")
 
 
-# ---------------------------------------------------------------- devinterp 2.x (optional)
+# ---------------------------------------------------------------- devinterp 2.x (the reference)
 def _tiny_gpt():
     from geoanatomy.model import GPT, ModelConfig
     torch.manual_seed(0)
@@ -246,7 +246,6 @@ def _pool(model, n=48, S=6):
 
 
 def test_one_sgld_step_matches_devinterp():
-    pytest.importorskip("devinterp")
     from devinterp.optim import SGMCMC
 
     from geoanatomy.measures.llc import _sgld_step
@@ -273,8 +272,6 @@ def test_one_sgld_step_matches_devinterp():
 
 
 def test_chains_match_devinterp_llc(tmp_path):
-    pytest.importorskip("devinterp")
-    pytest.importorskip("datasets")
     os.environ.setdefault("TQDM_DISABLE", "1")
     import torch.nn.functional as F
     from datasets import Dataset

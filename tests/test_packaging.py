@@ -21,6 +21,9 @@ def test_environment_matches_pyproject():
         pip_names |= {_name(r) for r in extra}
     env = yaml.safe_load((REPO / "environment.yml").read_text())
     conda_names = {_name(d) for d in env["dependencies"] if isinstance(d, str)} - {"python", "pip"}
+    # packages only on PyPI go in environment.yml's pip: section
+    conda_names |= {_name(r) for d in env["dependencies"] if isinstance(d, dict)
+                    for r in d.get("pip", []) if not r.startswith("-")}
     want = {CONDA_NAME.get(n, n) for n in pip_names}
     assert want == conda_names, (f"in pyproject only: {sorted(want - conda_names)}; "
                                  f"in environment.yml only: {sorted(conda_names - want)}")
