@@ -75,3 +75,27 @@ def test_analysed_seeds_must_be_disjoint_and_covered(tmp_path):
     with pytest.raises(ClassFileError, match="calibrated at 1500 steps"):
         check_against_grid(cl, [dict(run, steps=600)], p)
     check_against_grid(cl, [dict(run, name="copy_L1_nano_shuffled", task="copy", control="shuffled")], p)
+
+
+def test_cli_builds_the_class_file_from_finished_calibration_runs(tmp_path, capsys):
+    import json
+
+    import yaml
+
+    from geoanatomy.cli import main
+    cfg = {"results_dir": str(tmp_path / "res"), "allow_results_outside_workdir": True,
+           "grid": [{"tasks": ["mod"], "levels": ["L3"], "sizes": ["nano"], "seeds": [100, 101]}],
+           "train": {"steps": 1500}}
+    cfg_path = tmp_path / "cal.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "classes.csv"
+    assert main(["classes", "build", "--config", str(cfg_path), "--out", str(out)]) == 2   # nothing trained yet
+    assert "not finished" in capsys.readouterr().err and not out.exists()
+    for seed, acq in ((100, 120), (101, 900)):
+        d = tmp_path / "res" / f"mod_L3_nano_s{seed}"
+        d.mkdir(parents=True)
+        d.joinpath("precursor.json").write_text(json.dumps(_cal("mod", seed, acq)))
+    assert main(["classes", "build", "--config", str(cfg_path), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "1 cells (0 easy, 1 hard)" in printed and file_sha256(out) in printed
+    assert read_class_file(out)[("mod", "L3", "nano")]["calibration_acquisition_steps"] == [120, 900]

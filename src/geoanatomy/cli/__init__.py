@@ -75,6 +75,7 @@ DELEGATED = {
     "pythia": "Pythia validation branch: extract, events, scale, revisions",
     "scan": "geometric events of a folder of HF checkpoints (stepN/ or checkpoint-N/)",
     "export": "a run's checkpoints as Hugging Face GPT-2 folders (checkpoint-N/)",
+    "classes": "difficulty class file from calibration runs: build, check",
 }
 
 
@@ -117,6 +118,9 @@ def main(argv=None) -> int:
     if argv[:1] == ["export"]:
         from .export import main as export_main
         return export_main(argv[1:])
+    if argv[:1] == ["classes"]:
+        from .classes import main as classes_main
+        return classes_main(argv[1:])
     args = _parser().parse_args(argv)
 
     from ..errors import ConfigError
