@@ -15,7 +15,7 @@ from geoanatomy.analysis.load import load_precursors
 from geoanatomy.cli.summarize import make_settings
 from geoanatomy.config import DEFAULTS
 from geoanatomy.plots import draw_run
-from geoanatomy.stages.events import probe_entry, rankme_entry
+from geoanatomy.precursor import probe_entry, rankme_entry
 from geoanatomy.table import curve, read_table, write_table
 
 E = dict(DEFAULTS["events"])

@@ -247,7 +247,7 @@ def test_online_events_of_a_run_against_the_offline_detector(toy_run):
 
 
 def test_monitor_on_a_toy_loop_matches_the_pipeline(toy_run):
-    from geoanatomy.stages.events import rankme_entry
+    from geoanatomy.precursor import rankme_entry
     from geoanatomy.stages.metrics import measure_checkpoint
     out, model, data, mon, pre, lines, df = toy_run
     assert (out / "trajectory.png").stat().st_size > 10_000
