@@ -15,7 +15,7 @@ from geoanatomy.analysis.load import load_precursors
 from geoanatomy.cli.summarize import make_settings
 from geoanatomy.config import DEFAULTS
 from geoanatomy.plots import draw_run
-from geoanatomy.precursor import probe_entry, rankme_entry
+from geoanatomy.precursor import difficulty, probe_entry, rankme_entry
 from geoanatomy.table import curve, read_table, write_table
 
 E = dict(DEFAULTS["events"])
@@ -87,7 +87,7 @@ def _precursor(run, task, level, size, seed, control, df, pdf=None) -> dict:
            "control": control, "n_params": N_PARAMS[size], "steps": STEPS[-1], "n_checkpoints": len(STEPS),
            "diverged": False, "acquired": t_acq is not None, "acquisition_step": t_acq,
            "first_token_acquisition_step": t_first, "logprob_emergence_step": None, "loss_plateau_exit_step": None,
-           "difficulty": ev.difficulty_by_step(t_acq, E["easy_max_step"]), "final_accuracy": 1.0,
+           "difficulty": difficulty(t_acq, E["easy_max_step"]), "final_accuracy": 1.0,
            "chance_accuracy": 0.1, "events_settings": E,
            "measures": {n: rankme_entry(df, v, t_acq, E, 200, 1e-7)
                         for n, v in (("rankme", "uncentred"), ("rankme_centred", "centred"))}}
