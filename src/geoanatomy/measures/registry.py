@@ -6,7 +6,7 @@ table measures it writes to measures.csv, each with the direction of its transit
 ("collapse": falls, detected as RankMe's; "rise": grows, detected mirrored) and the
 variant its precursor.json entry reads (headline variant); its settings block in the
 ``measures:`` config with the defaults; the seeded training sample it uses (pool); the
-function giving its rows at one checkpoint; its cost per checkpoint (``geoanatomy.cost``).
+function giving its rows at one checkpoint; its cost per checkpoint (``geoanatomy.throughput``).
 
 =========  ===============================  =========  =================  ===========
 kind       table measures                   direction  headline variant   config block
@@ -77,7 +77,7 @@ def _grad_rank_rows(model, pool, n_answer, g, seed, context):
 
 
 def _grad_rank_cost(g, size, positions, device):
-    from ..cost import grad_rank_flops, op_seconds
+    from ..throughput import grad_rank_flops, op_seconds
     return op_seconds("grad_rank", size, grad_rank_flops(size, int(g["n_samples"]), positions), device)
 
 
@@ -93,7 +93,7 @@ def _hessian_rows(model, pool, n_answer, h, seed, context):
 
 
 def _hessian_cost(h, size, positions, device):
-    from ..cost import hvp_flops, op_seconds
+    from ..throughput import hvp_flops, op_seconds
     return int(h["max_iter"]) * op_seconds("hvp", size, hvp_flops(size, int(h["batch_size"]), positions), device)
 
 
@@ -120,7 +120,7 @@ def _llc_rows(model, pool, n_answer, c, seed, context):
 
 
 def _llc_cost(c, size, positions, device):
-    from ..cost import forward_flops_per_token, op_seconds, sgld_step_flops
+    from ..throughput import forward_flops_per_token, op_seconds, sgld_step_flops
     n_sgld = int(c["chains"]) * (int(c["draws"]) + int(c["burnin"]))
     return (n_sgld * op_seconds("sgld", size, sgld_step_flops(size, int(c["batch_size"]), positions), device)
             + op_seconds("eval", size, forward_flops_per_token(size, positions) * int(c["n_data"]) * positions,

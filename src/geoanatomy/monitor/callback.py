@@ -1,20 +1,16 @@
 """The ``transformers.Trainer`` callback that runs a ``Monitor``."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .monitor import Monitor
-
-
-def trainer_callback(monitor: Monitor):
+def trainer_callback(monitor):
+    # ``monitor``: a geoanatomy.monitor.Monitor (not imported: the Monitor builds its callback)
     """A ``transformers.TrainerCallback``: measures at the start of training (step
     ``state.global_step``), after every optimizer step when due, collects the logged training
     loss, and closes the monitor (writes its files) at the end. Only the main process measures."""
     from transformers import TrainerCallback
 
     class GeoanatomyMonitorCallback(TrainerCallback):
-        def __init__(self, mon: Monitor):
+        def __init__(self, mon):
             self.monitor = mon
 
         def on_train_begin(self, args, state, control, model=None, **kw):
