@@ -7,7 +7,7 @@
 # only summary_verdict (its protocol = mixture rows) and summary_protocols use them.
 # Each aggregate depends only on per-run files: adding a size or a task reruns only the new
 # runs' jobs and these cheap aggregates. No torch import here (parse time).
-# (json, shlex and Path come from common.smk)
+# (json and Path come from common.smk)
 from geoanatomy.analysis.load import level_order as _level_order
 from geoanatomy.analysis.parts import PARTS as _PARTS
 from geoanatomy.analysis.parts import MIXTURE_FILES as _PART_MIXTURE_FILES
@@ -15,7 +15,7 @@ from geoanatomy.analysis.parts import targets as _summary_targets
 
 SUMMARY = f"{RESULTS}/summary"
 SUMMARY_LEVELS = _level_order(r.split("_")[1] for r in RUNS)
-SUMMARY_SETTINGS = shlex.quote(json.dumps(CFG["summary"], sort_keys=True))
+SUMMARY_SETTINGS = json.dumps(CFG["summary"], sort_keys=True)
 # The analysis code's version is a param of every summary rule: editing the analysis code
 # reruns the summaries (edits under src/ alone never trigger a rerun).
 ANALYSIS_VERSION = source_version(
@@ -72,33 +72,23 @@ def _summary_outputs(part):
     ]
 
 
-def _summary_params(part):
-    """settings (the resolved summary: block; a change reruns the part), the analysis
-    code's version, the --out folder, an optional input's flag and file (or none)."""
+def _summary_args(part):
+    """params.args: the part's `geoanatomy summarize` arguments (its name; each input that
+    has a flag, an optional one only when listed; --out; the resolved summary: block, so a
+    settings change reruns the part). A function of this part, not of the loop below: the
+    shell command is formatted when a job runs, after the loop has moved on."""
     depth = len(Path(part.outputs[0].path).parts)
-    params = {"settings": SUMMARY_SETTINGS} if part.settings else {}
-    params["version"] = ANALYSIS_VERSION
-    params["out"] = lambda w, output: parent_dir(output[0], depth)
-    for i in part.inputs:
-        if i.optional:
-            params[i.key] = lambda w, input, key=i.key, flag=i.flag: (
-                [flag, getattr(input, key)[0]] if getattr(input, key) else []
-            )
-    return params
 
+    def args(wildcards, input, output):
+        a = [part.name]
+        for i in part.inputs:
+            files = list(getattr(input, i.key))
+            if i.flag and (files or not i.optional):
+                a += [i.flag, *files]
+        a += ["--out", parent_dir(output[0], depth)]
+        return a + (["--settings", SUMMARY_SETTINGS] if part.settings else [])
 
-def _summary_shell(part):
-    """geoanatomy summarize PART with each input that has a flag, --out, the settings."""
-    args = "".join(
-        f" {{params.{i.key}:q}}" if i.optional else f" {i.flag} {{input.{i.key}:q}}"
-        for i in part.inputs
-        if i.flag
-    )
-    settings = " --settings {params.settings}" if part.settings else ""
-    return (
-        f"{_SUMMARIZE} {part.name}{args} --out {{params.out:q}}{settings}"
-        " --threads {threads} > {log:q} 2>&1"
-    )
+    return args
 
 
 for _part in _PARTS:
@@ -121,6 +111,7 @@ for _part in _PARTS:
             mem_mb=_part.mem_mb,
             runtime=_part.runtime,  # SLURM (docs/validation.md: measured runtime)
         params:
-            **_summary_params(_part),
+            version=ANALYSIS_VERSION,
+            args=_summary_args(_part),
         shell:
-            _summary_shell(_part)
+            f"{_SUMMARIZE} {{params.args:q}} --threads {{threads}} > {{log:q}} 2>&1"
