@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -360,6 +361,39 @@ def test_cli_all_writes_every_file_with_provenance(tmp_path):
               "rho_matrix.png"]:
         assert (out / "figures" / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "precursor_rates.csv" in (out / "tables.html").read_text()
+    # the registry's files are exactly what `all` wrote (figures also save an SVG beside some PNGs)
+    from geoanatomy.analysis import parts
+    want = set(parts.targets(["L1"], mixtures=False))
+    got = {f.relative_to(out).as_posix() for f in out.rglob("*") if f.is_file()}
+    assert want <= got and all(f.endswith(".svg") and f[:-4] + ".png" in want for f in got - want), got - want
+
+
+def test_summary_parts_registry(tmp_path):
+    """One registry of summary parts: stdlib-only at import (the Snakefile reads it at parse
+    time), each part's writer exists, every report caption has its .rst, no file written twice,
+    the CLI offers exactly its parts, tables.html sections are files of the parts."""
+    import subprocess
+    import sys
+    from geoanatomy.analysis import parts, summarize
+    from geoanatomy.cli.summarize import PARTS
+    code = ("import sys, geoanatomy.analysis.parts; "
+            "print(sorted(m for m in ('numpy', 'pandas', 'scipy', 'matplotlib', 'torch') if m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "[]", p.stdout + p.stderr
+    assert PARTS == [q.name for q in parts.PARTS] + ["all"]
+    files = [f for q in parts.PARTS for f in q.files(["L1", "L2"])]
+    assert len(files) == len(set(files)) and "figures/trajectories_L2.png" in files
+    report = Path(__file__).resolve().parents[1] / "workflow" / "report"
+    for q in parts.PARTS:
+        assert callable(getattr(summarize, q.writer)), q.writer
+        for o in q.outputs:
+            assert o.caption is None or (report / f"{o.caption}.rst").exists(), o.caption
+        for i in q.inputs:
+            assert i.where in ("unit", "run", "summary")
+            assert i.where != "summary" or i.optional or set(i.files) <= set(files), (q.name, i.files)
+    assert set(parts.HTML_SECTIONS) <= set(files) and parts.HTML_SECTIONS[0] == "verdict.csv"
+    assert parts.MIXTURE_FILES == {"protocols.csv", "protocol_rates.csv"}
+    assert not set(parts.targets(mixtures=False)) & parts.MIXTURE_FILES
 
 
 def test_bad_input_names_file_and_field(tmp_path):

@@ -1,5 +1,7 @@
 """The verdict rule on known cases, and on simulated populations: null populations are
 "reproduced" at most 10% of the time; planted effects of realistic size are found."""
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -7,7 +9,8 @@ import pytest
 from geoanatomy.analysis.rates import ROW_COLUMNS
 from geoanatomy.analysis.stats import holm
 from geoanatomy.analysis.nulls import cluster_bootstrap
-from geoanatomy.analysis.verdict import finish, precursor_claims, word
+from geoanatomy.analysis import verdict
+from geoanatomy.analysis.verdict import CLAIMS, VERDICT_COLUMNS, ClaimRow, finish, precursor_claims, word
 
 TASKS = ["copy", "rev", "cmp", "par", "add", "mod", "sort", "mul"]
 ST = {"alpha": 0.05, "n_bootstrap": 100, "n_permutations": 500, "seed": 0, "verdict_min_units": 5}
@@ -98,3 +101,49 @@ def test_json_claims_follow_the_rule():
     assert got[("top-down propagation", "rankme")] == "reproduced"          # 11/12, p = 0.003
     assert got[("top-down propagation", "rankme_centred")] == "inconclusive"  # no data
     assert got[("floors scale-invariant", "rankme")] == "reproduced"        # one-sided p 0.002
+
+
+def test_rule_text_in_the_csv_header_is_unchanged():
+    # verdict.csv's header prints RULE: it is built from WORDS, and must read as it always did
+    assert verdict.RULE == (
+        "reproduced: Holm-adjusted one-sided p < alpha and the 95% interval above the null value "
+        "(the estimate, for statistics without an interval: rank correlations, ANOVA); "
+        "not reproduced: adjusted p >= alpha and the estimate at or below the null value; "
+        "inconclusive: fewer than n_min units, no test, or neither of the above")
+    assert [w for w, _ in verdict.WORDS] == ["reproduced", "not reproduced", "inconclusive"]
+
+
+def test_claim_rows_have_the_csv_columns():
+    r = ClaimRow("acquisition rate", "accuracy", "", "share", 0.75, (0.5, 0.9), 8, 16, "binomial", 0.5, 0.01,
+                 "acquisition rate", "6/8 cells")
+    d = r.as_dict()
+    assert list(d) == VERDICT_COLUMNS
+    assert (d["ci95_lo"], d["ci95_hi"], d["protocol"]) == (0.5, 0.9, "single-task")
+    assert d["p_holm"] is None and d["verdict"] is None
+    assert verdict._row(*r.__dict__.values()) == d            # the positional form analysis.protocols uses
+
+
+def test_claims_list_orders_the_rows():
+    names = [c.name for c in CLAIMS]
+    assert len(names) == len(set(names)) and {c.reads for c in CLAIMS} == {"runs", "measure", "summary"}
+    # every row belongs to a listed claim; within one view the rows follow CLAIMS
+    df = population(np.random.default_rng(2), planted=True)
+    df = pd.concat([df, df.assign(measure="rankme_centred", variant="centred")], ignore_index=True)
+    rows = precursor_claims(df, ST)
+    got = [r["claim"] for r in rows]
+    per = [c.name for c in CLAIMS if c.reads == "measure"]
+    assert got == per + per                        # two measures, each with hard, easy and recovery data
+    assert [r["measure"] for r in rows] == ["rankme"] * 3 + ["rankme_centred"] * 3
+
+
+def test_docs_claim_table_is_generated_from_the_list(tmp_path):
+    docs = Path(__file__).resolve().parents[1] / "docs" / "analysis.md"
+    block = verdict.docs_block(docs.read_text())
+    assert block == verdict.claims_markdown(), "stale: python -m geoanatomy.analysis.verdict docs/analysis.md"
+    for c in CLAIMS:
+        assert f"| {c.name} |" in block
+    stale = tmp_path / "analysis.md"
+    stale.write_text(f"intro\n{verdict.DOCS_BEGIN}\nold table\n{verdict.DOCS_END}\nrest\n")
+    assert verdict.write_docs(stale) and not verdict.write_docs(stale)
+    text = stale.read_text()
+    assert text.startswith("intro\n") and text.endswith("rest\n") and verdict.docs_block(text) == block

@@ -6,19 +6,26 @@ so the summary rules start fast and run anywhere.
 
 Modules (one purpose each):
 
-* ``load``        read and check precursor.json files; size/task ordering; run facts
-* ``stats``       exact permutation Spearman, pairwise concordance, quantiles
-* ``rates``       per-measure long table (+ reference measures), precursor_rates.csv
-* ``floors``      collapse_floors.csv, floor_spread.csv, floor_summary.json
-* ``topdown``     top_down.csv (+ its k/n summary)
-* ``scale``       scale_invariance.json (toy sizes and Pythia)
-* ``prediction``  prediction.json (concordance within classes, order reversals)
-* ``behaviour``   emergence.csv, probes.csv
-* ``tables``      writing CSVs with '#' provenance headers; tables.html for the report
-* ``figures``     the summary figures
-* ``nulls``       clock and permutation nulls, sign test, paired leads, bootstrap of a median
-* ``verdict``     verdict.csv: one row per claim, the rule that turns a statistic into a word
-* ``summarize``   the entry points the CLI and the Snakemake rules call
+* ``load``             read and check precursor.json files; size/task ordering; run facts
+* ``stats``            exact permutation Spearman, pairwise concordance, quantiles
+* ``rates``            per-measure long table (+ reference measures), precursor_rates.csv
+* ``floors``           collapse_floors.csv, floor_spread.csv, floor_summary.json
+* ``topdown``          top_down.csv (+ its k/n summary)
+* ``scale``            scale_invariance.json (toy sizes and Pythia)
+* ``prediction``       prediction.json (concordance within classes, order reversals)
+* ``behaviour``        emergence.csv, probes.csv
+* ``protocols``        single-task runs vs mixture units: protocols.csv, protocol_rates.csv and
+                       the mixture rows of verdict.csv (models as units)
+* ``tables``           writing CSVs with '#' provenance headers; tables.html for the report
+* ``figstyle``         shared figure helpers (Agg backend, colours, PNG + SVG saving)
+* ``figures_runs``     per-run small multiples: trajectories, layer x step heatmaps, probes
+* ``figures_summary``  figures from the tables: floors by task, lead/lag, rho matrices
+* ``nulls``            clock and permutation nulls, sign test, paired leads, bootstrap of a median
+* ``verdict``          verdict.csv: the claims (one entry each), the rule that turns a statistic
+                       into a word
+* ``parts``            the registry of summary parts: inputs, output files, report captions,
+                       writer (standard library only; the Snakefile reads it)
+* ``summarize``        the entry points the CLI and the Snakemake rules call
 
 Settings (``summary:`` block of the config; defaults in ``geoanatomy.config.DEFAULTS``):
 

@@ -1,17 +1,8 @@
 """Entry points for ``geoanatomy summarize PART`` (one Snakemake rule per part).
 
-PART       reads                                   writes (under OUT = results/summary)
-tables     precursor.json files                    precursor_rates.csv, transitions.csv, collapse_floors.csv, floor_spread.csv,
-                                                   floor_summary.json, top_down.csv, top_down_summary.json,
-                                                   emergence.csv, probes.csv
-scale      precursor.json files (+ pythia_scale)   scale_invariance.json
-prediction precursor.json files                    prediction.json
-figures    precursor.json, metrics.csv,            figures/trajectories_<level>.png, figures/rankme_heatmap_<level>.png,
-           scale_invariance.json                   figures/floors_by_task.png|svg, figures/lead_lag.png|svg,
-                                                   figures/probes.png, figures/rho_matrix.png|svg
-verdict    precursor.json files + the JSON files   verdict.csv (protocol = mixture rows too when mixture units are given)
-protocols  precursor.json files                    protocols.csv, protocol_rates.csv (only with mixture units)
-html       the files above                         tables.html (every table and JSON on one page, for the report)
+The parts, what each reads and the files it writes under results/summary/, are the registry
+``analysis.parts``; ``run`` runs one by name with the writer it names here (``write_<part>``,
+each taking a ``Job``).
 
 Mixture units (precursor.json with ``protocol: mixture``, geoanatomy.mixture) are left out of
 every part but ``verdict`` and ``protocols``, which set the two protocols side by side with the
@@ -21,17 +12,29 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..files import atomic_write_json, atomic_write_text
-from . import behaviour, figures_runs, figures_summary, floors, prediction, protocols, rates, scale, topdown, verdict
+from . import behaviour, figures_runs, figures_summary, floors, parts, prediction, protocols, rates, scale, topdown
+from . import verdict
 from .load import class_counts, load_precursors
 from .tables import header_lines, read_table, tables_html, write_csv
 
-TABLE_FILES = ["precursor_rates.csv", "paired_leads.csv", "controls.csv", "transitions.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv", "emergence.csv",
-               "probes.csv"]
-JSON_FILES = ["floor_summary.json", "top_down_summary.json", "scale_invariance.json", "prediction.json"]
-PROTOCOL_FILES = ["protocols.csv", "protocol_rates.csv"]
+
+@dataclass(frozen=True)
+class Job:
+    """What a part's writer gets: every loaded unit (``units``) and its split into
+    single-task runs (``pres``) and mixture units (``mix``), the output folder, the
+    ``summary:`` settings, and the optional inputs of some parts."""
+    units: list
+    pres: list
+    mix: list
+    out: Path
+    st: dict
+    metrics: tuple = ()
+    pythia: str | None = None
+    scale_json: str | None = None
 
 
 def _n_line(pres) -> str:
@@ -46,8 +49,8 @@ def _provenance(pres, st) -> dict:
             "inputs": "precursor.json of every run in the config grid"}
 
 
-def write_tables(pres, out: Path, st: dict) -> list[str]:
-    out = Path(out)
+def write_tables(job: Job) -> list[str]:
+    pres, out, st = job.pres, Path(job.out), job.st
     nl = _n_line(pres)
     rows = rates.measure_rows(pres, st["coincide_log10_tol"])
     write_csv(rows, out / "transitions.csv", "geoanatomy summary: transitions.csv",
@@ -115,31 +118,32 @@ def write_tables(pres, out: Path, st: dict) -> list[str]:
                " shuffled-label control runs are flagged in column control (descriptive, no test).",
                f"runs with probe results: {n_with} of {len(pres)}"
                + ("" if n_with else " (no probes entry in any precursor.json: empty table, enable the probes stage)"), nl])
-    return [str(out / f) for f in TABLE_FILES + JSON_FILES[:2]]
+    return [str(out / f) for f in parts.TABLES.files()]
 
 
-def write_scale(pres, out: Path, st: dict, pythia=None) -> str:
-    res = scale.scale_invariance(pres, st, pythia)
-    res.update(_provenance(pres, st))
-    atomic_write_json(Path(out) / "scale_invariance.json", res)
-    return str(Path(out) / "scale_invariance.json")
+def write_scale(job: Job) -> list[str]:
+    res = scale.scale_invariance(job.pres, job.st, job.pythia)
+    res.update(_provenance(job.pres, job.st))
+    atomic_write_json(Path(job.out) / "scale_invariance.json", res)
+    return [str(Path(job.out) / "scale_invariance.json")]
 
 
-def write_prediction(pres, out: Path, st: dict) -> str:
+def write_prediction(job: Job) -> list[str]:
+    pres, st = job.pres, job.st
     rows = rates.measure_rows(pres, st["coincide_log10_tol"])
     res = prediction.prediction(rows, st)
     res.update(_provenance(pres, st))
-    atomic_write_json(Path(out) / "prediction.json", res)
-    return str(Path(out) / "prediction.json")
+    atomic_write_json(Path(job.out) / "prediction.json", res)
+    return [str(Path(job.out) / "prediction.json")]
 
 
-def write_verdict(pres, out: Path, st: dict, mix=()) -> str:
+def write_verdict(job: Job) -> list[str]:
     """verdict.csv (analysis.verdict): the precursor and behaviour claims from the runs, the
     floors / scale / top-down / prediction claims from the JSON files the other parts wrote;
-    with mixture units ``mix``, the same claims for the mixture protocol (analysis.protocols)."""
-    out = Path(out)
+    with mixture units, the same claims for the mixture protocol (analysis.protocols)."""
+    pres, mix, out, st = job.pres, job.mix, Path(job.out), job.st
     rows = rates.measure_rows(pres, st["coincide_log10_tol"])
-    jsons = {f: json.loads((out / f).read_text()) for f in JSON_FILES if (out / f).exists()}
+    jsons = {f: json.loads((out / f).read_text()) for f in parts.STATISTICS if (out / f).exists()}
     extra = ((verdict.json_claims(jsons, st) if pres else [])          # no single-task run: no single-task row
              + (protocols.mixture_claims(list(mix), st) if mix else []))
     v = verdict.verdict_table(pres, rows, st, extra)
@@ -151,7 +155,7 @@ def write_verdict(pres, out: Path, st: dict, mix=()) -> str:
                " cells with seeds resampled inside their cell; n_units = cells, n_runs = runs.",
                "shuffled-label control runs and diverged runs are left out (controls.csv reports the controls).",
                _n_line(pres)] + ([f"protocol = mixture: {protocols.MIXTURE_NOTE}; {_mix_line(mix)}"] if mix else []))
-    return str(out / "verdict.csv")
+    return [str(out / "verdict.csv")]
 
 
 def _mix_line(mix) -> str:
@@ -160,10 +164,10 @@ def _mix_line(mix) -> str:
             f"{' ...' if len(models) > 12 else ''}); acquired {sum(bool(p['acquired']) for p in mix)}")
 
 
-def write_protocols(pres, out: Path, st: dict) -> list[str]:
+def write_protocols(job: Job) -> list[str]:
     """protocols.csv and protocol_rates.csv (analysis.protocols): single-task runs and mixture
     units side by side."""
-    out = Path(out)
+    pres, out, st = job.units, Path(job.out), job.st
     single, mix = protocols.split(pres)
     if not mix:
         print("[summarize protocols] no mixture units: protocols.csv and protocol_rates.csv not written")
@@ -176,11 +180,11 @@ def write_protocols(pres, out: Path, st: dict) -> list[str]:
                " the combinations of mixture models; units = what the intervals resample (n_units counts them) and"
                " what the permutation null shuffles within.", protocols.MIXTURE_NOTE + "."]
               + [n.format(tol=st["coincide_log10_tol"]) for n in rates.RATES_NOTES[1:]] + [nl])
-    return [str(out / f) for f in PROTOCOL_FILES]
+    return [str(out / f) for f in parts.PROTOCOLS.files()]
 
 
-def write_figures(pres, metrics_paths, scale_json, out: Path, st: dict) -> list[str]:
-    out = Path(out)
+def write_figures(job: Job) -> list[str]:
+    pres, metrics_paths, scale_json, out, st = job.pres, job.metrics, job.scale_json, Path(job.out), job.st
     fig = out / "figures"
     metrics = figures_runs.load_metrics(pres, metrics_paths)
     written = []
@@ -195,38 +199,32 @@ def write_figures(pres, metrics_paths, scale_json, out: Path, st: dict) -> list[
     return written
 
 
-def write_html(out: Path) -> str:
-    out = Path(out)
+def write_html(job: Job) -> list[str]:
+    out = Path(job.out)
     sections = []
-    for f in ["verdict.csv"] + PROTOCOL_FILES + TABLE_FILES:
+    for f in parts.HTML_SECTIONS:
         p = out / f
-        if p.exists():
-            sections.append((f, header_lines(p)[1:], read_table(p)))
-    for f in JSON_FILES:
-        p = out / f
-        if p.exists():
+        if not p.exists():
+            continue
+        if f.endswith(".json"):
             d = json.loads(p.read_text())
             sections.append((f, [d.get("method", "")[:2000].replace("\n", " ")], d))
+        else:
+            sections.append((f, header_lines(p)[1:], read_table(p)))
     atomic_write_text(out / "tables.html", tables_html(sections, "geoanatomy summary tables"))
-    return str(out / "tables.html")
+    return [str(out / "tables.html")]
 
 
 def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_json=None, log=print) -> list[str]:
+    """Run one part (``analysis.parts``) with its writer; the files written."""
     t0 = time.time()
-    if part == "html":
-        files = [write_html(out)]
-    else:
-        pres = load_precursors(precursors)
-        if not pres:
-            raise ValueError("summarize: no precursor.json files given")
-        everything = pres
-        pres, mix = protocols.split(pres)            # mixture units: verdict and protocols only
-        files = {"tables": lambda: write_tables(pres, out, st),
-                 "scale": lambda: [write_scale(pres, out, st, pythia)],
-                 "prediction": lambda: [write_prediction(pres, out, st)],
-                 "verdict": lambda: [write_verdict(pres, out, st, mix)],
-                 "protocols": lambda: write_protocols(everything, out, st),
-                 "figures": lambda: write_figures(pres, metrics, scale_json, out, st)}[part]()
+    p = parts.BY_NAME[part]
+    units = load_precursors(precursors) if p.reads_runs else []
+    if p.reads_runs and not units:
+        raise ValueError("summarize: no precursor.json files given")
+    pres, mix = protocols.split(units)            # mixture units: verdict and protocols only
+    files = globals()[p.writer](Job(units, pres, mix, Path(out), st, tuple(metrics or ()), pythia, scale_json))
+    if p.reads_runs:
         log(f"[summarize {part}] {_n_line(pres)}" + (f"; {_mix_line(mix)}" if mix else ""))
     log(f"[summarize {part}] wrote {len(files)} files in {time.time() - t0:.2f} s")
     return files

@@ -10,6 +10,8 @@
     geoanatomy summarize html       --out results/summary
     geoanatomy summarize all        --results results          (every part, files found by glob)
 
+The parts and the files each writes: geoanatomy.analysis.parts.
+
 ``--settings JSON`` overrides the ``summary:`` config block (the rules pass the
 resolved block, so a settings change reruns the summary jobs).
 """
@@ -21,7 +23,9 @@ import os
 import sys
 from pathlib import Path
 
-PARTS = ["tables", "scale", "prediction", "verdict", "protocols", "figures", "html", "all"]
+from ..analysis.parts import PARTS as _PARTS
+
+PARTS = [p.name for p in _PARTS] + ["all"]
 
 
 def make_settings(user: dict | None = None) -> dict:
@@ -78,8 +82,7 @@ def main(argv=None) -> int:
         return 2
     out = Path(args.out)
     try:
-        parts = (["tables", "scale", "prediction", "verdict", "protocols", "figures", "html"] if args.part == "all"
-                 else [args.part])
+        parts = PARTS[:-1] if args.part == "all" else [args.part]
         for part in parts:
             scale_json = args.scale_json or (str(out / "scale_invariance.json") if args.part == "all" else None)
             run(part, pre, out, st, metrics=met or [], pythia=args.pythia, scale_json=scale_json)
