@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .nulls import CELLS, cluster_bootstrap, is_precursor, permutation_null, sign_test
+from ..precursor import difficulty, is_precursor
+from .nulls import CELLS, cluster_bootstrap, permutation_null, sign_test
 from .rates import effective_transition
 from .stats import sign_test as binomial_p
 from .stats import holm
@@ -107,8 +108,8 @@ def _cells(df: pd.DataFrame, cols=CELLS) -> int:
 
 def _hard_rule(easy_max_step):
     """The easy/hard rule the permutation nulls re-apply to shuffled acquisition steps: a run
-    is hard when acquired after its easy_max_step. (The one place to swap in another rule.)"""
-    return lambda t_acq: (t_acq > easy_max_step)
+    is hard when acquired after its easy_max_step (``precursor.difficulty``, the rule's one home)."""
+    return lambda t_acq: difficulty(t_acq, easy_max_step) == "hard"
 
 
 # ------------------------------------------------- what the claims read (one view each)
