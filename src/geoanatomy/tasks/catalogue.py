@@ -45,15 +45,15 @@ class _Symbols(Task):
     def layout(self, p, x):
         return _concat(_const(len(x), self.token), x, _const(len(x), "="))
 
+    def n_answer(self, p):
+        return self.n_in(p)         # copy, reverse, sort: as many answer symbols as inputs
+
 
 class Copy(_Symbols):
     """``COPY 3 1 4 1 = 3 1 4 1``."""
 
     name = "copy"
     levels = {"L1": {"length": 4}, "L2": {"length": 8}, "L3": {"length": 16}}
-
-    def n_answer(self, p):
-        return self.n_in(p)
 
     def answer(self, p, x):
         return np.asarray(x, dtype=np.int64).copy()
@@ -65,9 +65,6 @@ class Rev(_Symbols):
     name = "rev"
     levels = {"L1": {"length": 4}, "L2": {"length": 8}, "L3": {"length": 12}}
 
-    def n_answer(self, p):
-        return self.n_in(p)
-
     def answer(self, p, x):
         return np.asarray(x, dtype=np.int64)[:, ::-1].copy()
 
@@ -77,9 +74,6 @@ class Sort(_Symbols):
 
     name = "sort"
     levels = {"L1": {"length": 4}, "L2": {"length": 6}, "L3": {"length": 10}}
-
-    def n_answer(self, p):
-        return self.n_in(p)
 
     def answer(self, p, x):
         return np.sort(np.asarray(x, dtype=np.int64), axis=1)
