@@ -56,6 +56,7 @@ def main() -> None:
     from bench_step_time import training_step
     from geoanatomy.defaults import DEFAULTS
     from geoanatomy.sizes import SIZES, n_params
+    from geoanatomy.tasks import VOCAB_SIZE
 
     peak = gemm_rate(2048, 2048, 2048)
     print(f"torch {torch.__version__}, 1 thread; fp32 GEMM 2048^3: {peak / 1e9:.1f} GFLOP/s")
@@ -75,7 +76,7 @@ def main() -> None:
         for i in range(args.steps):
             step(i)
         sps = args.steps / (time.perf_counter() - t0)
-        P = n_params(size)
+        P = n_params(size, VOCAB_SIZE)
         flops = 6 * P * B * T + 12 * L * T * d * B * T
         rate = flops * sps
         shape_rate = gemm_rate(B * T, d, 4 * d)

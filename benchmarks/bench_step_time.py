@@ -126,6 +126,7 @@ def main(argv=None) -> int:
     import torch
 
     from geoanatomy.cost import train_step_flops, eval_checkpoint_flops, n_params
+    from geoanatomy.tasks import VOCAB_SIZE
     from geoanatomy.stages.metrics import measure_checkpoint
 
     rows = []
@@ -158,7 +159,7 @@ def main(argv=None) -> int:
         f_step = train_step_flops(size, args.batch, T)
         f_eval = eval_checkpoint_flops(size, seq.shape[0], T)
         rows.append({
-            "size": size, "n_params": n_params(size), "batch": args.batch, "seq_len": S, "positions": T,
+            "size": size, "n_params": n_params(size, VOCAB_SIZE), "batch": args.batch, "seq_len": S, "positions": T,
             "threads": torch.get_num_threads(), "sec_per_step": round(s_step, 5),
             "steps_per_sec": round(1 / s_step, 2), "train_gflop_per_step": round(f_step / 1e9, 3),
             "effective_gflops": round(f_step / s_step / 1e9, 2),

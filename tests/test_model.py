@@ -4,6 +4,7 @@ import torch
 
 from geoanatomy.model import GPT, ModelConfig
 from geoanatomy.sizes import SIZES, n_params
+from geoanatomy.tasks import VOCAB_SIZE
 
 PINNED = {"nano": 409_088, "micro": 1_353_408, "small": 4_763_648, "medium": 19_358_080,
           "large": 85_129_728, "xlarge": 151_255_040}
@@ -12,7 +13,7 @@ PINNED = {"nano": 409_088, "micro": 1_353_408, "small": 4_763_648, "medium": 19_
 def test_size_table_is_pinned():
     assert set(SIZES) == set(PINNED)
     for name, n in PINNED.items():
-        assert n_params(name) == n
+        assert n_params(name, VOCAB_SIZE) == n
     assert abs(PINNED["nano"] / 405e3 - 1) < 0.05        # paper: ~405K
     assert abs(PINNED["large"] / 85e6 - 1) < 0.05        # paper: ~85M
     assert abs(PINNED["xlarge"] / 151e6 - 1) < 0.05      # paper: ~151M

@@ -44,7 +44,8 @@ from .throughput import (  # noqa: F401 (the rate model; re-exported for the cos
     GPU_EVAL_FLOOR_S, forward_flops_per_token, train_step_flops, hvp_flops, sgld_step_flops,
     grad_rank_flops, eval_checkpoint_flops, _cpu_rate, op_seconds, step_seconds, eval_seconds,
 )
-from .sizes import SIZES, VOCAB_SIZE, n_params
+from .sizes import SIZES, n_params
+from .tasks import VOCAB_SIZE
 from .spec import parse_run_name
 
 VOCAB = VOCAB_SIZE
@@ -108,7 +109,7 @@ def work_seconds(cfg: dict, stage: str, run: str, device: str | None = None) -> 
     s = run_shape(cfg, run)
     size, T = s["size"], s["positions"]
     dev = device or job_device(cfg, stage, size)
-    P, (L, d, _) = n_params(size), SIZES[size]
+    P, (L, d, _) = n_params(size, VOCAB_SIZE), SIZES[size]
     if stage == "train":   # steps + per checkpoint: weights/optimizer save and a quick eval
         per_ck = 16 * P / IO_BYTES_PER_S + eval_seconds(size, s["eval_n"], T, dev) / 4
         return s["steps"] * step_seconds(size, s["batch"], T, dev) + s["checkpoints"] * per_ck
@@ -146,7 +147,7 @@ def job_resources(cfg: dict, stage: str, run: str, attempt: int = 1) -> dict:
     size = parse_run_name(run)["size"]
     gpu = job_device(cfg, stage, size) == "gpu"
     minutes = max(MIN_RUNTIME_MIN, math.ceil(SAFETY * (STARTUP_S + work_seconds(cfg, stage, run)) / 60))
-    mem = BASE_MEM_MB + math.ceil(BYTES_PER_PARAM[stage] * n_params(size) / 1e6) + (CUDA_MEM_MB if gpu else 0)
+    mem = BASE_MEM_MB + math.ceil(BYTES_PER_PARAM[stage] * n_params(size, VOCAB_SIZE) / 1e6) + (CUDA_MEM_MB if gpu else 0)
     if stage == "measures" and size in (cfg.get("measures") or {}).get("sizes", ()):
         mem += int(cfg["measures"]["grad"]["max_mbytes"])       # per-sample gradient chunks
     out = {"runtime": minutes * attempt, "mem_mb": int(mem * (1 + 0.5 * (attempt - 1)))}
@@ -163,7 +164,7 @@ def _checkpoint_bytes(cfg: dict, run: str) -> tuple[int, int, int, int]:
     from .config import train_settings
     s = run_shape(cfg, run)
     compact = train_settings(cfg, s["size"]).get("checkpoint_dtype", "float32") != "float32"
-    return s["checkpoints"], n_params(s["size"]), (2 if compact else 4), (12 if compact else 8)
+    return s["checkpoints"], n_params(s["size"], VOCAB_SIZE), (2 if compact else 4), (12 if compact else 8)
 
 
 def checkpoint_disk_mb(cfg: dict, run: str) -> int:
@@ -221,7 +222,7 @@ def cost_table(cfg: dict) -> list[dict]:
         disk = sum(checkpoint_disk_mb(cfg, r) for r in runs) / 1e3
         kept = sum(kept_disk_mb(cfg, r) for r in runs) / 1e3
         rows.append({
-            "size": size, "n_params": n_params(size), "runs": len(runs),
+            "size": size, "n_params": n_params(size, VOCAB_SIZE), "runs": len(runs),
             "steps": sorted({s["steps"] for s in shapes}), "checkpoints": sorted({s["checkpoints"] for s in shapes}),
             "cpu_s_per_step_ref": step_seconds(size, 64, 19, "cpu"), "measured": size in CPU_GFLOPS["train"],
             "gpu_s_per_step_ref": step_seconds(size, 64, 19, "gpu"),

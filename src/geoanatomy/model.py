@@ -24,7 +24,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .sizes import SIZES, VOCAB_SIZE, layer_names  # torch-free model facts
+from .sizes import SIZES, layer_names  # torch-free model facts
+from .tasks import VOCAB_SIZE
 
 
 @dataclass

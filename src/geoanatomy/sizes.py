@@ -1,5 +1,6 @@
 """Model facts that need no torch (read at Snakefile parse time): sizes, layer names,
-parameter counts.
+parameter counts. It imports nothing: the vocabulary size is the tasks' fact
+(``tasks.VOCAB_SIZE``), passed in.
 
 ``SIZES``: name -> (n_layer, d_model, n_head), roughly geometric from the study's ~405K
 to its ~151M parameters, with large at ~85M. Parameter count with tied embeddings
@@ -16,11 +17,6 @@ SIZES: dict[str, tuple[int, int, int]] = {
     "xlarge": (12, 1024, 16),  # 151.3M (the study: ~151M)
 }
 
-from .tasks import VOCAB  # noqa: E402 (torch-free)
-
-VOCAB_SIZE = len(VOCAB)  # the tasks' shared vocabulary
-
-
 def layer_names(n_layer: int) -> list[str]:
     """Names of the hidden states a model returns, input side first:
     ``embed`` (token + position embedding), ``block0`` .. ``block{n-1}`` (residual stream
@@ -28,7 +24,8 @@ def layer_names(n_layer: int) -> list[str]:
     return ["embed"] + [f"block{i}" for i in range(n_layer)] + ["ln_final"]
 
 
-def n_params(size: str, vocab_size: int = VOCAB_SIZE, block_size: int = 64) -> int:
-    """Parameter count of a size without building it: L(12d^2 + 13d) + 2d + (V + T)d."""
+def n_params(size: str, vocab_size: int, block_size: int = 64) -> int:
+    """Parameter count of a size without building it: L(12d^2 + 13d) + 2d + (V + T)d, for a
+    vocabulary of ``vocab_size`` tokens (the tasks' one: ``tasks.VOCAB_SIZE``)."""
     L, d, _ = SIZES[size]
     return L * (12 * d * d + 13 * d) + 2 * d + (vocab_size + block_size) * d

@@ -5,7 +5,8 @@ written out in ``geoanatomy.cost``'s docstring; ``cost`` turns them into job res
 each ``measures.registry`` entry into its cost per checkpoint."""
 from __future__ import annotations
 
-from .sizes import SIZES, VOCAB_SIZE, n_params
+from .sizes import SIZES, n_params
+from .tasks import VOCAB_SIZE
 
 VOCAB = VOCAB_SIZE
 
@@ -65,7 +66,7 @@ def sgld_step_flops(size: str, batch: int, positions: int) -> float:
 
 def grad_rank_flops(size: str, n: int, positions: int) -> float:
     """Per-sample gradients of n examples + their Gram matrix (n x n over all P parameters)."""
-    return train_step_flops(size, n, positions) + 2.0 * n * n * n_params(size)
+    return train_step_flops(size, n, positions) + 2.0 * n * n * n_params(size, VOCAB_SIZE)
 
 
 def eval_checkpoint_flops(size: str, n: int, positions: int) -> float:

@@ -5,7 +5,7 @@ Hidden states (``forward_hidden``): ``output_hidden_states=True`` returns L + 1 
 the decoder-only models of transformers (GPT-2, GPT-NeoX, Llama, ...): the embedding output,
 the output of blocks 1 .. L-1, and the last block's output *after* the final norm. The last
 block's output before the norm is taken with a forward hook on it, so every model gets the
-names of the Pythia branch (``pythia.scoring.layer_names``)::
+same names (``layer_names``; the Pythia branch uses them too)::
 
     embed, layer1 .. layer{L}, final_ln_post
 
@@ -13,13 +13,14 @@ The block list is found as the ``nn.ModuleList`` of length L in the model (``tra
 ``gpt_neox.layers``, ``model.layers``); where there is none, ``layer{L}`` is left out.
 
 Loading (``load_causal_lm``): local folders only, ``trust_remote_code=False`` always,
-``*.safetensors`` preferred and ``*.bin`` read with ``torch.load(weights_only=True)``;
-GPT-NeoX checkpoints go through ``pythia.loading.load_model`` (the Pythia branch's loader).
+``*.safetensors`` preferred and ``*.bin`` read with ``torch.load(weights_only=True)``.
+This package imports nothing else of geoanatomy: the Pythia branch, the scanner and the
+monitor build on it.
 """
-from .hidden import block_list, forward_hidden, hidden_names, n_layers, unwrap
-from .loading import DTYPES, ScanLoadError, load_causal_lm, load_tokenizer_for, model_type
+from .hidden import block_list, forward_hidden, hidden_names, layer_names, n_layers, unwrap
+from .loading import DTYPES, ScanLoadError, load_causal_lm, load_tokenizer_for, model_type, tokenizer_folder
 from .scoring import for_scoring, logits64, prompt_states, score_any, score_items
 
-__all__ = ["DTYPES", "ScanLoadError", "block_list", "for_scoring", "forward_hidden", "hidden_names", "load_causal_lm",
+__all__ = ["DTYPES", "ScanLoadError", "block_list", "for_scoring", "forward_hidden", "hidden_names", "layer_names", "load_causal_lm",
            "load_tokenizer_for", "logits64", "model_type", "n_layers", "prompt_states", "score_any", "score_items",
-           "unwrap"]
+           "tokenizer_folder", "unwrap"]

@@ -6,7 +6,12 @@ import contextlib
 
 import torch
 
-from ..pythia.scoring import layer_names as pythia_layer_names
+
+
+def layer_names(n_layer: int) -> list[str]:
+    """embed, layer1 .. layer{L}, final_ln_post (L = n_layer): the names of the states
+    ``forward_hidden`` returns (package doc); the Pythia branch uses the same names."""
+    return ["embed"] + [f"layer{k}" for k in range(1, n_layer + 1)] + ["final_ln_post"]
 
 
 def unwrap(model):
@@ -33,7 +38,7 @@ def block_list(model):
 def hidden_names(model) -> list[str]:
     """Names of the states ``forward_hidden`` returns for this model (module doc)."""
     L = n_layers(model)
-    names = pythia_layer_names(L)
+    names = layer_names(L)
     return names if block_list(model) is not None else names[:L] + names[L + 1:]
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import torch
 
 DTYPES = ("float32", "bfloat16", "float16")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
 class ScanLoadError(RuntimeError):
@@ -23,20 +24,15 @@ def model_type(path: str | Path) -> str:
 
 def load_causal_lm(root: str | Path, folder: str, dtype: str = "float32", device: str = "cpu"):
     """The causal LM in ``root/folder`` in eval mode on ``device`` (local files only, no remote
-    code, safetensors or ``torch.load(weights_only=True)``). GPT-NeoX: ``pythia.loading.load_model``."""
+    code, ``*.safetensors`` preferred, ``*.bin`` read with ``torch.load(weights_only=True)``)."""
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
-    from ..pythia.loading import LoadError, load_model
     if dtype not in DTYPES:
         raise ScanLoadError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     hf_logging.disable_progress_bar()
     path = Path(root) / folder
-    if model_type(path) == "gpt_neox":
-        try:
-            return load_model(str(root), "local", folder, dtype, device)
-        except LoadError as e:
-            raise ScanLoadError(str(e)) from e
+    model_type(path)                                   # names the folder when config.json is unreadable
     config = AutoConfig.from_pretrained(str(path), trust_remote_code=False, local_files_only=True)
     try:
         model = AutoModelForCausalLM.from_pretrained(
@@ -47,16 +43,24 @@ def load_causal_lm(root: str | Path, folder: str, dtype: str = "float32", device
     return model.to(device).eval()
 
 
+def tokenizer_folder(root: str | Path, folder: str) -> Path | None:
+    """``root/folder`` if it holds tokenizer files (``TOKENIZER_FILES``), else ``root`` if it
+    does, else None (a checkpoint series keeps one tokenizer at its root)."""
+    for where in (Path(root).expanduser() / folder, Path(root).expanduser()):
+        if any((where / f).is_file() for f in TOKENIZER_FILES):
+            return where
+    return None
+
+
 def load_tokenizer_for(root: str | Path, folder: str, tokenizer: str | None = None):
-    """The tokenizer: ``tokenizer`` (a folder) when given, else ``root/folder`` or ``root``
-    (``pythia.loading.load_tokenizer``, local files only, no remote code)."""
-    from ..pythia.loading import LoadError, load_tokenizer
+    """The tokenizer: ``tokenizer`` (a folder) when given, else ``tokenizer_folder(root, folder)``
+    (local files only, no remote code)."""
+    from transformers import AutoTokenizer
+    where = Path(tokenizer) if tokenizer is not None else tokenizer_folder(root, folder)
+    if where is None:
+        raise ScanLoadError(f"{root}: no tokenizer files ({', '.join(TOKENIZER_FILES)}) in {root}/{folder}/ "
+                            f"or {root}/; give the tokenizer folder with --tokenizer")
     try:
-        if tokenizer is not None:
-            from transformers import AutoTokenizer
-            return AutoTokenizer.from_pretrained(str(tokenizer), trust_remote_code=False, local_files_only=True)
-        return load_tokenizer(str(root), "local", folder)
-    except LoadError as e:
-        raise ScanLoadError(f"{e}; give the tokenizer folder with --tokenizer") from e
+        return AutoTokenizer.from_pretrained(str(where), trust_remote_code=False, local_files_only=True)
     except Exception as e:  # noqa: BLE001
-        raise ScanLoadError(f"tokenizer {tokenizer}: cannot load it ({type(e).__name__}: {e})") from e
+        raise ScanLoadError(f"tokenizer {where}: cannot load it ({type(e).__name__}: {e})") from e

@@ -5,20 +5,51 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..pythia.scoring import collect, option_index, padded_batch
 from .hidden import forward_hidden, hidden_names
 
 
 def for_scoring(model):
-    """``pythia.loading.for_scoring``: half-precision models cast to float32 (every forward
-    pass and hidden state float32 at least); float32/float64 models unchanged."""
-    try:
-        from ..pythia.loading import for_scoring as pythia_for_scoring
-    except ImportError:  # an older pythia.loading: the same cast
-        if any(p.dtype in (torch.float16, torch.bfloat16) for p in model.parameters()):
-            model = model.to(torch.float32)
-        return model
-    return pythia_for_scoring(model)
+    """The model with float32 parameters and buffers at least: a half-precision load is cast
+    up in place, so every forward pass and hidden state is float32 at least; float32 and
+    float64 models are returned unchanged."""
+    if any(p.dtype in (torch.float16, torch.bfloat16) for p in model.parameters()):
+        model = model.to(torch.float32)
+    return model
+
+
+@torch.no_grad()
+def padded_batch(seqs: list[list[int]]):
+    """Right-padded token ids (B, T) and attention mask (B, T) of sequences of ids."""
+    T = max(len(q) for q in seqs)
+    ids = torch.zeros(len(seqs), T, dtype=torch.long)
+    mask = torch.zeros(len(seqs), T, dtype=torch.long)
+    for b, seq in enumerate(seqs):
+        ids[b, :len(seq)] = torch.tensor(seq)
+        mask[b, :len(seq)] = 1
+    return ids, mask
+
+
+def option_index(batch, device="cpu"):
+    """For rows (item, option, ids, prompt length, option length) of a padded batch: the batch
+    index, the position predicting each option token, and that token ((n_opt_tokens,) each)."""
+    bi = torch.tensor([b for b, r in enumerate(batch) for _ in range(r[4])], device=device)
+    ti = torch.tensor([r[3] - 1 + k for r in batch for k in range(r[4])], device=device)
+    tgt = torch.tensor([r[2][r[3] + k] for r in batch for k in range(r[4])], device=device)
+    return bi, ti, tgt
+
+
+def collect(batch, lps, sums, hidden: dict, names, states, n_items: int) -> None:
+    """Option log-prob sums (per item and option) and, for each item's first option, the hidden
+    state of every layer at the last prompt token (float32, created on first use)."""
+    k0 = 0
+    for b, (i, j, seq, lp, lo) in enumerate(batch):
+        sums[i][j] = float(lps[k0:k0 + lo].sum())
+        k0 += lo
+        if j == 0:
+            for name, h in zip(names, states):
+                if name not in hidden:
+                    hidden[name] = torch.zeros(n_items, h.shape[-1], dtype=torch.float32)
+                hidden[name][i] = h[b, lp - 1].float().cpu()                     # (d,)
 
 
 def logits64(model, h: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
@@ -39,10 +70,11 @@ def logits64(model, h: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def score_any(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict:
-    """``pythia.scoring.score`` for any HF causal LM: the same return dict (option log-prob
+    """Multiple-choice scores of any HF causal LM (the Pythia branch's ``pythia.scoring.score``
+    is the GPT-NeoX version, the same return dict (option log-prob
     sums and means in float64 (``logits64``), hidden states at the last prompt token, last
     prompt tokens).
-    The scanner calls ``pythia.scoring.score`` itself for GPT-NeoX (tests check both agree)."""
+    tests check both agree on GPT-NeoX."""
     names = hidden_names(model)
     rows = [(i, j, p + o, len(p), len(o)) for i, (p, opts) in enumerate(encoded) for j, o in enumerate(opts)]
     order = sorted(range(len(rows)), key=lambda r: (-len(rows[r][2]), r))
@@ -63,10 +95,8 @@ def score_any(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict
 
 
 def score_items(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict:
-    """``pythia.scoring.score`` for GPT-NeoX (the Pythia branch's own code), ``score_any`` otherwise."""
-    if getattr(model.config, "model_type", None) == "gpt_neox":
-        from ..pythia.scoring import score
-        return score(model, encoded, batch_size, device)
+    """``score_any``, under the name the scanner and the monitor call (one scorer for every
+    architecture; the Pythia branch's GPT-NeoX scorer gives the same numbers, tests check)."""
     return score_any(model, encoded, batch_size, device)
 
 

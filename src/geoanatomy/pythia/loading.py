@@ -29,7 +29,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+from ..hf.loading import TOKENIZER_FILES, tokenizer_folder
+from ..hf.scoring import for_scoring  # noqa: F401 (the branch's name for the cast to float32)
+
 DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
 
@@ -74,26 +76,18 @@ def load_model(source: str, kind: str, revision: str, dtype: str = "float32", de
     return model.to(device).eval()
 
 
-def for_scoring(model):
-    """The model with float32 parameters and buffers at least (half-precision loads are cast
-    up in place; float32 and float64 models are returned unchanged)."""
-    import torch
-    if any(p.dtype in (torch.float16, torch.bfloat16) for p in model.parameters()):
-        model = model.to(torch.float32)
-    return model
-
-
 def load_tokenizer(source: str, kind: str, revision: str, cache_dir: str | None = None):
     """The tokenizer (same for every Pythia revision): local ``root/stepN`` if it has
     tokenizer files, else ``root``; hub: the repository at ``revision``."""
     from transformers import AutoTokenizer
 
     where, kw = _where(source, kind, revision, cache_dir)
-    if kind == "local" and not any((Path(where) / f).is_file() for f in TOKENIZER_FILES):
-        where = str(Path(source).expanduser())
-        if not any((Path(where) / f).is_file() for f in TOKENIZER_FILES):
+    if kind == "local":
+        folder = tokenizer_folder(source, revision)
+        if folder is None:
             raise LoadError(f"{source}: no tokenizer files ({', '.join(TOKENIZER_FILES)}) in {source}/{revision}/ "
                             f"or {source}/")
+        where = str(folder)
     try:
         return AutoTokenizer.from_pretrained(where, trust_remote_code=False, **kw)
     except Exception as e:  # noqa: BLE001

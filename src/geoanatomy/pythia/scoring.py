@@ -42,10 +42,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..hf.hidden import layer_names
+from ..hf.scoring import collect, option_index, padded_batch
 
-def layer_names(n_layer: int) -> list[str]:
-    """embed, layer1 .. layer{L}, final_ln_post (L = n_layer); see module doc."""
-    return ["embed"] + [f"layer{k}" for k in range(1, n_layer + 1)] + ["final_ln_post"]
+__all__ = ["choice_stats", "collect", "encode", "layer_names", "option_index", "padded_batch", "score"]
 
 
 def encode(tokenizer, items) -> list[tuple[list[int], list[list[int]]]]:
@@ -58,41 +58,6 @@ def encode(tokenizer, items) -> list[tuple[list[int], list[list[int]]]]:
             raise ValueError(f"item {it.id}: prompt or an option encodes to no tokens")
         out.append((list(p), [list(o) for o in opts]))
     return out
-
-
-@torch.no_grad()
-def padded_batch(seqs: list[list[int]]):
-    """Right-padded token ids (B, T) and attention mask (B, T) of sequences of ids."""
-    T = max(len(q) for q in seqs)
-    ids = torch.zeros(len(seqs), T, dtype=torch.long)
-    mask = torch.zeros(len(seqs), T, dtype=torch.long)
-    for b, seq in enumerate(seqs):
-        ids[b, :len(seq)] = torch.tensor(seq)
-        mask[b, :len(seq)] = 1
-    return ids, mask
-
-
-def option_index(batch, device="cpu"):
-    """For rows (item, option, ids, prompt length, option length) of a padded batch: the batch
-    index, the position predicting each option token, and that token ((n_opt_tokens,) each)."""
-    bi = torch.tensor([b for b, r in enumerate(batch) for _ in range(r[4])], device=device)
-    ti = torch.tensor([r[3] - 1 + k for r in batch for k in range(r[4])], device=device)
-    tgt = torch.tensor([r[2][r[3] + k] for r in batch for k in range(r[4])], device=device)
-    return bi, ti, tgt
-
-
-def collect(batch, lps, sums, hidden: dict, names, states, n_items: int) -> None:
-    """Option log-prob sums (per item and option) and, for each item's first option, the hidden
-    state of every layer at the last prompt token (float32, created on first use)."""
-    k0 = 0
-    for b, (i, j, seq, lp, lo) in enumerate(batch):
-        sums[i][j] = float(lps[k0:k0 + lo].sum())
-        k0 += lo
-        if j == 0:
-            for name, h in zip(names, states):
-                if name not in hidden:
-                    hidden[name] = torch.zeros(n_items, h.shape[-1], dtype=torch.float32)
-                hidden[name][i] = h[b, lp - 1].float().cpu()                     # (d,)
 
 
 def score(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict:

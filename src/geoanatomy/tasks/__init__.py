@@ -61,7 +61,7 @@ from .catalogue import parity_support
 from .data import CONTROLS, MAX_DRAW_ROUNDS, SHUFFLE_POOL, TaskData
 from .hashing import hash_uniform, stable_seed
 from .registry import DEFAULT_LEVELS, LEVELS, REGISTRY, TASKS, get_task, level_hardness, make_task
-from .tokens import DIGITS, PAD, SEP, SPECIAL, TASK_TOKENS, TOK, VOCAB, _digits  # noqa: F401 (_digits: tests)
+from .tokens import DIGITS, PAD, SEP, SPECIAL, TASK_TOKENS, TOK, VOCAB, VOCAB_SIZE, _digits  # noqa: F401 (_digits: tests)
 
 __all__ = ["CONTROLS", "DEFAULT_LEVELS", "DIGITS", "LEVELS", "LevelParamError", "MAX_DRAW_ROUNDS", "PAD",
            "REGISTRY", "SEP", "SHUFFLE_POOL", "SPECIAL", "TASKS", "TASK_TOKENS", "TOK", "Task", "TaskData",

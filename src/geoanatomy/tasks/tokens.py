@@ -9,6 +9,7 @@ TASK_TOKENS = ["COPY", "REV", "CMP", "PAR", "ADD", "MOD", "SORT", "MUL"]
 PAD = ["PAD", "BOS", "EOS", "UNK", "RSV1", "RSV2", "RSV3"]
 VOCAB: list[str] = DIGITS + SPECIAL + TASK_TOKENS + PAD  # 32 tokens
 assert len(VOCAB) == 32
+VOCAB_SIZE = len(VOCAB)  # every task shares this vocabulary (the model's embedding size)
 TOK = {t: i for i, t in enumerate(VOCAB)}
 SEP = TOK["="]
 
