@@ -165,7 +165,8 @@ def main() -> None:
     from geoanatomy.config import load_config, run_spec
     from geoanatomy.schedule import checkpoint_steps
     from geoanatomy.stages.common import build
-    from geoanatomy.stages.measures import select_checkpoints, train_sample
+    from geoanatomy.schedule import measure_steps
+    from geoanatomy.stages.measures import train_sample
     from geoanatomy.stages.train import run as train_run
 
     task, level = args.run.split("_")
@@ -189,8 +190,8 @@ def main() -> None:
     tr = base["train"]
     n_ck = len(checkpoint_steps(tr["steps"], **tr["checkpoints"]))
     mc = base["measures"]
-    # periodic checkpoints + last, plus (at most) each event's neighbourhood
-    n_sub = len(select_checkpoints(list(range(n_ck)), mc["every_k"])) + len(mc["events"]) * (1 + 2 * mc["around_events"])
+    # the fixed schedule: measures.n_points checkpoints of the run's n_ck
+    n_sub = len(measure_steps(list(range(n_ck)), mc["n_points"]))
 
     for size in sizes:
         cfg = load_config(REPO / "config.yaml", overrides={"grid": [{"tasks": [task], "levels": [level], "sizes": [size]}],

@@ -450,7 +450,7 @@ def test_figures_need_every_metrics_table(tmp_path):
 
 def test_rising_measures_use_their_peak():
     def hess(peak):
-        return {"hessian_top": {"layer": "all_params", "position": "answer", "variant": "power_iteration",
+        return {"hessian_top": {"layer": "all_params", "position": "answer", "variant": "top_eigenvalue",
                                 "direction": "rise", "init": 1.0, "floor": 0.5, "floor_step": 3, "peak": peak,
                                 "peak_step": 20, "transition": "peak", "transition_step": 20, "precursor": True,
                                 "gap_steps": 80, "n_flagged": 1}}

@@ -33,7 +33,7 @@ def test_table_measures_directions_and_headline_variants():
     assert DIRECTIONS == {"grad_erank": "collapse", "grad_cov_erank": "collapse", "hessian_top": "rise",
                           "llc": "rise"}
     assert HEADLINE_VARIANT == {"grad_erank": "roy_vetterli", "grad_cov_erank": "roy_vetterli",
-                                "hessian_top": "power_iteration", "llc": "sgld"}
+                                "hessian_top": "top_eigenvalue", "llc": "sgld"}
     assert list(TABLE_MEASURES) == list(DIRECTIONS)             # the order of precursor.json's entries
     with pytest.raises(ValueError, match="unknown expensive measure 'fisher'"):
         measure("fisher")
@@ -73,8 +73,7 @@ def test_cost_is_the_sum_of_the_registry_entries(repo):
         per_ck = entry.seconds_per_checkpoint(m[entry.config_key], "nano", s["positions"], "cpu")
         assert per_ck > 0
         without = {**cfg, "measures": {**m, "which": [k for k in m["which"] if k != entry.name]}}
-        n_sel = min(cost._every_k(s["checkpoints"], m["every_k"])
-                    + len(m["events"]) * (2 * int(m["around_events"]) + 1), s["checkpoints"])
+        n_sel = min(int(m["n_points"]), s["checkpoints"])              # the fixed schedule
         assert full - cost.work_seconds(without, "measures", run, "cpu") == pytest.approx(n_sel * per_ck)
 
 

@@ -8,20 +8,11 @@ import pytest
 from geoanatomy.cli import main as cli_main
 from geoanatomy import events as ev
 from geoanatomy.config import job_spec
-from geoanatomy.stages.measures import select_checkpoints, train_sample
+from geoanatomy.schedule import measure_steps
+from geoanatomy.stages.measures import train_sample
 from geoanatomy.table import COLUMNS, read_table
 from geoanatomy.stages.events import precursor_of_run
 from geoanatomy.stages.common import build
-
-def test_select_checkpoints():
-    steps = [0, 1, 2, 4, 8, 16, 32, 64, 100]
-    sel = select_checkpoints(steps, 4, 1, {"acquisition": 32, "rankme_floor": None, "rankme_recovery": 999})
-    assert list(sel) == [0, 8, 16, 32, 64, 100]
-    assert sel[0] == ["every_4"] and sel[8] == ["every_4"] and sel[100] == ["every_4", "last"]
-    assert sel[16] == ["acquisition-1"] and sel[32] == ["acquisition"] and sel[64] == ["acquisition+1"]
-    with pytest.raises(ValueError, match="every_k"):
-        select_checkpoints(steps, 0)
-
 
 @pytest.mark.slow
 def test_train_sample_excludes_heldout_and_is_fixed(trained_run):
@@ -44,7 +35,9 @@ def test_measures_and_probes_via_cli(copy_of_trained_run):
     assert list(m.columns) == COLUMNS
     steps = sorted(set(m["step"]))
     ck = json.loads((rd / "train.json").read_text())["checkpoint_steps"]
-    assert steps[0] == ck[0] and steps[-1] == ck[-1] and ck[4] in steps and len(steps) < len(ck)
+    # the fixed schedule: n_points checkpoints evenly spaced by index, first and last included
+    assert steps == measure_steps(ck, cfg["measures"]["n_points"]) and steps[0] == ck[0] and steps[-1] == ck[-1]
+    assert len(steps) == cfg["measures"]["n_points"] < len(ck)
     assert set(m["measure"]) == {"grad_erank", "grad_cov_erank", "hessian_top", "llc"}
     assert set(m.loc[m["measure"] == "grad_erank", "variant"]) == {"roy_vetterli", "rankme", "eig"}
     g = m[(m["measure"] == "grad_erank") & (m["variant"] == "roy_vetterli")]
@@ -52,23 +45,29 @@ def test_measures_and_probes_via_cli(copy_of_trained_run):
     llc = m[m["measure"] == "llc"]
     st = json.loads(llc["settings"].iloc[0])
     for k in ("eps", "gamma", "n_beta", "chains", "draws", "burnin", "batch_size", "flags", "clean", "per_chain",
-              "selected_because", "eps_nbeta_lambda"):
+              "schedule", "eps_nbeta_lambda"):
         assert k in st, k
     assert st["chains"] == 2 and st["draws"] == 3 and len(st["per_chain"]) == 2
     h = json.loads(m.loc[m["measure"] == "hessian_top", "settings"].iloc[0])
     assert h["max_iter"] == 8 and 1 <= h["iterations"] <= 8 and h["batch_size"] == 6
-    # probes: every other checkpoint plus the last, every layer, per answer position + mean
+    # probes: at every checkpoint behaviour is scored at (metrics.csv's), every layer,
+    # per answer position + mean
     p = read_table(rd / "probes.csv")
     assert list(p.columns) == COLUMNS
-    assert sorted(set(p["step"])) == sorted(set(ck[::2]) | {ck[-1]})
+    assert sorted(set(p["step"])) == sorted(set(read_table(rd / "metrics.csv")["step"])) == ck
     assert set(p["layer"]) == {"embed", "block0", "block1", "ln_final"}
     assert {"first", "answer_1", "answer_3", "answer_mean"} <= set(p["position"])
     assert (p.loc[p["measure"] == "probe_accuracy", "n_samples"] == 20).all()
-    # same config and seed -> the same numbers
+    # same config and seed -> the same numbers; and the schedule does not read the outcome:
+    # a run whose metrics say it learned at another step (here: no metrics.csv at all, then
+    # one whose accuracy is overwritten) is measured at the same checkpoints
     before = (rd / "measures.csv").read_text()
+    metrics = (rd / "metrics.csv").read_text()
+    (rd / "metrics.csv").unlink()
     cli_main(["measures", "--spec", job_spec(cfg, spec.name, "measures").to_json(),
               "--threads", "1", "--device", "cpu"])
     assert (rd / "measures.csv").read_text() == before
+    (rd / "metrics.csv").write_text(metrics)
 
     # precursor.json gains the four measures and the probes entry
     pre = precursor_of_run(spec, rd, cfg["events"])[0]

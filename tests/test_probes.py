@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from geoanatomy.model import GPT, ModelConfig
-from geoanatomy.stages.probes import majority_chance, probe_accuracy, probe_checkpoint, probe_steps, split_indices
+from geoanatomy.stages.probes import majority_chance, probe_accuracy, probe_checkpoint, split_indices
 
 
 def _planted(n=600, d=8, k=4, seed=0):
@@ -46,7 +46,6 @@ def test_split_is_seeded_disjoint_and_complete():
     with pytest.raises(ValueError, match="test_frac"):
         split_indices(10, 1.0, 0)
     assert majority_chance(np.array([1, 1, 2, 3])) == 0.5
-    assert probe_steps([0, 1, 2, 5, 9], 2) == [0, 2, 9]
 
 
 def test_single_class_training_split_predicts_it():

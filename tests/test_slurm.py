@@ -46,11 +46,11 @@ train:
 eval: {n_samples: 64}
 measures:
   sizes: [nano]
-  every_k: 4
+  n_points: 3
   grad: {n_samples: 16}
   hessian: {batch_size: 16, max_iter: 5}
   llc: {chains: 1, draws: 5, burnin: 0, batch_size: 16, n_data: 64}
-probes: {sizes: [nano], n_samples: 64, every_k: 4}
+probes: {sizes: [nano], n_samples: 64}
 """
 RUNS = ["mod_L1_nano"]   # one run: 5 jobs, 4 levels deep (measures and probes side by side)
 STAGES = ["train", "metrics", "measures", "probes", "events"]   # jobs per run

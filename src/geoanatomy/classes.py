@@ -18,7 +18,8 @@ order, ``never`` for a calibration run that did not acquire within ``steps``. Th
     easy   every calibration seed acquired at a step <= easy_max_step
     hard   otherwise: some calibration seed acquired later, or not within the budget
 
-The config names the file and its sha256 (``classes: {file, sha256}``); a file whose hash
+The config names the file and its sha256 (``events.classes_file``, ``events.classes_sha256``;
+a path relative to the folder the workflow runs in); a file whose hash
 differs is refused by name before any job runs, and every verdict records the hash, so a
 class cannot be edited after the outcome is seen without it showing. Build the file with
 ``geoanatomy classes build`` from the calibration runs' precursor.json files.
@@ -104,13 +105,13 @@ def read_class_file(path: str | Path, sha256: str | None = None) -> dict[tuple[s
     ``sha256`` the file's hash must equal it."""
     path = Path(path)
     if not path.is_file():
-        raise ClassFileError(f"class file {path} does not exist (classes.file); build it with "
+        raise ClassFileError(f"class file {path} does not exist (events.classes_file); build it with "
                              f"`geoanatomy classes build`")
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     if sha256 is not None and digest != sha256:
         raise ClassFileError(f"class file {path} has sha256 {digest}, but the config says {sha256} "
-                             f"(classes.sha256): the classes changed after they were fixed; restore the "
+                             f"(events.classes_sha256): the classes changed after they were fixed; restore the "
                              f"file or, if the change is intended, write its new hash into the config")
     try:
         text = data.decode("utf-8")

@@ -81,12 +81,6 @@ def _n_checkpoints(steps: int, n_log: int, log_end: float, n_uniform: int) -> in
     return len(checkpoint_steps(steps, n_log, log_end, n_uniform))
 
 
-def _every_k(n: int, k: int) -> int:
-    """Checkpoints in 'every k-th by index, plus the last' of n checkpoints."""
-    k = max(1, int(k))
-    return len(range(0, n, k)) + (1 if (n - 1) % k else 0)
-
-
 def run_shape(cfg: dict, run: str) -> dict:
     """Steps, checkpoints, batch, positions, answer length and eval samples of one run."""
     from .config import level_params, train_settings
@@ -124,15 +118,14 @@ def work_seconds(cfg: dict, stage: str, run: str, device: str | None = None) -> 
         for entry in MEASURES.values():          # each measure's own cost (measures.registry)
             if entry.name in which:
                 per_ck += entry.seconds_per_checkpoint(m[entry.config_key], size, T, dev)
-        n_sel = _every_k(s["checkpoints"], m["every_k"]) + len(m["events"]) * (2 * int(m["around_events"]) + 1)
-        return min(n_sel, s["checkpoints"]) * per_ck
+        return min(int(m["n_points"]), s["checkpoints"]) * per_ck      # schedule.measure_steps
     if stage == "probes":
         p = cfg.get("probes") or {}
         if size not in p.get("sizes", ()):
             return 0.0
         fits = (L + 2) * (s["n_answer"] if p["positions"] == "all" else 1)
         per_ck = eval_seconds(size, int(p["n_samples"]), T, dev) + fits * probe_fit_seconds(d)
-        return _every_k(s["checkpoints"], p["every_k"]) * per_ck
+        return s["checkpoints"] * per_ck                # every checkpoint, as behaviour
     if stage == "events":
         return 0.0
     raise ValueError(f"unknown stage {stage!r}; expected one of {STAGES}")

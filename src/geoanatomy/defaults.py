@@ -34,21 +34,22 @@ DEFAULTS: dict = {
         "collapse_drop": 0.3, "collapse_half": 0.5, "recovery_rise": 0.25,
         "transition": "floor", "precursor_min_gap_frac": 0.25,
         "logprob_margin": 0.1, "plateau_rule": "matched", "easy_max_step": 150,
+        "floor_window": "loss_onset", "classes_file": None, "classes_sha256": None,
     },
-    # Expensive measures on a checkpoint subset (geoanatomy.stages.measures documents every key).
+    # Expensive measures on a schedule fixed before training (geoanatomy.stages.measures
+    # documents every key): n_points checkpoints spread over the run by index.
     "measures": {
         "which": ["grad_rank", "hessian", "llc"],
         "sizes": ["nano", "micro", "small", "medium", "large", "xlarge"],
-        "every_k": 25, "around_events": 0,
-        "events": ["acquisition", "rankme_floor", "rankme_recovery"],
+        "n_points": 20,
         "grad": {"n_samples": 64, "method": "vmap", "max_mbytes": 256, "rankme_eps": 1e-7},
-        "hessian": {"batch_size": 32, "max_iter": 100, "tol": 1e-3},
+        "hessian": {"batch_size": 32, "max_iter": 100, "tol": 1e-3, "method": "lanczos"},
         "llc": {"eps": 3e-5, "gamma": 1e4, "n_beta": 30.0, "chains": 2, "draws": 20, "burnin": 5,
                 "batch_size": 32, "n_data": 512, "disagree_threshold": 0.5},
     },
     # Linear probes per layer and checkpoint (geoanatomy.stages.probes documents every key).
     "probes": {"sizes": ["nano", "micro", "small", "medium", "large", "xlarge"],
-               "n_samples": 200, "test_frac": 0.5, "positions": "first", "every_k": 2,
+               "n_samples": 400, "test_frac": 0.5, "positions": "first",
                "C": 0.1, "max_iter": 100, "standardize": True},
     "threads": {"train": 1, "metrics": 1, "events": 1, "measures": 1, "probes": 1},
     # Cross-run analysis -> results/summary/ (geoanatomy.analysis documents every key).

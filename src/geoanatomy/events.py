@@ -107,7 +107,7 @@ def rise_events(steps, values, collapse_drop: float = 0.3, collapse_half: float 
 
 def matched_events(steps, values, direction: str, start: float | None = None, onset_frac: float = 0.1,
                    extreme_tol: float = 0.05, return_frac: float = 0.25, min_change: float = 0.3,
-                   persist: int = 3) -> dict:
+                   persist: int = 3, before: int | None = None) -> dict:
     """The matched event family, the same for every curve (geometric or behavioural).
 
     ``direction`` "down" (a collapse: RankMe, gradient ranks, a loss) or "up" (a rise:
@@ -126,6 +126,13 @@ def matched_events(steps, values, direction: str, start: float | None = None, on
         return_step  first checkpoint after extreme_step with p <= 1 - return_frac, held for
                      ``persist`` checkpoints (the curve has come back by return_frac of its change)
 
+    ``before`` (a step, optional): the extreme is the extreme of the checkpoints at or
+    before it (a collapse's floor *before* the run's behavioural change, ``before`` = the
+    loss's matched onset), and ``changed``, progress, onset and extreme step are measured
+    against that extreme; the return is looked for over the rest of the run. The run's own
+    extreme is reported beside it in any case: ``global_extreme``, ``global_extreme_step``
+    (first checkpoint within ``extreme_tol`` of it) and ``window_end`` (``before``).
+
     Steps are None when the curve did not change (``changed`` False) or never got there.
     """
     if direction not in ("down", "up"):
@@ -133,11 +140,22 @@ def matched_events(steps, values, direction: str, start: float | None = None, on
     s, v = _clean(steps, values)
     out = {"direction": direction, "start": None, "extreme": None, "extreme_argstep": None, "final": None,
            "change": None, "changed": False, "onset_step": None, "half_step": None, "extreme_step": None,
-           "return_step": None}
+           "return_step": None, "window_end": None if before is None else int(before),
+           "global_extreme": None, "global_extreme_step": None}
     if len(v) == 0:
         return out
     v0 = float(v[0]) if start is None else float(start)
-    k = int(np.argmin(v) if direction == "down" else np.argmax(v))
+    pick = np.argmin if direction == "down" else np.argmax
+    kg = int(pick(v))
+    out.update(global_extreme=float(v[kg]))
+    if v[kg] != v0:                                     # first checkpoint within tolerance of the run's extreme
+        pg = (v - v0) / (v[kg] - v0)
+        out["global_extreme_step"] = int(s[int(np.argmax(pg >= 1.0 - extreme_tol))])
+    else:
+        out["global_extreme_step"] = int(s[kg])
+    n_win = len(v) if before is None else int(np.searchsorted(s, int(before), side="right"))
+    n_win = max(n_win, 1)
+    k = int(pick(v[:n_win]))
     ext = float(v[k])
     delta = ext - v0
     scale = max(abs(v0), abs(ext))
@@ -150,7 +168,7 @@ def matched_events(steps, values, direction: str, start: float | None = None, on
     out["changed"] = True
     out["onset_step"] = first_sustained(s, p >= onset_frac, persist)
     out["half_step"] = first_sustained(s, p >= 0.5, persist)
-    i = int(np.argmax(p >= 1.0 - extreme_tol))
+    i = int(np.argmax(p[:n_win] >= 1.0 - extreme_tol))
     out["extreme_step"] = int(s[i])
     out["return_step"] = first_sustained(s[i + 1:], p[i + 1:] <= 1.0 - return_frac, persist)
     return out
@@ -160,7 +178,8 @@ COLLAPSE_KEYS = {"onset": "collapse", "extreme": "floor", "return": "recovery"}
 RISE_KEYS = {"onset": "rise", "extreme": "peak", "return": "settle"}
 
 
-def curve_entry(steps, values, direction: str, cfg_events: dict, start: float | None = None) -> dict:
+def curve_entry(steps, values, direction: str, cfg_events: dict, start: float | None = None,
+                before: int | None = None) -> dict:
     """A curve's events under the configured detector, with the names the rest of the project
     reads: collapse, floor, recovery (direction "down") or rise, peak, settle ("up"),
     each ``<name>_step``, plus ``init``, ``final``, ``collapsed``/``risen``.
@@ -168,7 +187,9 @@ def curve_entry(steps, values, direction: str, cfg_events: dict, start: float | 
     ``detector: matched`` (default) is ``matched_events`` (onset -> collapse/rise, extreme ->
     floor/peak, return -> recovery/settle); ``detector: legacy`` is ``curve_events`` /
     ``rise_events`` (the first version's rules: argmin floor, half-drop collapse, recovery
-    relative to the floor)."""
+    relative to the floor). ``before``: the extreme is searched at or before that step
+    (``matched_events``; the matched detector only), the run's own extreme reported as
+    ``global_<floor|peak>`` and ``global_<floor|peak>_step``."""
     e = cfg_events
     names = COLLAPSE_KEYS if direction == "down" else RISE_KEYS
     if e.get("detector", "matched") == "legacy":
@@ -178,13 +199,14 @@ def curve_entry(steps, values, direction: str, cfg_events: dict, start: float | 
         return out
     m = matched_events(steps, values, direction, start=start, onset_frac=e["onset_frac"],
                        extreme_tol=e["extreme_tol"], return_frac=e["return_frac"],
-                       min_change=e["collapse_drop"], persist=e["persist"])
+                       min_change=e["collapse_drop"], persist=e["persist"], before=before)
     flag = "collapsed" if direction == "down" else "risen"
     out = {"detector": "matched", "init": m["start"], names["extreme"]: m["extreme"],
            f"{names['extreme']}_step": m["extreme_step"], flag: m["changed"],
            f"{names['onset']}_step": m["onset_step"], f"{names['return']}_step": m["return_step"],
            "half_step": m["half_step"], "argextreme_step": m["extreme_argstep"], "final": m["final"],
-           "change": m["change"]}
+           "change": m["change"], "window_end": m["window_end"], f"global_{names['extreme']}": m["global_extreme"],
+           f"global_{names['extreme']}_step": m["global_extreme_step"]}
     if m["extreme_step"] is None:  # unchanged curve: report where the extreme value sits
         out[f"{names['extreme']}_step"] = m["extreme_argstep"] if len(_clean(steps, values)[1]) else None
     return out

@@ -1,10 +1,9 @@
 # Stage 2b: the expensive measures (gradient effective ranks, top Hessian eigenvalue, LLC)
-# on a checkpoint subset: every k-th checkpoint plus the checkpoints at the events found in
-# the cheap metrics.csv (acquisition, RankMe floor/recovery) -> measures.csv (same columns).
+# at measures.n_points checkpoints fixed before training (evenly spaced by checkpoint index,
+# no checkpoint chosen by an event) -> measures.csv (same columns as metrics.csv).
 rule measures:
     input:
         train=train_json,  # the run's, or a mixture unit's mixture's (common.smk)
-        metrics=f"{RESULTS}/{{run}}/metrics.csv",
     output:
         f"{RESULTS}/{{run}}/measures.csv",
     log:
@@ -18,7 +17,6 @@ rule measures:
         runtime=cluster_resource("measures", "runtime"),
         mem_mb=cluster_resource("measures", "mem_mb"),
     params:
-        # event settings pick checkpoints only when measures.events is non-empty
         spec=lambda w: spec_param("measures", w.run),
     shell:
         stage_shell("measures")

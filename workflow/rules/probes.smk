@@ -1,5 +1,5 @@
 # Stage 2c (after metric extraction): logistic-regression probes on frozen hidden states,
-# every layer at every (every_k-th) checkpoint, predicting the answer token -> probes.csv.
+# every layer at every checkpoint (behaviour's own), predicting the answer token -> probes.csv.
 rule probes:
     input:
         train=train_json,  # the run's, or a mixture unit's mixture's (common.smk)

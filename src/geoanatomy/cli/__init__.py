@@ -30,8 +30,7 @@ from pathlib import Path
 STAGES = {
     "train": lambda job, threads: {"device": job.device},
     "metrics": lambda job, threads: {"device": job.device},
-    "measures": lambda job, threads: {"cfg_measures": job.blocks["measures"],
-                                      "cfg_events": job.blocks.get("events"), "device": job.device},
+    "measures": lambda job, threads: {"cfg_measures": job.blocks["measures"], "device": job.device},
     "probes": lambda job, threads: {"cfg_probes": job.blocks["probes"], "threads": threads,
                                     "device": job.device},
     "events": lambda job, threads: {"cfg_events": job.blocks["events"]},

@@ -157,8 +157,28 @@ def check_events_layer(cfg: dict) -> None:
 
 
 # The semantic checks, in the order they run (the first failing one names the field).
+def check_classes(cfg: dict) -> None:
+    """A class file (``events.classes_file``) comes with its sha256, has that hash, parses,
+    and gives every analysed run's cell a class from seeds disjoint from the run's
+    (``geoanatomy.classes``); checked before any job runs."""
+    from ..classes import check_against_grid, read_class_file
+    e = cfg["events"]
+    path = e.get("classes_file")
+    if not path:
+        if e.get("classes_sha256"):
+            raise ConfigError("config field 'events.classes_sha256' is set without events.classes_file")
+        return
+    if not e.get("classes_sha256"):
+        raise ConfigError(f"config field 'events.classes_sha256': give the sha256 of {path} (events.classes_file), "
+                          f"so a class file edited after the outcome is refused; `sha256sum {path}` prints it")
+    classes = read_class_file(path, e["classes_sha256"])
+    check_against_grid(classes, [{"task": t, "level": lv, "size": z, "seed": sd, "control": ctl,
+                                  "steps": train_settings(cfg, z)["steps"], "name": f"{t}_{lv}_{z}"}
+                                 for t, lv, z, ctl, sd in runs(cfg)], path)
+
+
 CHECKS = [check_task_params, check_pruning, check_level_order, check_mixtures, check_schedules, check_inputs,
-          check_llc, check_events_layer]
+          check_llc, check_events_layer, check_classes]
 
 # Config blocks checked by the branch that owns them: block -> "module:function", imported
 # when a config holding the block is checked, after CHECKS.

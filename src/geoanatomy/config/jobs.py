@@ -30,7 +30,7 @@ def run_spec(cfg: dict, name: str) -> RunSpec:
 
 # Config blocks each stage reads besides the run itself (the job's Snakemake params carry
 # them, so changing a block reruns exactly the stages that read it).
-STAGE_BLOCKS = {"train": (), "metrics": (), "measures": ("measures", "events"), "probes": ("probes",),
+STAGE_BLOCKS = {"train": (), "metrics": (), "measures": ("measures",), "probes": ("probes",),
                 "events": ("events",), "prune": ()}
 
 
@@ -38,8 +38,7 @@ def job_spec(cfg: dict, name: str, stage: str) -> JobSpec:
     """The JobSpec of ``stage`` for run ``name`` of a resolved config.
 
     train gets no evaluation settings (they do not change the weights, so editing them must
-    not retrain); measures reads the events block only when ``measures.events`` picks
-    checkpoints around events."""
+    not retrain)."""
     if stage not in STAGE_BLOCKS:
         raise ConfigError(f"unknown stage {stage!r}; stages: {list(STAGE_BLOCKS)}")
     spec = run_spec(cfg, name)
@@ -50,6 +49,4 @@ def job_spec(cfg: dict, name: str, stage: str) -> JobSpec:
     if stage == "train":
         spec = RunSpec(**{**spec.__dict__, "eval": {}})
     blocks = {b: copy.deepcopy(cfg[b]) for b in STAGE_BLOCKS[stage]}
-    if stage == "measures" and not cfg["measures"]["events"]:
-        del blocks["events"]
     return JobSpec(stage=stage, run=spec, results_dir=cfg["results_dir"], device=cfg["device"], blocks=blocks)

@@ -67,6 +67,15 @@ def _number_hint(value, types) -> str:
     return f"; write {fix} (YAML reads {value.strip()} as a string)"
 
 
+# Keys earlier versions read, with what replaced them (a config that still sets one is told why).
+REMOVED_KEYS = {
+    "measures.every_k": "the expensive measures' checkpoints are fixed before training: set measures.n_points",
+    "measures.around_events": "no checkpoint is chosen by an event any more: set measures.n_points",
+    "measures.events": "no checkpoint is chosen by an event any more: set measures.n_points",
+    "probes.every_k": "probes run at every checkpoint the metrics stage measures (behaviour's own schedule)",
+}
+
+
 def validate_schema(cfg: dict, schema: dict | None = None) -> None:
     """Raise ConfigError naming the first offending field (JSON schema pass)."""
     import jsonschema
@@ -85,6 +94,10 @@ def validate_schema(cfg: dict, schema: dict | None = None) -> None:
     elif e.validator == "additionalProperties":
         allowed = sorted((e.schema.get("properties") or {}).keys())
         msg, got = f"{_short(e.message, 200)}; allowed keys: {allowed}", False
+        for key in sorted(set(e.instance) - set(allowed)) if isinstance(e.instance, dict) else ():
+            full = f"{where}.{key}" if where else key
+            if full in REMOVED_KEYS:
+                raise ConfigError(f"config field '{full}' was removed: {REMOVED_KEYS[full]}")
     elif e.validator == "propertyNames":
         msg = f"{_short(repr(e.instance), 80)} is not allowed; allowed values: {e.validator_value.get('enum', e.validator_value)}"
         if "$ref" in e.validator_value:

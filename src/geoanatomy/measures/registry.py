@@ -12,7 +12,7 @@ function giving its rows at one checkpoint; its cost per checkpoint (``geoanatom
 kind       table measures                   direction  headline variant   config block
 =========  ===============================  =========  =================  ===========
 grad_rank  grad_erank, grad_cov_erank       collapse   roy_vetterli       grad
-hessian    hessian_top                      rise       power_iteration    hessian
+hessian    hessian_top                      rise       top_eigenvalue     hessian
 llc        llc                              rise       sgld               llc
 =========  ===============================  =========  =================  ===========
 """
@@ -84,12 +84,14 @@ def _grad_rank_cost(g, size, positions, device):
 # ---------------------------------------------------------------------- hessian
 def _hessian_rows(model, pool, n_answer, h, seed, context):
     from .hessian import hessian_top
-    r = hessian_top(model, pool, n_answer, max_iter=int(h["max_iter"]), tol=float(h["tol"]), seed=seed)
+    r = hessian_top(model, pool, n_answer, max_iter=int(h["max_iter"]), tol=float(h["tol"]), seed=seed,
+                    method=h["method"])
     st = dict(COMMON_SETTINGS, batch_size=r["batch_size"], max_iter=r["max_iter"], tol=r["tol"],
               iterations=r["iterations"], converged=r["converged"], seed=r["seed"], batch_loss=r["loss"],
-              n_params=r["n_params"], mode="eval", attention="math", method="power iteration, double-backward HVP")
+              n_params=r["n_params"], mode="eval", attention="math",
+              method=f"{h['method']} on double-backward Hessian-vector products")
     context["hessian_top"] = r["value"]
-    return [row("hessian_top", "power_iteration", r["batch_size"], r["value"], st)]
+    return [row("hessian_top", "top_eigenvalue", r["batch_size"], r["value"], st)]
 
 
 def _hessian_cost(h, size, positions, device):
@@ -132,8 +134,8 @@ _ENTRIES = (
                           TableMeasure("grad_cov_erank", "collapse", "roy_vetterli")),
             "grad", {"n_samples": 64, "method": "vmap", "max_mbytes": 256, "rankme_eps": 1e-7},
             "n_samples", False, _grad_rank_rows, _grad_rank_cost),
-    Measure("hessian", (TableMeasure("hessian_top", "rise", "power_iteration"),),
-            "hessian", {"batch_size": 32, "max_iter": 100, "tol": 1e-3},
+    Measure("hessian", (TableMeasure("hessian_top", "rise", "top_eigenvalue"),),
+            "hessian", {"batch_size": 32, "max_iter": 100, "tol": 1e-3, "method": "lanczos"},
             "batch_size", True, _hessian_rows, _hessian_cost),
     Measure("llc", (TableMeasure("llc", "rise", "sgld"),),
             "llc", {"eps": 3e-5, "gamma": 1e4, "n_beta": 30.0, "chains": 2, "draws": 20, "burnin": 5,

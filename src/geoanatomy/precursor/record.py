@@ -46,7 +46,7 @@ from .rules import SCHEMA_VERSION, difficulty, is_precursor, precursor_verdict
 RANKME_ENTRIES = {"rankme": "uncentred", "rankme_centred": "centred"}
 RISE_NAMES = {"collapse": "rise", "floor": "peak", "recovery": "settle"}
 # per-checkpoint diagnostics that are not settings of the measure
-PER_POINT = {"selected_because", "iterations", "converged", "batch_loss", "std", "per_chain", "init_loss",
+PER_POINT = {"schedule", "selected_because", "iterations", "converged", "batch_loss", "std", "per_chain", "init_loss",
              "mean_sampled_loss", "flags", "clean", "drift", "top_singular_value"}
 
 
@@ -58,15 +58,15 @@ def mean_shares(df, layer: str, position: str, steps_wanted: dict) -> dict:
     return {k: (at.get(t) if t is not None else None) for k, t in steps_wanted.items()}
 
 
-def layer_events(df, e: dict, position: str, variant: str, facts=None) -> dict:
+def layer_events(df, e: dict, position: str, variant: str, facts=None, before: int | None = None) -> dict:
     """{layer: falling-curve events of RankMe at ``position`` / ``variant``} for every layer
     of ``df``'s rankme rows, in depth order; ``facts(layer, events)`` -> dict of keys the
-    writer adds to each layer's entry."""
+    writer adds to each layer's entry; ``before``: the floor window's end (``floor_window``)."""
     layers = list(dict.fromkeys(select(df, "rankme").sort_values("layer_index", kind="stable")["layer"]))
     per_layer = {}
     for name in layers:
         s, v = curve(df, "rankme", layer=name, position=position, variant=variant)
-        cev = ev.curve_entry(s, v, "down", e)
+        cev = ev.curve_entry(s, v, "down", e, before=before)
         if facts is not None:
             cev.update(facts(name, cev))
         per_layer[name] = cev
@@ -81,12 +81,14 @@ def headline_entry(per_layer: dict, layer: str, t_acq, e: dict) -> dict:
     return head
 
 
-def rankme_entry(df, variant: str, t_acq, e: dict, n_eval: int, eps: float) -> dict:
+def rankme_entry(df, variant: str, t_acq, e: dict, n_eval: int, eps: float, before: int | None = None) -> dict:
     """precursor.json entry of RankMe in one variant: the headline layer's events, precursor
-    verdict and the mean share at its init, floor and final steps; events of every layer."""
+    verdict and the mean share at its init, floor and final steps; events of every layer.
+    ``before``: the floor is the extreme at or before this step (``floor_window``)."""
     layer, pos = ev.headline_layer(e), e["position"]
     per_layer = layer_events(df, e, pos, variant,
-                             lambda name, _: {"constant_by_construction": bool(name == "embed" and pos == "first")})
+                             lambda name, _: {"constant_by_construction": bool(name == "embed" and pos == "first")},
+                             before=before)
     head = headline_entry(per_layer, layer, t_acq, e)
     s, _ = curve(df, "rankme", layer=layer, position=pos, variant=variant)
     head["mean_share"] = mean_shares(df, layer, pos, {
@@ -102,8 +104,9 @@ def _flagged(settings: str) -> bool:
     return bool(st.get("flags")) or st.get("converged") is False
 
 
-def measure_entry(mdf, measure: str, t_acq, cfg_events: dict) -> dict:
-    """The precursor.json entry of one expensive measure from measures.csv rows (DataFrame)."""
+def measure_entry(mdf, measure: str, t_acq, cfg_events: dict, before: int | None = None) -> dict:
+    """The precursor.json entry of one expensive measure from measures.csv rows (DataFrame).
+    ``before``: a collapse's floor window end (``floor_window``; rises keep the run's peak)."""
     e = cfg_events
     variant = HEADLINE_VARIANT[measure]
     sub = select(mdf, measure, variant=variant)
@@ -120,7 +123,8 @@ def measure_entry(mdf, measure: str, t_acq, cfg_events: dict) -> dict:
              "n_samples": int(sub["n_samples"].iloc[0]) if len(sub) else None,
              "n_points": int(len(sub)), "measured_steps": [int(x) for x in steps],
              "n_flagged": int(flags.sum()), "flagged_steps": [int(x) for x in steps[flags]]}
-    entry.update(ev.curve_entry(steps, vals, "down" if direction == "collapse" else "up", e))
+    entry.update(ev.curve_entry(steps, vals, "down" if direction == "collapse" else "up", e,
+                                before=before if direction == "collapse" else None))
     if direction == "collapse":
         entry.update(precursor_verdict(entry, t_acq, e["transition"], e["precursor_min_gap_frac"]))
     else:
@@ -134,10 +138,49 @@ def measure_entry(mdf, measure: str, t_acq, cfg_events: dict) -> dict:
     return entry
 
 
-def measure_entries(mdf, t_acq, cfg_events: dict) -> dict:
+def measure_entries(mdf, t_acq, cfg_events: dict, before: int | None = None) -> dict:
     """{measure: entry} for every expensive measure present in measures.csv (registry order)."""
     present = set(mdf["measure"])
-    return {m: measure_entry(mdf, m, t_acq, cfg_events) for m in DIRECTIONS if m in present}
+    return {m: measure_entry(mdf, m, t_acq, cfg_events, before) for m in DIRECTIONS if m in present}
+
+
+def run_difficulty(facts: dict, t_acq, e: dict, diverged: bool) -> tuple[str, dict]:
+    """(difficulty, its source) of one run. With ``events.classes_file`` the class of the
+    run's task x level x size cell in the class file (calibration seeds disjoint from the
+    analysed ones; ``geoanatomy.classes``), "unlearned" or "diverged" as the run itself says;
+    without, the post-hoc rule on the run's own acquisition step (``difficulty``)."""
+    path = e.get("classes_file")
+    if not path:
+        return difficulty(t_acq, e["easy_max_step"], diverged), {
+            "rule": f"post-hoc: this run's acquisition step <= easy_max_step {e['easy_max_step']}",
+            "fixed_before_outcome": False}
+    from ..classes import RULE, read_class_file
+    row = read_class_file(path, e.get("classes_sha256")).get((facts["task"], facts["level"], facts["size"]))
+    source = {"rule": f"class file: {RULE}", "fixed_before_outcome": True, "classes_file": str(path),
+              "classes_sha256": e.get("classes_sha256")}
+    if row is None:
+        if facts.get("control"):
+            return difficulty(t_acq, e["easy_max_step"], diverged), dict(
+                source, rule=f"control run: post-hoc rule (acquisition step <= {e['easy_max_step']})",
+                fixed_before_outcome=False)
+        raise ValueError(f"class file {path} has no class for cell {facts['task']} {facts['level']} {facts['size']}")
+    source.update(calibration_seeds=row["calibration_seeds"],
+                  calibration_acquisition_steps=row["calibration_acquisition_steps"])
+    if diverged:
+        return "diverged", source
+    if t_acq is None:
+        return "unlearned", source
+    return row["class"], source
+
+
+def floor_window_end(e: dict, loss_onset: int | None) -> int | None:
+    """The step a collapse's floor is searched up to: the loss's matched onset under
+    ``floor_window: loss_onset`` (None, the whole run, when the loss never changed), None
+    under ``floor_window: run``."""
+    rule = e.get("floor_window", "loss_onset")
+    if rule not in ("loss_onset", "run"):
+        raise ValueError(f"events.floor_window must be loss_onset or run, got {rule!r}")
+    return loss_onset if rule == "loss_onset" else None
 
 
 # -------------------------------------------------------------------------- probes
@@ -213,25 +256,37 @@ def events_record(facts: dict, df, cfg_events: dict, baselines: dict, n_eval: in
     t_acq_first = ev.acquisition_step(s1, acc1, e["acquisition_threshold"], p)
     s_lp, lp = curve(df, "logprob_per_token")
     t_lp = ev.emergence_step(s_lp, lp, base["logprob_per_token"], e["logprob_margin"], p)
+    matched = dict(onset_frac=e["onset_frac"], extreme_tol=e["extreme_tol"], return_frac=e["return_frac"],
+                   min_change=e["collapse_drop"], persist=p)
+    # log-probability at the depth accuracy is read at: half of its rise from the input-blind level
+    lp_m = ev.matched_events(s_lp, lp, "up", start=base["logprob_per_token"], **matched)
     s_tl, tl = curve(df, "loss", variant="train")
     blind_loss = -base["train_logprob_per_token"]
+    # the loss curve's matched events, measured from the input-blind level
+    loss_m = ev.matched_events(s_tl, tl, "down", start=blind_loss, **matched)
     if e["plateau_rule"] == "margin":
         t_plateau = ev.plateau_exit_step(s_tl, tl, base["train_logprob_per_token"], e["logprob_margin"], p)
-    else:  # the matched onset of the loss curve, measured from the input-blind level
-        m = ev.matched_events(s_tl, tl, "down", start=blind_loss, onset_frac=e["onset_frac"],
-                              extreme_tol=e["extreme_tol"], return_frac=e["return_frac"],
-                              min_change=e["collapse_drop"], persist=p)
-        t_plateau = m["onset_step"]
+    else:
+        t_plateau = loss_m["onset_step"]
+    window = floor_window_end(e, loss_m["onset_step"])
     _, batch_loss = curve(df, "train_loss")
     diverged = (bool(diverged) or not np.all(np.isfinite(tl)) or not np.all(np.isfinite(batch_loss)))
+    cls, cls_source = run_difficulty(facts, t_acq, e, diverged)
 
     out = {
         "schema_version": SCHEMA_VERSION, **facts,
         "n_checkpoints": int(len(steps)), "diverged": diverged,
         "acquired": t_acq is not None, "acquisition_step": t_acq,
         "first_token_acquisition_step": t_acq_first,
-        "logprob_emergence_step": t_lp, "loss_plateau_exit_step": t_plateau,
-        "difficulty": difficulty(t_acq, e["easy_max_step"], diverged),
+        "logprob_emergence_step": t_lp, "logprob_half_step": lp_m["half_step"],
+        "loss_plateau_exit_step": t_plateau,
+        "loss_events": {"onset_step": loss_m["onset_step"], "half_step": loss_m["half_step"],
+                        "extreme_step": loss_m["extreme_step"], "changed": loss_m["changed"],
+                        "curve": "float64 loss of a fixed training sample, matched events from the input-blind loss"},
+        "floor_window": {"rule": e.get("floor_window", "loss_onset"), "end_step": window,
+                         "meaning": "a collapse's floor is its extreme at or before end_step (the loss's matched "
+                                    "onset; the whole run when None); the run's own extreme is global_floor"},
+        "difficulty": cls, "difficulty_source": cls_source,
         "final_accuracy": float(acc[-1]) if len(acc) else None,
         "max_accuracy": float(np.nanmax(acc)) if len(acc) and np.isfinite(acc).any() else None,
         "chance_accuracy": base["chance_accuracy"], "first_token_chance": base["first_token_chance"],
@@ -243,11 +298,11 @@ def events_record(facts: dict, df, cfg_events: dict, baselines: dict, n_eval: in
             "plateau_exit": f"{e['plateau_rule']} rule on the float64 loss of a fixed training sample at "
                             f"the checkpoint's weights, from the input-blind loss {blind_loss:.4f}"},
         "events_settings": dict(e),
-        "measures": {name: rankme_entry(df, variant, t_acq, e, n_eval, eps)
+        "measures": {name: rankme_entry(df, variant, t_acq, e, n_eval, eps, window)
                      for name, variant in RANKME_ENTRIES.items()},
     }
     if measures_df is not None:
-        out["measures"].update(measure_entries(measures_df, t_acq, e))
+        out["measures"].update(measure_entries(measures_df, t_acq, e, window))
     if probes_df is not None and len(probes_df):
         out["probes"] = probe_entry(probes_df, t_acq, e, ev.headline_layer(e), t_acq_first)
     return out

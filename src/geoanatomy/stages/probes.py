@@ -1,8 +1,10 @@
 """The probes stage: can the answer be read off frozen hidden states, per layer and
 checkpoint? -> ``results/{run}/probes.csv`` (format: ``geoanatomy.table``).
 
-For each checkpoint, one forward pass over the first ``n_samples`` held-out examples
-(never trained on), hidden states of every layer (``model.layer_names()``: embed,
+At every checkpoint (the metrics stage's, so a probe event and a behavioural event are read
+on the same checkpoints with the same ``persist`` rule), one forward pass over the first
+``n_samples`` held-out examples (default 400: 200 probe test examples),
+never trained on, hidden states of every layer (``model.layer_names()``: embed,
 block0.., ln_final). Target at answer position j: the correct answer token j; input:
 the hidden state at the position that *predicts* it (j = 0 is the ``=`` position, called
 "first", as in metrics.csv; answer positions j >= 1 see the earlier answer tokens under
@@ -149,20 +151,12 @@ def _rows(layer, li, pos, n, r, settings) -> list[dict]:
             dict(common, measure="probe_accuracy_norm", value=r["accuracy_norm"])]
 
 
-def probe_steps(steps: list[int], every_k: int) -> list[int]:
-    """Every k-th checkpoint (by index, starting with the first) plus the last one."""
-    if every_k < 1:
-        raise ValueError(f"probes.every_k must be >= 1, got {every_k}")
-    out = list(steps[::every_k])
-    if steps and steps[-1] not in out:
-        out.append(steps[-1])
-    return out
-
-
 def run(spec: RunSpec, run_dir: str | Path, cfg_probes: dict, threads: int = 1, device: str = "auto",
         log=print) -> dict:
-    """Probe every layer at the selected checkpoints of a trained run; write
-    ``run_dir/probes.csv`` atomically. ``cfg_probes``: the resolved ``probes`` block."""
+    """Probe every layer at every checkpoint of a trained run (the checkpoints the metrics
+    stage scores behaviour at, so probe and behaviour events rest on the same points and the
+    same persistence rule); write ``run_dir/probes.csv`` atomically. ``cfg_probes``: the
+    resolved ``probes`` block."""
     from threadpoolctl import threadpool_limits
 
     c = cfg_probes
@@ -180,7 +174,7 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_probes: dict, threads: int = 1, 
     split_seed = stable_seed(spec.seed, spec.name, "probe_split") % (2**32)
     tr, te = split_indices(n, float(c["test_frac"]), split_seed)
     settings = {"test_frac": c["test_frac"], "split_seed": int(split_seed), "n_examples": n}
-    sel = probe_steps(steps, int(c["every_k"]))
+    sel = list(steps)
     t0, rows = time.process_time(), []
     w0 = time.time()
     with threadpool_limits(limits=max(1, int(threads))):
