@@ -99,3 +99,27 @@ def test_cli_builds_the_class_file_from_finished_calibration_runs(tmp_path, caps
     printed = capsys.readouterr().out
     assert "1 cells (0 easy, 1 hard)" in printed and file_sha256(out) in printed
     assert read_class_file(out)[("mod", "L3", "nano")]["calibration_acquisition_steps"] == [120, 900]
+
+
+def test_config_with_a_class_file_of_another_hash_is_refused_before_any_job(tmp_path):
+    """load_config checks events.classes_file against events.classes_sha256 (and that the
+    hash is given at all), naming the file and the field."""
+    from geoanatomy.config import load_config
+    from geoanatomy.errors import ConfigError
+    p = tmp_path / "classes.csv"
+    p.write_text(render(build_rows([_cal("mod", 100, 900), _cal("mod", 101, 1200)], 150)))
+    good = file_sha256(p)
+    base = {"grid": [{"tasks": ["mod"], "levels": ["L3"], "sizes": ["nano"], "seeds": [0]}],
+            "train": {"steps": 1500}, "results_dir": str(tmp_path / "r"), "allow_results_outside_workdir": True}
+    cfg = load_config(None, overrides={**base, "events": {"classes_file": str(p), "classes_sha256": good}},
+                      workdir=None)
+    assert cfg["events"]["classes_sha256"] == good
+    with pytest.raises(ConfigError, match=r"classes\.csv has sha256 .*events\.classes_sha256"):
+        load_config(None, overrides={**base, "events": {"classes_file": str(p), "classes_sha256": "0" * 64}},
+                    workdir=None)
+    with pytest.raises(ConfigError, match=r"events\.classes_sha256"):
+        load_config(None, overrides={**base, "events": {"classes_file": str(p)}}, workdir=None)
+    with pytest.raises(ConfigError, match="seed 100, a calibration seed"):
+        load_config(None, overrides={**base, "grid": [{"tasks": ["mod"], "levels": ["L3"], "sizes": ["nano"],
+                                                         "seeds": [100]}],
+                                     "events": {"classes_file": str(p), "classes_sha256": good}}, workdir=None)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from geoanatomy import events as ev
+from geoanatomy.defaults import DEFAULTS
 from geoanatomy.files import json_safe
 from geoanatomy.precursor import precursor_verdict
 
@@ -114,3 +115,62 @@ def test_matched_events_ignore_nan_points():
     assert (m["onset_step"], m["half_step"], m["extreme_step"], m["return_step"]) == (20, 40, 50, 80)
     empty = ev.matched_events(STEPS, np.full(11, np.nan), "down")
     assert not empty["changed"] and empty["start"] is None and empty["extreme_step"] is None
+
+
+def test_floor_is_the_dip_before_the_behavioural_change_not_the_later_compression():
+    # a collapse to 3 by step 30, back up to 6, then a deeper compression to 1 after the
+    # loss's onset at step 60 (what an easy run does after it has learned)
+    v = np.array([10, 7, 4, 3, 4, 5, 6, 4, 2, 1, 1], dtype=float)
+    early = ev.matched_events(STEPS, v, "down", persist=2, before=60)
+    assert early["extreme"] == 3 and early["extreme_step"] == 30 and early["window_end"] == 60
+    assert early["onset_step"] == 10                          # 10% of the 10 -> 3 drop
+    assert early["return_step"] == 50                         # back by 25% of 7 (>= 4.75) at 50, 60
+    assert early["global_extreme"] == 1 and early["global_extreme_step"] == 90
+    whole = ev.matched_events(STEPS, v, "down", persist=2)
+    assert whole["extreme_step"] == 90 and whole["return_step"] is None
+    # through the configured detector, named as the rest of the project reads it
+    e = dict(DEFAULTS["events"], persist=2)
+    ce = ev.curve_entry(STEPS, v, "down", e, before=60)
+    assert (ce["floor"], ce["floor_step"], ce["global_floor"], ce["global_floor_step"]) == (3, 30, 1, 90)
+    # the loss's onset at step 0 leaves only the first point: nothing collapsed before it
+    assert not ev.matched_events(STEPS, v, "down", before=0)["changed"]
+
+
+def test_events_record_reads_the_floor_before_the_loss_onset():
+    """Through the events record: metrics rows whose RankMe dips early (step 20), recovers,
+    and compresses deeper after the loss's onset; the floor is the early dip."""
+    import pandas as pd
+    from geoanatomy.precursor import events_record
+    steps = list(range(0, 110, 10))
+    loss = [3.4, 3.4, 3.4, 3.4, 3.4, 3.3, 2.5, 1.5, 0.8, 0.5, 0.5]      # onset (10% of 2.9) at 60
+    rank = [10, 6, 3, 5, 7, 8, 8, 5, 2, 1, 1]
+    acc = [0, 0, 0, 0, 0, 0, 0.2, 0.6, 0.9, 1, 1]
+    rows = []
+    for s, l, r, a in zip(steps, loss, rank, acc):
+        rows += [{"step": s, "measure": "loss", "layer": "output", "position": "answer", "variant": "train", "value": l},
+                 {"step": s, "measure": "train_loss", "layer": "output", "position": "answer", "variant": "", "value": l},
+                 {"step": s, "measure": "accuracy_norm", "layer": "output", "position": "answer", "variant": "", "value": a},
+                 {"step": s, "measure": "accuracy_norm", "layer": "output", "position": "first", "variant": "", "value": a},
+                 {"step": s, "measure": "accuracy", "layer": "output", "position": "answer", "variant": "", "value": a},
+                 {"step": s, "measure": "logprob_per_token", "layer": "output", "position": "answer", "variant": "",
+                  "value": -l}]
+        for variant in ("uncentred", "centred"):
+            rows.append({"step": s, "measure": "rankme", "layer": "ln_final", "layer_index": 3, "position": "first",
+                         "variant": variant, "value": r})
+        rows.append({"step": s, "measure": "mean_share", "layer": "ln_final", "layer_index": 3, "position": "first",
+                     "variant": "", "value": 0.5})
+    df = pd.DataFrame(rows)
+    df["layer_index"] = df["layer_index"].fillna(-1).astype(int)
+    df["run"], df["n_samples"], df["settings"] = "x", 10, ""
+    base = {"chance_accuracy": 0.0, "first_token_chance": 0.0, "logprob_per_token": -3.4,
+            "train_logprob_per_token": -3.4}
+    facts = {"run": "x", "task": "copy", "level": "L1", "size": "nano", "seed": 0, "control": "",
+             "level_params": {}, "n_params": 1, "steps": 100}
+    e = dict(DEFAULTS["events"], persist=2)
+    pre = events_record(facts, df, e, base, 10, 1e-7)
+    rm = pre["measures"]["rankme"]
+    assert pre["loss_events"]["onset_step"] == 60 and pre["floor_window"]["end_step"] == 60
+    assert rm["floor_step"] == 20 and rm["global_floor_step"] == 90 and rm["recovery_step"] == 30
+    assert pre["difficulty_source"]["fixed_before_outcome"] is False
+    run_wide = events_record(facts, df, dict(e, floor_window="run"), base, 10, 1e-7)
+    assert run_wide["measures"]["rankme"]["floor_step"] == 90
