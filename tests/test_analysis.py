@@ -696,3 +696,23 @@ def test_top_down_recovery_order_and_ln_final_merged_with_last_block():
         rec[name]["recovery_step"] = step
     r = topdown.run_order(rec)
     assert r["recovery_direction"] == "bottom-up" and r["recovery_kendall_tau_depth_vs_step"] == pytest.approx(1.0)
+
+
+def test_paired_leads_compare_events_of_the_same_kind():
+    """The onset row pairs the measure's onset with the loss's onset, the extreme row its
+    extreme with the loss's extreme (hand-made rows: onsets lead by 10 steps in every run,
+    extremes lag by 5), and a measure that did not transition has no event."""
+    import pandas as pd
+    from geoanatomy.analysis.rates import ROW_COLUMNS, paired_leads
+    rows = []
+    for i in range(6):
+        rows.append({c: None for c in ROW_COLUMNS} | {
+            "run": f"r{i}", "measure": "rankme", "kind": "geometric", "control": "", "acquired": True,
+            "diverged": False, "difficulty": "hard", "transitioned": i < 5, "onset_step": 100 + i,
+            "loss_onset_step": 110 + i, "extreme_step": 205 + i, "loss_extreme_step": 200 + i})
+    out = paired_leads(pd.DataFrame(rows, columns=ROW_COLUMNS), {"n_bootstrap": 200, "seed": 0})
+    hard = out[out["difficulty"] == "hard"].set_index("event")
+    assert hard.loc["onset", "reference"] == "loss onset" and hard.loc["extreme", "reference"] == "loss extreme"
+    assert hard.loc["onset", "n_pairs"] == 5 and hard.loc["onset", "wins"] == 5
+    assert hard.loc["onset", "median_lead_steps"] == 10
+    assert hard.loc["extreme", "losses"] == 5 and hard.loc["extreme", "median_lead_steps"] == -5

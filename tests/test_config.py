@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from geoanatomy.config import ConfigError, load_config, resolve, run_names
+from geoanatomy.config import ConfigError, load_config, resolve, run_names, run_spec
 
 NAN, INF = float("nan"), float("inf")
 
@@ -650,3 +650,17 @@ def test_seeds_are_a_grid_dimension_with_their_own_runs():
     assert ctrl.control == "shuffled" and ctrl.train_hash() != s0.train_hash()
     with pytest.raises(ConfigError, match="not in the config grid"):
         run_spec(cfg, "add_L1_nano_s2")
+
+
+def test_rankme_n_is_a_setting_per_size():
+    """eval.n_samples_by_size replaces eval.n_samples for the sizes it names, in the run's
+    spec (what the metrics stage reads) and nowhere else; a value above the held-out pool is
+    refused naming the size."""
+    grid = [{"tasks": ["copy"], "levels": ["L1"], "sizes": ["nano", "micro"]}]
+    cfg = resolve({"grid": grid, "eval": {"n_samples": 200, "n_samples_by_size": {"micro": 768}}})
+    assert run_spec(cfg, "copy_L1_micro").eval == {"n_samples": 768, "rankme_eps": 1e-7}
+    assert run_spec(cfg, "copy_L1_nano").eval == {"n_samples": 200, "rankme_eps": 1e-7}
+    with pytest.raises(ConfigError, match=r"eval\.n_samples_by_size\.micro.*exceeds the held-out pool"):
+        resolve({"grid": grid, "eval": {"n_samples_by_size": {"micro": 5000}}})
+    with pytest.raises(ConfigError, match=r"eval\.n_samples_by_size"):
+        resolve({"grid": grid, "eval": {"n_samples_by_size": {"huge": 500}}})

@@ -83,7 +83,7 @@ def _n_checkpoints(steps: int, n_log: int, log_end: float, n_uniform: int) -> in
 
 def run_shape(cfg: dict, run: str) -> dict:
     """Steps, checkpoints, batch, positions, answer length and eval samples of one run."""
-    from .config import level_params, train_settings
+    from .config import eval_settings, level_params, train_settings
     from .tasks import make_task
     r = parse_run_name(run)
     task, level, size = r["task"], r["level"], r["size"]
@@ -93,7 +93,7 @@ def run_shape(cfg: dict, run: str) -> dict:
     shape = {"size": size, "steps": int(tr["steps"]), "batch": int(tr["batch_size"]),
              "checkpoints": _n_checkpoints(int(tr["steps"]), int(ck["n_log"]), float(ck["log_end"]),
                                            int(ck["n_uniform"])),
-             "positions": t.seq_len - 1, "n_answer": t.n_answer, "eval_n": int(cfg["eval"]["n_samples"])}
+             "positions": t.seq_len - 1, "n_answer": t.n_answer, "eval_n": int(eval_settings(cfg, size)["n_samples"])}
     return shape
 
 

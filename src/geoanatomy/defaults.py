@@ -26,7 +26,7 @@ DEFAULTS: dict = {
     },
     "size_overrides": {},
     "data": {"n_heldout": 1024, "heldout_frac": 0.25, "heldout_symmetric": True},
-    "eval": {"n_samples": 200, "rankme_eps": 1e-7},
+    "eval": {"n_samples": 200, "rankme_eps": 1e-7, "n_samples_by_size": {}},
     "events": {
         "layer": "ln_final", "position": "first", "variant": "uncentred",
         "acquisition_threshold": 0.5, "persist": 3, "detector": "matched",

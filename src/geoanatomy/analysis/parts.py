@@ -75,7 +75,7 @@ PRECURSORS = Input("pre", ("precursor.json",), "unit", "--precursors")
 
 TABLES = Part("tables", (PRECURSORS,), _tables(
     ("precursor_rates.csv", "precursor_rates", "precursor rates"),
-    ("paired_leads.csv", "paired_leads", "paired leads over the loss-plateau exit"),
+    ("paired_leads.csv", "paired_leads", "paired leads over the loss curve's event of the same kind (onset, extreme)"),
     ("controls.csv", "controls", "shuffled-label controls"),
     ("transitions.csv", "transitions", "transitions (per run)"),
     ("collapse_floors.csv", "collapse_floors", "collapse floors (per run)"),

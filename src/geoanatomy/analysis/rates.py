@@ -38,7 +38,8 @@ from .stats import log_steps_close, quantiles
 ROW_COLUMNS = ["run", "task", "level", "size", "family", "n_params", "steps", "difficulty", "acquired",
                "diverged", "control", "easy_max_step", "min_gap_frac", "acquisition_step", "measure", "kind", "layer", "position", "variant",
                "direction", "transition", "transition_step", "recovery_step", "precursor", "gap_steps", "transitioned", "init",
-               "extreme", "extreme_value", "extreme_step", "loss_plateau_exit_step", "coincides_plateau_exit"]
+               "extreme", "extreme_value", "extreme_step", "loss_plateau_exit_step", "coincides_plateau_exit",
+               "onset_step", "loss_onset_step", "loss_extreme_step", "difficulty_fixed"]
 
 
 def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
@@ -49,6 +50,9 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
         f = {**run_facts(pre), "control": pre.get("control") or "",
              "easy_max_step": es.get("easy_max_step"), "min_gap_frac": float(es.get("precursor_min_gap_frac", 0.25))}
         t_acq, t_exit = f["acquisition_step"], step_or_none(pre.get("loss_plateau_exit_step"))
+        le = pre.get("loss_events") or {}
+        f.update(loss_onset_step=step_or_none(le.get("onset_step")), loss_extreme_step=step_or_none(le.get("extreme_step")),
+                 difficulty_fixed=bool((pre.get("difficulty_source") or {}).get("fixed_before_outcome", False)))
         for name, m in geometric_measures(pre).items():
             kind, xv, xs = extreme(m)
             t_tr = step_or_none(m.get("transition_step", m.get("floor_step")))
@@ -63,7 +67,9 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
                          "transitioned": m.get("risen") if m.get("direction") == "rise" else m.get("collapsed"),
                          "init": m.get("init"), "extreme": kind, "extreme_value": xv, "extreme_step": xs,
                          "loss_plateau_exit_step": t_exit,
-                         "coincides_plateau_exit": log_steps_close(t_tr, t_exit, tol_log10)})
+                         "coincides_plateau_exit": log_steps_close(t_tr, t_exit, tol_log10),
+                         "onset_step": step_or_none(m.get("rise_step") if m.get("direction") == "rise"
+                                                    else m.get("collapse_step"))})
         frac = float((pre.get("events_settings") or {}).get("precursor_min_gap_frac", 0.25))
         for name, key in REFERENCES.items():
             t_ref = step_or_none(pre.get(key))
@@ -72,7 +78,7 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
                          "precursor": is_precursor(t_ref, t_acq, frac),
                          "gap_steps": t_acq - t_ref if t_acq is not None and t_ref is not None else None,
                          "direction": "", "transitioned": None, "init": None, "extreme": None,
-                         "extreme_value": None, "extreme_step": None,
+                         "extreme_value": None, "extreme_step": None, "onset_step": None,
                          "loss_plateau_exit_step": t_exit,
                          "coincides_plateau_exit": None if name == "loss_plateau_exit"
                          else log_steps_close(t_ref, t_exit, tol_log10)})
@@ -116,8 +122,14 @@ def null_columns(rm: pd.DataFrame, diff: str, size: str, st: dict, perm_group: s
         out.update({k: v for k, v in clock_null(effective_transition(cell), t_acq, frac).items() if k != "n"})
         acq = scope[scope["acquired"].astype(bool)]
         emax = pd.to_numeric(acq["easy_max_step"], errors="coerce").to_numpy(float)
+        fixed = acq["difficulty_fixed"].fillna(False).astype(bool).to_numpy() if "difficulty_fixed" in acq else None
+        labels = (acq["difficulty"] == diff).to_numpy()
+        # classes from a class file belong to the cell, not to the acquisition step: they stay put
+        # when acquisition steps are shuffled; post-hoc classes follow the shuffled steps
+        in_class = ((lambda a: labels) if fixed is not None and fixed.all()
+                    else (lambda a: difficulty(a, emax) == diff))
         res = permutation_null(effective_transition(acq), pd.to_numeric(acq["acquisition_step"]).to_numpy(float),
-                               acq[perm_group].to_numpy(), lambda a: difficulty(a, emax) == diff, frac,
+                               acq[perm_group].to_numpy(), in_class, frac,
                                n_resamples=int(st.get("n_permutations", 10_000)), seed=int(st.get("seed", 0)))
         out.update(perm_p_rate=res["p_rate"], perm_p_median_lead=res["p_median_lead"],
                    n_permutations=res["n_permutations"])
@@ -144,31 +156,40 @@ def control_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["measure", "control", "runs", "acquired", "transition_fired_k_of_n", "runs_fired"])
 
 
+# Same kind and depth: a geometric event is compared with the loss curve's event of its kind
+# (onset with onset, at onset_frac of each curve's change; extreme with extreme, within
+# extreme_tol of each curve's extreme).
+PAIRS = (("onset", "onset_step", "loss_onset_step"), ("extreme", "extreme_step", "loss_extreme_step"))
+
+
 def paired_leads(rows: pd.DataFrame, st: dict) -> pd.DataFrame:
-    """Per measure x class (easy, hard, all acquired): the lead of the measure's transition over
-    the loss-plateau exit of the same run (nulls.paired_lead)."""
+    """Per measure x event kind x class (easy, hard, all acquired): the lead of the measure's
+    event over the loss curve's event of the same kind in the same run (``PAIRS``;
+    nulls.paired_lead). A measure that did not transition has no event."""
     out = []
     real = rows[(rows["control"] == "") & rows["acquired"].astype(bool) & ~rows["diverged"].astype(bool)]
     for measure in ordered_measures(rows):
-        if measure == "loss_plateau_exit":
-            continue
-        rm = real[real["measure"] == measure]
-        for diff in ("easy", "hard", "acquired"):
-            r = rm if diff == "acquired" else rm[rm["difficulty"] == diff]
-            if not len(r):
-                continue
-            pl = paired_lead(effective_transition(r), pd.to_numeric(r["loss_plateau_exit_step"], errors="coerce"),
-                             n_resamples=int(st.get("n_bootstrap", 10_000)), seed=int(st.get("seed", 0)))
-            out.append({"measure": measure, "difficulty": diff, "runs": len(r), "n_pairs": pl["n"],
-                        "wins": pl["wins"], "losses": pl["losses"], "ties": pl["ties"], "sign_test_p": pl["p"],
-                        "median_lead_steps": pl["median_lead_steps"],
-                        "ci95_lo_steps": pl["ci95_lead_steps"][0], "ci95_hi_steps": pl["ci95_lead_steps"][1],
-                        "median_lead_decades": pl["median_lead_decades"],
-                        "ci95_lo_decades": pl["ci95_lead_decades"][0], "ci95_hi_decades": pl["ci95_lead_decades"][1]})
+        rm = real[(real["measure"] == measure) & (real["kind"] == "geometric")]
+        for event, col, ref in PAIRS:
+            for diff in ("easy", "hard", "acquired"):
+                r = rm if diff == "acquired" else rm[rm["difficulty"] == diff]
+                if not len(r):
+                    continue
+                t = pd.to_numeric(r[col], errors="coerce").to_numpy(float)
+                t = np.where(r["transitioned"].fillna(False).astype(bool).to_numpy(), t, np.nan)
+                pl = paired_lead(t, pd.to_numeric(r[ref], errors="coerce"),
+                                 n_resamples=int(st.get("n_bootstrap", 10_000)), seed=int(st.get("seed", 0)))
+                out.append({"measure": measure, "event": event, "reference": f"loss {event}", "difficulty": diff,
+                            "runs": len(r), "n_pairs": pl["n"],
+                            "wins": pl["wins"], "losses": pl["losses"], "ties": pl["ties"], "sign_test_p": pl["p"],
+                            "median_lead_steps": pl["median_lead_steps"],
+                            "ci95_lo_steps": pl["ci95_lead_steps"][0], "ci95_hi_steps": pl["ci95_lead_steps"][1],
+                            "median_lead_decades": pl["median_lead_decades"],
+                            "ci95_lo_decades": pl["ci95_lead_decades"][0], "ci95_hi_decades": pl["ci95_lead_decades"][1]})
     return pd.DataFrame(out, columns=PAIRED_COLUMNS)
 
 
-PAIRED_COLUMNS = ["measure", "difficulty", "runs", "n_pairs", "wins", "losses", "ties", "sign_test_p",
+PAIRED_COLUMNS = ["measure", "event", "reference", "difficulty", "runs", "n_pairs", "wins", "losses", "ties", "sign_test_p",
                   "median_lead_steps", "ci95_lo_steps", "ci95_hi_steps", "median_lead_decades",
                   "ci95_lo_decades", "ci95_hi_decades"]
 

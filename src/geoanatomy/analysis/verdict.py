@@ -124,7 +124,7 @@ class RunsView:
 def runs_views(pres: list[dict], st: dict) -> list[RunsView]:
     """One view of the non-control, non-diverged runs; none when there is no such run."""
     runs = pd.DataFrame([{"task": p["task"], "level": p["level"], "size": p["size"], "acquired": bool(p["acquired"]),
-                          "t_acq": p.get("acquisition_step"), "t_lp": p.get("logprob_emergence_step"),
+                          "t_acq": p.get("acquisition_step"), "t_lp": p.get("logprob_half_step"),
                           "t_first": p.get("first_token_acquisition_step"),
                           "t_probe": ((p.get("probes") or {}).get("acquisition_step"))}
                          for p in pres if not p.get("control") and not p.get("diverged")])
@@ -213,8 +213,13 @@ def _lead(v: RunsView, claim: str, measure: str, later: str, earlier: str, stati
 
 
 def logprob_before_accuracy(v: RunsView) -> list[ClaimRow]:
-    return _lead(v, "log-prob before accuracy", "accuracy", "t_acq", "t_lp",
-                 "median lead of log-prob emergence (steps)")
+    """Both events at the same depth: half of their change from the input-blind level (the
+    log-prob's half-rise; acquisition = 50% of chance-normalised accuracy), for the whole
+    answer and, beside it, the first answer token."""
+    return (_lead(v, "log-prob before accuracy", "accuracy", "t_acq", "t_lp",
+                  "median lead of the log-prob half-rise over whole-answer acquisition (steps)")
+            + _lead(v, "log-prob before accuracy", "accuracy_first_token", "t_first", "t_lp",
+                    "median lead of the log-prob half-rise over first-token acquisition (steps)"))
 
 
 def probes_before_behaviour(v: RunsView) -> list[ClaimRow]:
@@ -382,10 +387,12 @@ CLAIMS: list[Claim] = [
           "most task x level x size combinations are acquired within the training budget",
           "share of cells acquired (a cell: most of its seeds acquired); exact one-sided binomial test",
           "1/2", "precursor.json: acquired", "runs", acquisition_rate),
-    Claim("log-prob before accuracy", "one row",
+    Claim("log-prob before accuracy", "two rows (whole answer, first token)",
           "the answer's log-probability emerges before accuracy does",
-          "median lead acquisition - log-prob emergence (steps) over runs with both events; exact one-sided sign test",
-          "lead 0", "precursor.json: acquisition_step, logprob_emergence_step", "runs", logprob_before_accuracy),
+          "median lead acquisition - log-prob half-rise (steps; both events at half of their change from the "
+          "input-blind level) over runs with both events, whole answer and first token; exact one-sided sign test",
+          "lead 0", "precursor.json: acquisition_step, first_token_acquisition_step, logprob_half_step", "runs",
+          logprob_before_accuracy),
     Claim("probes before behaviour", "one row",
           "the final-layer probe reads the first answer token before the model emits it",
           "median lead of probe acquisition over first-token acquisition (steps); exact one-sided sign test",

@@ -106,7 +106,9 @@ def check_inputs(cfg: dict) -> None:
                               f"block_size is {cfg['model']['block_size']}")
         _check_heldout_share(cfg, task, lv, input_space(task, params))
         n_heldout = cfg["data"]["n_heldout"]
-        samples = (("eval.n_samples", cfg["eval"]["n_samples"]), ("probes.n_samples", cfg["probes"]["n_samples"]))
+        by_size = cfg["eval"].get("n_samples_by_size") or {}
+        samples = (("eval.n_samples", cfg["eval"]["n_samples"]), ("probes.n_samples", cfg["probes"]["n_samples"]),
+                   *((f"eval.n_samples_by_size.{z}", n) for z, n in sorted(by_size.items())))
         for field, n in samples:
             if n > n_heldout:
                 raise ConfigError(f"config field '{field}': {n} exceeds the held-out pool of {task} {lv} "

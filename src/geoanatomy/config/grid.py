@@ -17,6 +17,18 @@ def level_params(cfg: dict, task: str, level: str) -> dict:
     return dict((cfg.get("tasks", {}).get(task, {}) or {}).get(level) or DEFAULT_LEVELS[task][level])
 
 
+def eval_settings(cfg: dict, size: str) -> dict:
+    """The ``eval`` block a run of ``size`` reads: ``n_samples`` (RankMe's N and the
+    behavioural evaluation set) from ``eval.n_samples_by_size`` where it names the size, else
+    ``eval.n_samples``; the mapping itself stays out (a change for one size reruns that size
+    only)."""
+    e = dict(cfg["eval"])
+    by_size = e.pop("n_samples_by_size", None) or {}
+    if size in by_size:
+        e["n_samples"] = int(by_size[size])
+    return e
+
+
 def train_settings(cfg: dict, size: str) -> dict:
     """The ``train`` block with the size's ``size_overrides`` merged in."""
     return deep_merge(cfg["train"], cfg.get("size_overrides", {}).get(size, {}) or {})
