@@ -209,7 +209,7 @@ def main() -> None:
         load_weights(rd / "checkpoints" / f"step_{step:06d}.safetensors", model)
         na = data.spec.n_answer
         m = cfg["measures"]
-        pools = {"grad": torch.as_tensor(train_sample(data, m["grad"]["n_samples"], "grad")),
+        pools = {"grad_rank": torch.as_tensor(train_sample(data, m["grad_rank"]["n_samples"], "grad_rank")),
                  "hessian": torch.as_tensor(train_sample(data, m["hessian"]["batch_size"], "hessian")),
                  "llc": torch.as_tensor(train_sample(data, m["llc"]["n_data"], "llc"))}
         seeds = {"hessian": 1, "llc": 2}

@@ -203,8 +203,8 @@ def _time_expensive(model, data, size: str, args) -> dict:
     cfg = deep_merge(DEFAULTS["measures"], {"hessian": {"batch_size": args.hess_batch, "max_iter": args.hess_iters, "tol": 1e-12},
                    "llc": {"chains": 1, "draws": args.sgld_steps, "burnin": 0, "n_data": 1024, "batch_size": 32,
                            "eps": 1e-3, "gamma": 0.0, "n_beta": 30.0},
-                   "grad": {"n_samples": 200, "method": "vmap", "max_mbytes": 1024}})
-    pools = {"grad": torch.as_tensor(train_sample(data, 200, "grad")),
+                   "grad_rank": {"n_samples": 200, "method": "vmap", "max_mbytes": 1024}})
+    pools = {"grad_rank": torch.as_tensor(train_sample(data, 200, "grad_rank")),
              "hessian": torch.as_tensor(train_sample(data, args.hess_batch, "hessian")),
              "llc": torch.as_tensor(train_sample(data, 1024, "llc"))}
     timings: dict = {}

@@ -28,7 +28,7 @@ TINY = {
 # Cheap settings for the expensive measures and the probes (seconds, not minutes).
 TINY_MEASURES = {
     "measures": {"n_points": 4,
-                 "grad": {"n_samples": 6}, "hessian": {"batch_size": 6, "max_iter": 8},
+                 "grad_rank": {"n_samples": 6}, "hessian": {"batch_size": 6, "max_iter": 8},
                  "llc": {"chains": 2, "draws": 3, "burnin": 1, "batch_size": 4, "n_data": 16}},
     "probes": {"n_samples": 40, "positions": "all"},
 }

@@ -18,6 +18,11 @@ from geoanatomy.config import ConfigError, load_config, resolve, run_names, run_
 
 NAN, INF = float("nan"), float("inf")
 
+# Guards against work that explodes (alias bombs, unbounded redraws): a check must finish in
+# this many seconds. Far above the milliseconds they take, so load on a shared machine does
+# not fail them, and far below what an expanding or unbounded implementation needs.
+BLOWUP_S = 10.0
+
 
 def _nested(depth: int):
     v = 1
@@ -122,8 +127,8 @@ BAD_INPUTS = [
     ("eval samples above the bound", with_("eval.n_samples", 10 ** 6), ["eval.n_samples", "maximum of 100000"]),
     ("probe samples above the bound", with_("probes.n_samples", 10 ** 6), ["probes.n_samples", "maximum of 100000"]),
     ("held-out count above the bound", with_("data.n_heldout", 10 ** 7), ["data.n_heldout", "maximum of 100000"]),
-    ("gradient samples above the bound", with_("measures.grad.n_samples", 10 ** 5),
-     ["measures.grad.n_samples", "maximum of 4096"]),
+    ("gradient samples above the bound", with_("measures.grad_rank.n_samples", 10 ** 5),
+     ["measures.grad_rank.n_samples", "maximum of 4096"]),
     ("LLC data pool above the bound", with_("measures.llc.n_data", 10 ** 7), ["measures.llc.n_data", "maximum of 100000"]),
     ("threads above the bound", with_("threads.train", 10 ** 6), ["threads.train", "maximum of 1024"]),
     ("seed above the bound", with_("seed", 2 ** 40), ["seed", "maximum of 4294967295"]),
@@ -285,13 +290,13 @@ def test_grid_repeats_are_dropped_and_a_grid_bomb_is_fast(tmp_path):
     t = time.perf_counter()
     with pytest.raises(ConfigError, match=r"config field 'grid\.\d+\.\w+': 1000 entries; .* at most 20000"):
         load_config(bomb, workdir=None)
-    assert time.perf_counter() - t < 0.5
+    assert time.perf_counter() - t < BLOWUP_S
     # 1000 distinct-looking blocks within the bounds: accepted, fast
     many = {"grid": [{"tasks": ["copy", "rev", "add"][: 1 + i % 3], "levels": ["L1", "L2"][: 1 + i % 2],
                       "sizes": ["nano", "micro", "nano"]} for i in range(1000)]}
     t = time.perf_counter()
     assert len(run_names(resolve(many))) == 12
-    assert time.perf_counter() - t < 1.0
+    assert time.perf_counter() - t < BLOWUP_S
 
 
 def test_yaml_alias_bomb_is_rejected_fast(tmp_path):
@@ -301,7 +306,7 @@ def test_yaml_alias_bomb_is_rejected_fast(tmp_path):
     t = time.perf_counter()
     with pytest.raises(ConfigError, match="at most 20000"):
         load_config(tmp_path / "laughs.yaml", workdir=None)
-    assert time.perf_counter() - t < 0.5
+    assert time.perf_counter() - t < BLOWUP_S
 
 
 # ------------------------------------------------------------ config files
@@ -342,7 +347,7 @@ def test_bad_config_files(tmp_path, name, data, needles):
     t = time.perf_counter()
     with pytest.raises(ConfigError) as e:
         load_config(f, workdir=None)
-    assert time.perf_counter() - t < 1.0
+    assert time.perf_counter() - t < BLOWUP_S
     for n in needles:
         assert n.format(f=f) in str(e.value), f"{n!r} not in {str(e.value)!r}"
     assert not (tmp_path / "INJECTED").exists() and not Path("INJECTED").exists()
@@ -373,7 +378,7 @@ def test_redraw_loops_are_bounded(monkeypatch):
     t = time.perf_counter()
     with pytest.raises(RuntimeError, match=r"mul L1 step 0: .*wrong side of the held-out split after 1000 rounds"):
         data.train_inputs(0, 8)
-    assert time.perf_counter() - t < 2.0
+    assert time.perf_counter() - t < BLOWUP_S
     # nothing held out: the held-out pool gives up the same way
     with pytest.raises(RuntimeError, match=r"mul L1 held-out pool: .*after 1000 rounds"):
         tasks.TaskData(tasks.make_task("mul", "L1"), seed=0, n_heldout=1000, heldout_frac=1e-9)
@@ -530,7 +535,7 @@ FUZZ_BASE = {
     "data": {"n_heldout": 512, "heldout_frac": 0.25},
     "eval": {"n_samples": 64, "rankme_eps": 1.0e-7},
     "events": {"layer": "ln_final", "persist": 3, "acquisition_threshold": 0.5, "transition": "floor"},
-    "measures": {"which": ["grad_rank", "llc"], "n_points": 5, "grad": {"n_samples": 8},
+    "measures": {"which": ["grad_rank", "llc"], "n_points": 5, "grad_rank": {"n_samples": 8},
                  "llc": {"n_beta": None, "batch_size": 8, "n_data": 64}},
     "probes": {"n_samples": 40},
     "threads": {"train": 1, "probes": 2},
@@ -629,7 +634,7 @@ def test_largest_allowed_settings_validate_fast():
            "probes": {"n_samples": 200}}
     t = time.perf_counter()
     assert len(run_names(resolve(big))) == 54
-    assert time.perf_counter() - t < 1.0
+    assert time.perf_counter() - t < BLOWUP_S
 
 
 def test_seeds_are_a_grid_dimension_with_their_own_runs():

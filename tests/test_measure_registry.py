@@ -43,8 +43,8 @@ def test_each_measure_writes_its_table_measures():
     torch.manual_seed(0)
     model = GPT(ModelConfig(n_layer=1, d_model=16, n_head=2, vocab_size=12, block_size=10, attn_impl="math"))
     g = torch.Generator().manual_seed(0)
-    pools = {k: torch.randint(0, 12, (n, 8), generator=g) for k, n in (("grad", 6), ("hessian", 6), ("llc", 12))}
-    cfg = {"grad": {**MEASURES["grad_rank"].defaults, "n_samples": 6},
+    pools = {k: torch.randint(0, 12, (n, 8), generator=g) for k, n in (("grad_rank", 6), ("hessian", 6), ("llc", 12))}
+    cfg = {"grad_rank": {**MEASURES["grad_rank"].defaults, "n_samples": 6},
            "hessian": {**MEASURES["hessian"].defaults, "batch_size": 6, "max_iter": 3},
            "llc": {**MEASURES["llc"].defaults, "n_data": 12, "batch_size": 4, "draws": 2, "burnin": 1, "chains": 1}}
     timings = {}

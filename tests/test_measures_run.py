@@ -19,7 +19,7 @@ def test_train_sample_excludes_heldout_and_is_fixed(trained_run):
     _, spec, _ = trained_run
     _, data = build(spec)
     a, b = train_sample(data, 50, "llc"), train_sample(data, 50, "llc")
-    assert np.array_equal(a, b) and not np.array_equal(a, train_sample(data, 50, "grad"))
+    assert np.array_equal(a, b) and not np.array_equal(a, train_sample(data, 50, "grad_rank"))
     inputs = a[:, 1:1 + data.spec.n_in]                                  # copy: [COPY] digits = digits
     assert not data.is_heldout(inputs).any()
 

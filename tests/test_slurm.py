@@ -47,7 +47,7 @@ eval: {n_samples: 64}
 measures:
   sizes: [nano]
   n_points: 3
-  grad: {n_samples: 16}
+  grad_rank: {n_samples: 16}
   hessian: {batch_size: 16, max_iter: 5}
   llc: {chains: 1, draws: 5, burnin: 0, batch_size: 16, n_data: 64}
 probes: {sizes: [nano], n_samples: 64}

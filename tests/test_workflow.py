@@ -22,6 +22,12 @@ train:
   warmup: 5
   checkpoints: {n_log: 5, log_end: 0.2, n_uniform: 4}
 eval: {n_samples: 32}
+measures:              # cheap settings: these tests are about the workflow, not the estimators
+  n_points: 3
+  grad_rank: {n_samples: 8}
+  hessian: {batch_size: 8, max_iter: 10}
+  llc: {chains: 1, draws: 4, burnin: 1, batch_size: 8, n_data: 32}
+probes: {n_samples: 32}
 """
 
 
@@ -157,7 +163,7 @@ def test_settings_changes_invalidate_exactly_the_affected_jobs(built_workdir):
     c = _job_counts((lambda p: p.stdout + p.stderr)(smk(workdir, "-n", "--configfile", "events.yaml")))
     # (measures reruns too: the checkpoints it measures are picked around detected events)
     assert c.get("events") == 2 and not {"train", "metrics", "probes"} & set(c), c
-    (workdir / "probes.yaml").write_text(TINY + "probes: {C: 0.5}\n")
+    (workdir / "probes.yaml").write_text(TINY.replace("probes: {n_samples: 32}", "probes: {n_samples: 32, C: 0.5}"))
     c = _job_counts((lambda p: p.stdout + p.stderr)(smk(workdir, "-n", "--configfile", "probes.yaml")))
     assert c.get("probes") == 2 and not {"train", "metrics", "measures"} & set(c), c
     (workdir / "lr.yaml").write_text(TINY.replace("warmup: 5", "warmup: 5\n  lr: 0.002"))

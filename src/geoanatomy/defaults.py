@@ -42,7 +42,7 @@ DEFAULTS: dict = {
         "which": ["grad_rank", "hessian", "llc"],
         "sizes": ["nano", "micro", "small", "medium", "large", "xlarge"],
         "n_points": 20,
-        "grad": {"n_samples": 64, "method": "vmap", "max_mbytes": 256, "rankme_eps": 1e-7},
+        "grad_rank": {"n_samples": 64, "method": "vmap", "max_mbytes": 256, "rankme_eps": 1e-7},
         "hessian": {"batch_size": 32, "max_iter": 100, "tol": 1e-3, "method": "lanczos"},
         "llc": {"eps": 3e-5, "gamma": 1e4, "n_beta": 30.0, "chains": 2, "draws": 20, "burnin": 5,
                 "batch_size": 32, "n_data": 512, "disagree_threshold": 0.5},

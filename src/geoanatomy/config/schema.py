@@ -72,6 +72,7 @@ REMOVED_KEYS = {
     "measures.every_k": "the expensive measures' checkpoints are fixed before training: set measures.n_points",
     "measures.around_events": "no checkpoint is chosen by an event any more: set measures.n_points",
     "measures.events": "no checkpoint is chosen by an event any more: set measures.n_points",
+    "measures.grad": "renamed measures.grad_rank (one name per measure: the kind in measures.which)",
     "probes.every_k": "probes run at every checkpoint the metrics stage measures (behaviour's own schedule)",
 }
 

@@ -11,7 +11,7 @@ function giving its rows at one checkpoint; its cost per checkpoint (``geoanatom
 =========  ===============================  =========  =================  ===========
 kind       table measures                   direction  headline variant   config block
 =========  ===============================  =========  =================  ===========
-grad_rank  grad_erank, grad_cov_erank       collapse   roy_vetterli       grad
+grad_rank  grad_erank, grad_cov_erank       collapse   roy_vetterli       grad_rank
 hessian    hessian_top                      rise       top_eigenvalue     hessian
 llc        llc                              rise       sgld               llc
 =========  ===============================  =========  =================  ===========
@@ -132,7 +132,7 @@ def _llc_cost(c, size, positions, device):
 _ENTRIES = (
     Measure("grad_rank", (TableMeasure("grad_erank", "collapse", "roy_vetterli"),
                           TableMeasure("grad_cov_erank", "collapse", "roy_vetterli")),
-            "grad", {"n_samples": 64, "method": "vmap", "max_mbytes": 256, "rankme_eps": 1e-7},
+            "grad_rank", {"n_samples": 64, "method": "vmap", "max_mbytes": 256, "rankme_eps": 1e-7},
             "n_samples", False, _grad_rank_rows, _grad_rank_cost),
     Measure("hessian", (TableMeasure("hessian_top", "rise", "top_eigenvalue"),),
             "hessian", {"batch_size": 32, "max_iter": 100, "tol": 1e-3, "method": "lanczos"},

@@ -72,7 +72,7 @@ def measure_checkpoint(model, pools: dict, n_answer: int, cfg: dict, seeds: dict
     """Rows (without run/step) of the expensive measures ``kinds`` at the model's current
     weights, in that order (``measures.registry``).
 
-    pools: {"grad": (N, S), "hessian": (B, S), "llc": (n, S)} token tensors (each measure's
+    pools: {"grad_rank": (N, S), "hessian": (B, S), "llc": (n, S)} token tensors (each measure's
     config block names its pool); cfg the merged ``measures`` block; seeds {"hessian": int,
     "llc": int}. ``timings`` (optional dict) is incremented with the CPU seconds of each measure.
     """
