@@ -140,6 +140,7 @@ def test_settings_reject_unknown():
 
 
 # ------------------------------------------------------------------ tables
+@pytest.mark.slow
 def test_planted_gap_recovered_and_unlearned_counted():
     pres = [make_pre("copy", size="nano", acq=100, tr=40, plateau=90, logprob=80),
             make_pre("rev", size="nano", acq=400, tr=380, plateau=385, logprob=300),   # gap 20 < 0.25*400: no precursor
@@ -163,6 +164,7 @@ def test_planted_gap_recovered_and_unlearned_counted():
     assert co["rev"] is True and co["copy"] is False and co["mod"] is None
 
 
+@pytest.mark.slow
 def test_reference_precursor_rule_and_iqr():
     pres = [make_pre("copy", size="nano", acq=1000, tr=100, plateau=200, logprob=500, steps=5000),
             make_pre("rev", size="nano", acq=1000, tr=800, plateau=900, logprob=100, steps=5000)]
@@ -332,6 +334,7 @@ def _metrics_csv(pre: dict) -> str:
     return to_csv(rows)
 
 
+@pytest.mark.slow
 def test_cli_all_writes_every_file_with_provenance(tmp_path):
     from geoanatomy.cli.summarize import main
     pres = [make_pre("copy", size="nano", acq=100, tr=40, plateau=90, logprob=80),
@@ -464,6 +467,7 @@ def test_rising_measures_use_their_peak():
     assert pair["rho"] == pytest.approx(1.0) and pair["n"] == 3
 
 
+@pytest.mark.slow
 def test_nothing_acquired_still_summarised(tmp_path):
     from geoanatomy.cli.summarize import main
     pres = [make_pre("mod", size="nano", acq=None), make_pre("mod", size="micro", acq=None, diverged=True)]
@@ -539,6 +543,7 @@ def _noise_floors(n_tables, rng, n_tasks=8, sizes=SIZE_NAMES) -> pd.DataFrame:
                          "extreme_value": 10 ** rng.normal(size=len(m))})
 
 
+@pytest.mark.slow
 def test_task_specific_verdict_is_an_f_test_not_raw_shares():
     rng = np.random.default_rng(11)
     # end to end: floor_summary's verdict on 60 noise tables

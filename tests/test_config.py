@@ -596,6 +596,7 @@ def _mutate(rng, cfg):
         parent[key] = copy.deepcopy(rng.choice(list(parent.values()) if isinstance(parent, dict) else parent))
 
 
+@pytest.mark.slow
 def test_fuzzed_configs_are_accepted_or_rejected_cleanly():
     resolve(copy.deepcopy(FUZZ_BASE), workdir=REPO)
     rng = random.Random(20240611)

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow   # every test here reads a trained, exported run (a module fixture)
+
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -86,6 +88,7 @@ def _hf(folder: Path, **config_over):
                                                         use_safetensors=True).eval()
 
 
+@pytest.mark.slow
 def test_transformers_logits_equal_ours_on_task_sequences(run_dir, exported):
     out, rec = exported
     seq = _sequences(run_dir)
@@ -112,6 +115,7 @@ def test_transformers_logits_equal_ours_on_task_sequences(run_dir, exported):
     assert cfg["architectures"] == ["GPT2LMHeadModel"]
 
 
+@pytest.mark.slow
 def test_tokenizer_encodes_task_sequences_to_our_ids(run_dir, exported):
     out, _ = exported
     tok = transformers.AutoTokenizer.from_pretrained(out / "checkpoint-10", local_files_only=True)
@@ -138,6 +142,7 @@ def test_record_names_run_steps_and_hashes(run_dir, exported):
         assert c["files"] == {p.name: ex.sha256_file(p) for p in sorted((out / f"checkpoint-{s}").iterdir())}
 
 
+@pytest.mark.slow
 def test_scan_reads_the_export(run_dir, exported, tmp_path):
     from geoanatomy.scan import scan
     from geoanatomy.table import read_table

@@ -312,6 +312,7 @@ def test_rho_matrix_draws_only_cells_with_a_rho(tmp_path):
     assert len(note) == 1 and "no size pair with n >= 3" in note[0] and "n = 2" in note[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["par_L3_nano_s1", "par_L3_nano_s2", "mod_L1_nano_shuffled", "par_L3_nano"])
 def test_run_figure_draws_table_rows_and_only_events_that_happened(grid, run):
     pres, metrics = grid

@@ -76,6 +76,7 @@ def _tiny():
     return m
 
 
+@pytest.mark.slow
 def test_per_sample_gradients_vmap_equal_loop_and_explicit():
     m = _tiny()
     seq = torch.randint(0, 12, (7, 10), generator=torch.Generator().manual_seed(1))

@@ -64,6 +64,7 @@ def test_regular_minimum_gives_half_the_dimension():
     assert r["loss_trace"].shape == (4, 630)
 
 
+@pytest.mark.slow
 def test_scale_with_dimension_not_temperature():
     # twice the dimension -> twice the LLC (6 vs 3); ten times n_beta (colder) -> the same
     kw = dict(chains=4, draws=600, burnin=30, batch_size=8, seed=1, gamma=0.0)
@@ -193,6 +194,7 @@ def _linquad_pool(n, d, B):
     return x, V
 
 
+@pytest.mark.slow
 def test_minibatch_loss_matches_closed_form():
     d, n, B, lam, eps, nb, gamma = 8, 16, 8, 1.0, 2e-3, 100.0, 10.0
     x, V = _linquad_pool(n, d, B)
@@ -207,6 +209,7 @@ def test_minibatch_loss_matches_closed_form():
     assert abs(np.mean(vals) - after) > 4 and abs(np.mean(vals) - full) > 2
 
 
+@pytest.mark.slow
 def test_burnin_is_excluded_from_the_average():
     d, n, B, lam, eps, nb, gamma = 8, 16, 8, 1.0, 2e-3, 100.0, 10.0
     x, V = _linquad_pool(n, d, B)
@@ -271,6 +274,7 @@ def test_one_sgld_step_matches_devinterp():
     assert any(not torch.equal(p, q) for p, q in zip(m1.parameters(), w0))
 
 
+@pytest.mark.slow
 def test_chains_match_devinterp_llc(tmp_path):
     os.environ.setdefault("TQDM_DISABLE", "1")
     import torch.nn.functional as F

@@ -362,6 +362,7 @@ def _smk_out(workdir: Path, *args) -> str:
     return p.stdout + p.stderr
 
 
+@pytest.mark.slow
 def test_dry_run_plans_one_training_per_mixture(tmp_path):
     (tmp_path / "mix.yaml").write_text(MIX_YAML)
     out = _smk_out(tmp_path, "-n", "--configfile", "mix.yaml")
@@ -397,6 +398,7 @@ def _synthetic(tmp_path):
     return pres, write(tmp_path, pres)
 
 
+@pytest.mark.slow
 def test_summary_sets_protocols_side_by_side_with_models_as_units(tmp_path):
     from geoanatomy.analysis.summarize import run
     from geoanatomy.cli.summarize import make_settings
@@ -450,6 +452,7 @@ def test_cluster_bootstrap_resamples_models_not_combinations():
     assert lo == 0.0 and lo_c > 0.25
 
 
+@pytest.mark.slow
 def test_slurm_profile_dry_run_places_mixture_jobs(tmp_path):
     """`snakemake -n --profile <site-edited slurm profile>` on a mixture grid: one job per unit and
     stage, each with its resources; a micro unit's measures go to the GPU partition."""
@@ -470,6 +473,7 @@ def test_slurm_profile_dry_run_places_mixture_jobs(tmp_path):
     assert "run=mixture_micro" in train[:train.index("\n\n")] and "slurm_partition=cpu" in train[:train.index("\n\n")]
 
 
+@pytest.mark.slow
 def test_summary_of_a_grid_with_mixtures_only(tmp_path):
     from geoanatomy.analysis.summarize import run
     from geoanatomy.cli.summarize import make_settings

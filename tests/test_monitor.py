@@ -226,6 +226,7 @@ def _tracked_curves(df, mon) -> list[str]:
     return [k for k in keys if k not in const]
 
 
+@pytest.mark.slow
 def test_online_events_of_a_run_against_the_offline_detector(toy_run):
     """On the run's metrics.csv, ``events.curve_entry`` per curve against the monitor's online
     output: precursor.json's final events for every curve, and the events its log reported for
@@ -310,6 +311,7 @@ def _gpt2(vocab=64, layers=2, d=32):
     return transformers.GPT2LMHeadModel(cfg)
 
 
+@pytest.mark.slow
 def test_hf_positions_and_layer_names():
     from geoanatomy.monitor import model_forward
     model = _gpt2().eval()
@@ -347,6 +349,7 @@ def test_hf_positions_and_layer_names():
         Probe(ids, positions=T)
 
 
+@pytest.mark.slow
 def test_trainer_callback_in_a_tiny_offline_trainer_run(tmp_path):
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate")

@@ -32,6 +32,7 @@ def test_an_early_fixed_clock_passes_the_rule_everywhere():
     assert c["clock_best_rate"] == 1.0 and c["clock_best_step"] == 28
 
 
+@pytest.mark.slow
 def test_unrelated_transitions_not_significant_and_clock_matches():
     rng = np.random.default_rng(1)
     hits, clock_gap = 0, []

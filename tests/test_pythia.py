@@ -353,6 +353,7 @@ def test_deduction_puzzles_have_exactly_one_solution(n):
     assert len({it["answer"] for it in items}) > 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [3, 5, 7])
 def test_deduction_wording_follows_big_bench_hard(n):
     """Every absolute statement (clue or option) names its position with BIG-Bench Hard's
@@ -722,6 +723,7 @@ def test_hub_revision_loading_and_cache_deletion_offline(tmp_path, local_dir):
     assert delete_cached_revision(repo_id, "step2", str(cache)) == 0
 
 
+@pytest.mark.slow
 def test_hub_extraction_deletes_what_it_downloaded(tmp_path, local_dir, monkeypatch):
     """The whole extraction through the hub code path (offline: no metadata), delete_cache
     left at its default (true): every revision the job downloads (here: copied into the
@@ -771,6 +773,7 @@ def _extract_hub(tmp_path, local_dir, revs, cache_revs, hub, name="tiny", **kw):
     return summary, json.loads((out / "duplicates.json").read_text()), out, logs
 
 
+@pytest.mark.slow
 def test_fake_hub_with_the_2p8b_duplicate_pattern(tmp_path, local_dir):
     """pythia-2.8b as the hub lists it (EleutherAI/pythia#205): main's weights under step0,
     the early grid and later round steps; a second weight set under step54000..64000 and
@@ -818,6 +821,7 @@ def test_fake_hub_with_the_2p8b_duplicate_pattern(tmp_path, local_dir):
     assert 0 not in set(read_table(out / "metrics.csv")["step"])
 
 
+@pytest.mark.slow
 def test_2p8b_pattern_found_after_loading_without_hub_metadata(tmp_path, local_dir):
     """The same pattern offline (no metadata): main and every selected revision are loaded
     and fingerprinted; step0 holding step66000's weights is measured as step66000, main's
@@ -862,6 +866,7 @@ def test_fair_quantities_normalise_chance_and_cap():
     assert fair_quantities(pre)["final_accuracy_norm"] == 0.25  # the stored field wins
 
 
+@pytest.mark.slow
 def test_stratified_spearman_removes_a_shared_stratum_offset():
     """Two strata (shared / diverse last token) with a large offset in both variables and
     no association within strata: the pooled Spearman is high by construction, the

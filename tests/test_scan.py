@@ -139,6 +139,7 @@ def test_scan_gpt2_checkpoint_folders_with_a_prompt_file_and_resume(gpt2_dir, pr
     assert not any("reused" in ln for ln in lines)
 
 
+@pytest.mark.slow
 def test_scan_neox_step_folders_with_a_benchmark_uses_the_pythia_rows(neox_dir, tok, tmp_path):
     from geoanatomy.pythia.extract import measure_revision
     from geoanatomy.pythia.scoring import encode
@@ -168,6 +169,7 @@ def test_scan_neox_step_folders_with_a_benchmark_uses_the_pythia_rows(neox_dir, 
         assert g["settings"] == r["settings"]
 
 
+@pytest.mark.slow
 def test_generic_scoring_agrees_with_pythia_scoring_and_gpt2_takes_benchmarks(neox_dir, gpt2_dir, tok, tmp_path):
     from geoanatomy.pythia.scoring import encode, score
     from geoanatomy.hf import load_causal_lm, score_any
@@ -187,6 +189,7 @@ def test_generic_scoring_agrees_with_pythia_scoring_and_gpt2_takes_benchmarks(ne
     assert read_table(out / "metrics.csv")["step"].nunique() == 4
 
 
+@pytest.mark.slow
 def test_cli_scan_and_folder_errors(gpt2_dir, prompt_file, tmp_path, capsys):
     from geoanatomy.cli import main
     d = tmp_path / "run"

@@ -224,6 +224,7 @@ def _assert_names_the_three_edits(out: str):
         assert re.search(rf"EDIT {i}\s+{name}\b", out), f"message does not name EDIT {i} {name}:\n{out}"
 
 
+@pytest.mark.slow
 def test_unedited_profile_fails_naming_the_three_edits():
     """`snakemake -n --profile slurm` with the placeholders still in: stops at parse time."""
     _need_plugin()
@@ -237,6 +238,7 @@ def test_unedited_profile_fails_naming_the_three_edits():
     assert "Job stats" not in out and "Building DAG" not in out, out
 
 
+@pytest.mark.slow
 def test_placeholders_stop_a_real_run_before_sbatch(tmp_path):
     """A real (not dry) run with placeholders left (here: the account only) submits nothing:
     a fake sbatch/sinfo/squeue/sacct on PATH records every call."""
@@ -266,6 +268,7 @@ def test_placeholders_stop_a_real_run_before_sbatch(tmp_path):
     dict(cpu_partition="cpu", gpu_partition="gpu", account="proj"),
     dict(no_gpus=True, cpu_partition="cpu", account='""'),   # CPU-only site: gpu_partition unused, left
 ])
+@pytest.mark.slow
 def test_site_edited_profile_dry_run_passes(tmp_path, edits):
     _need_plugin()
     prof = site_profile(tmp_path / "profile", **edits)

@@ -243,6 +243,7 @@ def test_exact_baselines_on_an_enumerable_task():
     assert base["train_logprob_per_token"] == pytest.approx(-h, abs=0.01)
 
 
+@pytest.mark.slow
 def test_answer_only_predictor_beats_the_marginal_on_sort():
     """sort: the answer never decreases, so seeing the previous answer token is worth a lot;
     copy: digits are independent, the marginal is already the best."""

@@ -76,6 +76,7 @@ def test_null_populations_rarely_reproduced():
     assert counts["precursor specific to hard runs"] <= 20, counts
 
 
+@pytest.mark.slow
 def test_planted_lead_is_reproduced():
     rng = np.random.default_rng(1)
     hits = sum(_verdicts(population(rng, planted=True)).get("precursor on hard runs") == "reproduced"

@@ -46,6 +46,7 @@ def built_workdir(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_dry_run_lists_jobs(workdir):
     p = smk(workdir, "-n", "--configfile", "tiny.yaml")
     out = p.stdout + p.stderr
@@ -53,6 +54,7 @@ def test_dry_run_lists_jobs(workdir):
         assert any(line.split()[:2] == [rule, str(n)] for line in out.splitlines()), out
 
 
+@pytest.mark.slow
 def test_keep_checkpoints_final_adds_one_prune_job_per_run(workdir):
     c = _job_counts((lambda p: p.stdout + p.stderr)(smk(workdir, "-n", "--configfile", "tiny.yaml")))
     assert "prune" not in c, c
@@ -130,6 +132,7 @@ def test_full_run_then_noop(built_workdir):
     assert "Nothing to be done" in p.stdout + p.stderr
 
 
+@pytest.mark.slow
 def test_bad_config_rejected_naming_the_field(workdir):
     (workdir / "bad.yaml").write_text(TINY.replace("[copy, mod]", "[copy, divide]"))
     p = smk(workdir, "-n", "--configfile", "bad.yaml", check=False)
@@ -175,6 +178,7 @@ def test_settings_changes_invalidate_exactly_the_affected_jobs(built_workdir):
 
 
 # ------------------------------------------------------------------ lint, quoting (fast)
+@pytest.mark.slow
 def test_snakemake_lint_is_clean():
     env = dict(os.environ, OMP_NUM_THREADS="1")
     p = subprocess.run([sys.executable, "-m", "snakemake", "--lint"], cwd=REPO, env=env,
@@ -192,6 +196,7 @@ def test_rule_files_are_snakefmt_clean():
 PREQUOTED_PARAMS = {"spec", "settings"}   # JSON params the rule files pass through shlex.quote
 
 
+@pytest.mark.slow
 def test_shell_commands_quote_every_path(workdir):
     """Every {input}, {output}, {log} and path {params} field in every rule's shell command
     carries Snakemake's :q (the config keeps paths shell-safe; this is the second line)."""
@@ -219,6 +224,7 @@ def test_shell_commands_quote_every_path(workdir):
                 assert spec == "q", f"rule {rule}: {{{field}}} is not quoted ({{{name}:q}}): {cmd}"
 
 
+@pytest.mark.slow
 def test_sdm_conda_refused_with_the_way_that_works(workdir):
     """--sdm conda cannot build environment.yml (its `pip install -e .` runs in Snakemake's
     copy under .snakemake/conda/): refused at parse time, naming what to do instead."""
