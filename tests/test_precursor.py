@@ -83,4 +83,4 @@ def test_one_home_for_the_old_names():
     assert nulls.is_precursor is is_precursor
     for gone in ("precursor", "difficulty", "difficulty_by_step"):  # no second definition left
         assert not hasattr(ev, gone)
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3

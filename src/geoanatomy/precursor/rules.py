@@ -23,7 +23,9 @@ import numpy as np
 
 # The precursor.json schema of every writer (algorithmic runs, Pythia, monitor, scan).
 # 2: matched detectors, both RankMe variants, training-distribution baselines.
-SCHEMA_VERSION = 2
+# 3: a collapse's floor is its extreme at or before the loss's matched onset (floor_window;
+#    global_floor beside it), loss_events, logprob_half_step, difficulty_source.
+SCHEMA_VERSION = 3
 
 
 def _scalar(*xs) -> bool:

@@ -48,7 +48,8 @@ DEDUCTION_DEFAULT_ITEMS = 50
 # Bump when the extraction code changes what it measures: it is part of the job's params,
 # so Snakemake reruns the extraction (edits under src/ alone do not trigger reruns).
 EXTRACT_VERSION = 3  # 3: rows from scan.measure_model (adds mean_share); 2: float64 unembedding, latest-holder duplicates
-EVENTS_VERSION = 3  # 2: the matched detector family; 3: chance/cap-normalised fields for scale
+EVENTS_VERSION = 4  # 2: the matched detector family; 3: chance/cap-normalised fields for scale;
+# 4: precursor.json schema 3 (the shared record builder's global_floor and window fields)
 # Pythia's difficulty: easy if acquired within this share of the last selected step (compare
 # sizes with the same last step: a model's own ``revisions`` may differ, and duplicates removed
 # at extraction leave some sizes without early revisions, e.g. pythia-2.8b before step66000).
