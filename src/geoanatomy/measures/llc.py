@@ -38,7 +38,7 @@ spread measures the sampler noise. The model's weights are restored afterwards.
 
 Agreement with devinterp 2.0.1 ``llc()``
 ----------------------------------------
-Checked by ``python benchmarks/bench_measures.py --llc-only`` and tests/test_llc.py. The
+Checked by ``python benchmarks/bench_measures.py --llc-only`` and tests/measures/test_llc.py. The
 update, the loss that is recorded and averaged (the minibatch loss at w_t, before the
 step), n_beta, gamma, the noise scale sqrt(eps), the parameter set (every parameter once;
 the tied embedding/unembedding is one tensor) and the init loss are the same as in
@@ -55,7 +55,7 @@ expected value:
   (init_seed 0 and 1 share 3 of 4 chains). It also replays the first epoch's order
   (``epoch_mode="cycle"``), so each of its runs depends on one partition of the pool. With
   few batches per epoch its runs vary more, with the same mean (seen on the quadratic of
-  tests/test_llc.py with 2 batches per epoch).
+  tests/measures/test_llc.py with 2 batches per epoch).
 * ``rng="devinterp"`` reproduces those streams exactly: chain c's noise comes from the torch
   seed ``seed + c``, and minibatches come from ``DataLoader(shuffle=True, drop_last=True,
   generator=manual_seed(seed))`` with the first epoch replayed. Use it for paired
