@@ -68,3 +68,15 @@ def json_safe(x):
     if isinstance(x, _np().bool_):
         return bool(x)
     return x
+
+
+def read_json(path: str | os.PathLike, error: type[Exception], unreadable: str, invalid: str):
+    """The JSON value in ``path``; ``error`` naming the file when it cannot be read (message
+    ends with ``unreadable``) or is not JSON (``invalid``)."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise error(f"{path} cannot be read ({e.strerror or e}){unreadable}") from e
+    except json.JSONDecodeError as e:
+        raise error(f"{path} is not valid JSON ({e}){invalid}") from e

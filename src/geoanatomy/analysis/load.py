@@ -16,13 +16,13 @@ out of floors, scale, prediction, top-down and emergence statistics
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 
 import pandas as pd
 
+from ..files import read_json
 from ..sizes import SIZES
 from ..spec import parse_run_name
 from ..tasks import LEVELS, TASKS
@@ -48,12 +48,7 @@ def _redo(p: Path) -> str:
 def load_precursor(path: str | Path) -> dict:
     """One precursor.json as a dict, checked for the fields the analysis needs."""
     p = Path(path)
-    try:
-        d = json.loads(p.read_text())
-    except OSError as e:
-        raise SummaryInputError(f"{p}: cannot be read ({e.strerror or e})") from e
-    except json.JSONDecodeError as e:
-        raise SummaryInputError(f"{p}: not valid JSON ({e}); {_redo(p)}") from e
+    d = read_json(p, SummaryInputError, "", f"; {_redo(p)}")
     if not isinstance(d, dict):
         raise SummaryInputError(f"{p}: top level must be an object, got {type(d).__name__}")
     missing = [k for k in REQUIRED if k not in d]

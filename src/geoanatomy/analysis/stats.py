@@ -109,6 +109,15 @@ def _rho(x, y):
     return cx, cy, denom, float(cx @ cy) / denom
 
 
+def _rho_or_reason(out: dict, x, y):
+    """``_rho(x, y)``, or None after writing its reason into ``out`` (too few or constant)."""
+    prep = _rho(x, y)
+    if isinstance(prep, str):
+        out["reason"] = prep
+        return None
+    return prep
+
+
 def spearman_exact(x, y, exact_max_n: int = EXACT_MAX_N, n_resamples: int = 20000, seed: int = 0) -> dict:
     """Spearman rho of paired samples (pairs with a non-finite value dropped) with a
     two-sided permutation p-value (module doc).
@@ -120,9 +129,8 @@ def spearman_exact(x, y, exact_max_n: int = EXACT_MAX_N, n_resamples: int = 2000
     n = len(x)
     out = {"rho": None, "p": None, "n": n, "method": None, "n_permutations": None, "reason": None,
            "test": "Spearman rho, two-sided permutation p (|rho_perm| >= |rho_obs|)"}
-    prep = _rho(x, y)
-    if isinstance(prep, str):
-        out["reason"] = prep
+    prep = _rho_or_reason(out, x, y)
+    if prep is None:
         return out
     cx, cy, denom, rho = prep
     thr = abs(rho) - _TOL
@@ -150,9 +158,8 @@ def spearman_stratified(x, y, strata, n_resamples: int = 20000, seed: int = 0) -
     out = {"rho": None, "p": None, "n": n, "n_strata": len(np.unique(strata)), "method": None,
            "n_permutations": None, "reason": None,
            "test": "Spearman rho over pooled units, two-sided p from permutations within strata"}
-    prep = _rho(x, y)
-    if isinstance(prep, str):
-        out["reason"] = prep
+    prep = _rho_or_reason(out, x, y)
+    if prep is None:
         return out
     cx, cy, denom, rho = prep
     hits = _mc_hits(cx, cy, denom, abs(rho) - _TOL, int(n_resamples), seed, strata=strata)

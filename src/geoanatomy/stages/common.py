@@ -3,11 +3,11 @@ and opening its checkpoints. Torch is imported only by the functions that build 
 so the stages that read tables only (events, prune) start without it."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CheckpointError
+from ..files import read_json
 from ..spec import RunSpec
 from ..tasks import TaskData, make_task, stable_seed
 
@@ -41,12 +41,7 @@ def run_record(spec: RunSpec, run_dir: str | Path) -> dict:
     """The run's train.json, checked against the spec (run name, settings hash)."""
     path = Path(run_dir) / "train.json"
     fix = f"recompute the run with `geoanatomy clean-run {run_dir}` and rerun snakemake"
-    try:
-        rec = json.loads(path.read_text())
-    except OSError as e:
-        raise CheckpointError(f"{path} cannot be read ({e.strerror or e}): run the training job first") from e
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path} is not valid JSON ({e}); {fix}") from e
+    rec = read_json(path, CheckpointError, ": run the training job first", f"; {fix}")
     for key, want in (("run", spec.train_name), ("settings_hash", spec.train_hash())):
         if rec.get(key) != want:
             raise CheckpointError(f"{path}: {key} is {rec.get(key)!r}, this run's is {want!r} "

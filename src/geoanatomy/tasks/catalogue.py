@@ -117,19 +117,14 @@ class Parity(_Symbols):
         return super().spec(level, p)
 
 
-class Cmp(Task):
-    """``CMP 4 2 , 4 7 = <``; half the time the second number shares a random-length prefix
-    with the first (otherwise the first digit decides almost every case)."""
+class _TwoNumbers(Task):
+    """Two ``digits``-digit numbers side by side: 2 x digits input digits, 10^(2 digits)
+    inputs, symmetric in the pair (a, b) of width ``digits``."""
 
-    name = "cmp"
     level_param = "digits"
-    levels = {"L1": {"digits": 2}, "L2": {"digits": 4}, "L3": {"digits": 8}}
 
     def n_in(self, p):
         return 2 * int(p["digits"])
-
-    def n_answer(self, p):
-        return 1
 
     def space_log10(self, p):
         return 2 * int(p["digits"])
@@ -139,6 +134,18 @@ class Cmp(Task):
 
     def pair_width(self, p):
         return int(p["digits"])
+
+
+class Cmp(_TwoNumbers):
+    """``CMP 4 2 , 4 7 = <``; half the time the second number shares a random-length prefix
+    with the first (otherwise the first digit decides almost every case)."""
+
+    name = "cmp"
+    level_param = "digits"
+    levels = {"L1": {"digits": 2}, "L2": {"digits": 4}, "L3": {"digits": 8}}
+
+    def n_answer(self, p):
+        return 1
 
     def draw(self, p, rng, N):
         n = int(p["digits"])
@@ -161,27 +168,15 @@ class Cmp(Task):
         return out[:, None].astype(np.int64)
 
 
-class Add(Task):
+class Add(_TwoNumbers):
     """``ADD 2 4 + 9 1 = 1 6 0``: 42 + 19 = 61, operands and answer least significant first."""
 
     name = "add"
     level_param = "digits"
     levels = {"L1": {"digits": 2}, "L2": {"digits": 3}, "L3": {"digits": 4}}
 
-    def n_in(self, p):
-        return 2 * int(p["digits"])
-
     def n_answer(self, p):
         return int(p["digits"]) + 1
-
-    def space_log10(self, p):
-        return 2 * int(p["digits"])
-
-    def input_space(self, p):
-        return 10 ** (2 * int(p["digits"]))
-
-    def pair_width(self, p):
-        return int(p["digits"])
 
     def draw(self, p, rng, N):
         return rng.integers(0, 10, size=(N, 2 * int(p["digits"])))
