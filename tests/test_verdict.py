@@ -148,3 +148,14 @@ def test_docs_claim_table_is_generated_from_the_list(tmp_path):
     assert verdict.write_docs(stale) and not verdict.write_docs(stale)
     text = stale.read_text()
     assert text.startswith("intro\n") and text.endswith("rest\n") and verdict.docs_block(text) == block
+
+
+def test_verdict_names_where_the_classes_came_from():
+    from geoanatomy.analysis.summarize import classes_line
+    fixed = {"fixed_before_outcome": True, "classes_file": "config/classes.csv", "classes_sha256": "ab" * 32,
+             "rule": "class file: easy if every calibration seed acquired by easy_max_step, hard otherwise"}
+    post = {"fixed_before_outcome": False, "rule": "post-hoc"}
+    assert ("ab" * 32) in classes_line([{"difficulty_source": fixed}, {"difficulty_source": fixed},
+                                        {"control": "shuffled", "difficulty_source": post}])
+    assert classes_line([{"difficulty_source": post}]).startswith("difficulty classes: post-hoc rule")
+    assert "MIXED" in classes_line([{"difficulty_source": fixed}, {"difficulty_source": post}])

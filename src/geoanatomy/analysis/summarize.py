@@ -137,6 +137,24 @@ def write_prediction(job: Job) -> list[str]:
     return [str(Path(job.out) / "prediction.json")]
 
 
+def classes_line(pres: list[dict]) -> str:
+    """Where the runs' easy/hard classes came from (precursor.json ``difficulty_source``): the
+    calibration class file and its sha256, or the post-hoc rule, or a mix of the two."""
+    srcs = [p.get("difficulty_source") or {} for p in pres if not p.get("control")]
+    files = sorted({(s.get("classes_file"), s.get("classes_sha256")) for s in srcs if s.get("fixed_before_outcome")})
+    n_fixed = sum(bool(s.get("fixed_before_outcome")) for s in srcs)
+    if srcs and n_fixed == len(srcs) and len(files) == 1:
+        (path, sha), = files
+        rule = next(s["rule"] for s in srcs if s.get("fixed_before_outcome"))
+        return (f"difficulty classes: fixed before the outcome by calibration runs, class file {path} sha256 {sha} "
+                f"({rule}; calibration seeds disjoint from the analysed ones)")
+    if n_fixed == 0:
+        return ("difficulty classes: post-hoc rule (each run's own acquisition step <= events.easy_max_step), "
+                "selected on the outcome the precursor is tested against; set events.classes_file")
+    return (f"difficulty classes: MIXED, {n_fixed} of {len(srcs)} runs from class files {files}, the rest by the "
+            f"post-hoc rule")
+
+
 def write_verdict(job: Job) -> list[str]:
     """verdict.csv (analysis.verdict): the precursor and behaviour claims from the runs, the
     floors / scale / top-down / prediction claims from the JSON files the other parts wrote;
@@ -154,7 +172,7 @@ def write_verdict(job: Job) -> list[str]:
                " direction, Holm-adjusted within each family; 95% intervals: bootstrap over task x level x size"
                " cells with seeds resampled inside their cell; n_units = cells, n_runs = runs.",
                "shuffled-label control runs and diverged runs are left out (controls.csv reports the controls).",
-               _n_line(pres)] + ([f"protocol = mixture: {protocols.MIXTURE_NOTE}; {_mix_line(mix)}"] if mix else []))
+               classes_line(pres), _n_line(pres)] + ([f"protocol = mixture: {protocols.MIXTURE_NOTE}; {_mix_line(mix)}"] if mix else []))
     return [str(out / "verdict.csv")]
 
 
