@@ -167,7 +167,8 @@ def test_events_record_reads_the_floor_before_the_loss_onset():
     facts = {"run": "x", "task": "copy", "level": "L1", "size": "nano", "seed": 0, "control": "",
              "level_params": {}, "n_params": 1, "steps": 100}
     e = dict(DEFAULTS["events"], persist=2)
-    pre = events_record(facts, df, e, base, 10, 1e-7)
+    pre = events_record(facts, df, e, base, 10, 1e-7, n_eval_distinct=7)
+    assert pre["eval"]["n_samples"] == 10 and pre["eval"]["distinct_inputs"] == 7
     rm = pre["measures"]["rankme"]
     assert pre["loss_events"]["onset_step"] == 60 and pre["floor_window"]["end_step"] == 60
     assert rm["floor_step"] == 20 and rm["global_floor_step"] == 90 and rm["recovery_step"] == 30

@@ -327,3 +327,15 @@ def test_level_parameter_errors_name_the_parameter():
         get_task("add").check_params({"digits": [2, 2]})
     with pytest.raises(ValueError, match="support 9 must be between 1 and length 8"):
         make_task("par", "L1", {"length": 8, "support": 9})
+
+
+def test_distinct_held_out_inputs_of_a_small_input_space():
+    """par at 7 bits: 128 inputs, about a quarter held out, so an evaluation set of 200 rows
+    repeats some 30-40 distinct inputs (what precursor.json's eval.distinct_inputs records)."""
+    import numpy as np
+    from geoanatomy.tasks import TaskData, make_task
+    data = TaskData(make_task("par", "L3"), seed=0, n_heldout=1024, heldout_frac=0.25)
+    k = np.unique(data.eval_set(200), axis=0).shape[0]
+    assert 20 <= k <= 50
+    big = TaskData(make_task("copy", "L3"), seed=0, n_heldout=1024, heldout_frac=0.25)
+    assert np.unique(big.eval_set(200), axis=0).shape[0] == 200

@@ -238,7 +238,7 @@ def probe_entry(pdf, t_acq, cfg_events: dict, headline_layer: str = "ln_final", 
 
 # ---------------------------------------------------------------------- the record
 def events_record(facts: dict, df, cfg_events: dict, baselines: dict, n_eval: int, eps: float,
-               diverged: bool = False, measures_df=None, probes_df=None) -> dict:
+               diverged: bool = False, measures_df=None, probes_df=None, n_eval_distinct: int | None = None) -> dict:
     """The precursor.json dict of one algorithmic run (module doc; not yet ``json_safe``).
 
     ``facts``: run, task, level, size, seed, control, level_params, n_params, steps (in this
@@ -246,7 +246,8 @@ def events_record(facts: dict, df, cfg_events: dict, baselines: dict, n_eval: in
     input-blind levels (``geoanatomy.baselines``); ``diverged``: training said so (a
     non-finite loss in the table also counts). ``measures``: ``rankme`` (uncentred, as
     defined) and ``rankme_centred`` side by side; with ``measures_df`` (measures.csv) every
-    expensive measure present; with ``probes_df`` (probes.csv) a top-level ``probes`` entry."""
+    expensive measure present; with ``probes_df`` (probes.csv) a top-level ``probes`` entry.
+    ``n_eval_distinct``: how many different inputs the evaluation set holds (recorded)."""
     e, base = cfg_events, baselines
     p = e["persist"]
     steps, acc_norm = curve(df, "accuracy_norm", position="answer")
@@ -292,7 +293,7 @@ def events_record(facts: dict, df, cfg_events: dict, baselines: dict, n_eval: in
         "chance_accuracy": base["chance_accuracy"], "first_token_chance": base["first_token_chance"],
         "baseline_logprob_per_token": base["logprob_per_token"],
         "baselines": base,
-        "eval": {"n_samples": n_eval, "split": "held-out", "positions": {
+        "eval": {"n_samples": n_eval, "distinct_inputs": n_eval_distinct, "split": "held-out", "positions": {
             "first": "position predicting the first answer token",
             "answer_mean": "mean over positions predicting answer tokens"},
             "plateau_exit": f"{e['plateau_rule']} rule on the float64 loss of a fixed training sample at "

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from ..baselines import training_baselines
 from ..files import atomic_write_json, json_safe
 from ..precursor import events_record, rankme_entry  # noqa: F401 (rankme_entry: re-exported)
@@ -22,12 +24,18 @@ def build_precursor(spec: RunSpec, train_summary: dict, df, cfg_events: dict, me
     """The precursor.json dict for one run (``precursor.events_record`` of its tables).
     ``baselines``: the training distribution's chance and input-blind levels (computed when
     not given)."""
-    base = baselines or training_baselines(task_data(spec))
+    data = task_data(spec)
+    base = baselines or training_baselines(data)
+    n_eval = int(spec.eval["n_samples"])
+    # how many different inputs the evaluation set holds (a small input space repeats them:
+    # par at 7 bits holds out ~35 of its 128 inputs, so RankMe's N rows have at most 35 ranks)
+    distinct = int(np.unique(data.eval_set(n_eval), axis=0).shape[0])
     facts = {"run": spec.name, "task": spec.task, "level": spec.level, "size": spec.size,
              "seed": spec.seed, "control": spec.control, "level_params": spec.level_params,
              "n_params": train_summary.get("n_params"), "steps": spec.train["steps"]}
-    out = events_record(facts, df, cfg_events, base, int(spec.eval["n_samples"]), float(spec.eval["rankme_eps"]),
-                        diverged=train_summary.get("diverged", False), measures_df=measures_df, probes_df=probes_df)
+    out = events_record(facts, df, cfg_events, base, n_eval, float(spec.eval["rankme_eps"]),
+                        diverged=train_summary.get("diverged", False), measures_df=measures_df, probes_df=probes_df,
+                        n_eval_distinct=distinct)
     if spec.is_unit:
         out = mixture_facts(spec, out)
     return json_safe(out)
