@@ -159,3 +159,15 @@ def test_verdict_names_where_the_classes_came_from():
                                         {"control": "shuffled", "difficulty_source": post}])
     assert classes_line([{"difficulty_source": post}]).startswith("difficulty classes: post-hoc rule")
     assert "MIXED" in classes_line([{"difficulty_source": fixed}, {"difficulty_source": post}])
+
+
+def test_cross_scale_rows_are_written_from_the_list_prediction_writes():
+    """prediction.json's cross_scale is a list of {a, b, by_measure} (analysis.prediction);
+    the verdict reads it (the old code iterated a dict and wrote no row)."""
+    from geoanatomy.analysis.verdict import cross_scale_prediction
+    entry = {"rho": 0.9, "p": 0.02, "n": 6, "reason": None}
+    js = {"prediction.json": {"cross_scale": [{"a": "nano", "b": "micro",
+                                                "by_measure": {"rankme": {"L3": entry}, "rankme_centred": {"L3": entry}}}]}}
+    rows = cross_scale_prediction(js)
+    assert len(rows) == 2 and all(r.claim == "smaller-size geometry predicts larger-size acquisition order" for r in rows)
+    assert "nano -> micro" in rows[0].statistic and rows[0].value == 0.9 and rows[0].n_units == 6

@@ -351,10 +351,18 @@ def top_down_propagation(jsons: dict) -> list[ClaimRow]:
     return out
 
 
+def _cross_scale_pairs(cs) -> list[tuple[str, dict]]:
+    """(pair label, {measure: {level: entry}}) of prediction.json's ``cross_scale``: a list of
+    {"a", "b", "by_measure"} (what analysis.prediction writes) or a {pair: by_measure} dict."""
+    if isinstance(cs, dict):
+        return list(cs.items())
+    return [(f"{e.get('a')} -> {e.get('b')}", e.get("by_measure") or {}) for e in (cs or []) if isinstance(e, dict)]
+
+
 def cross_scale_prediction(jsons: dict) -> list[ClaimRow]:
-    cs = (jsons.get("prediction.json") or {}).get("cross_scale") or {}
+    cs = (jsons.get("prediction.json") or {}).get("cross_scale") or []
     out = []
-    for pair, by_m in (cs.items() if isinstance(cs, dict) else []):
+    for pair, by_m in _cross_scale_pairs(cs):
         for m, variant in RANKME.items():
             for lv, e in ((by_m or {}).get(m) or {}).items():
                 rho = e.get("rho")
