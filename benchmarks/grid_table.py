@@ -7,7 +7,8 @@ class file, ``post-hoc`` = the run's own acquisition step), acquisition step, fi
 acquisition, log-prob half-rise (the depth acquisition is read at), the loss curve's matched
 onset (= the loss-plateau exit; the end of the floor window) and extreme, uncentred RankMe
 (ln_final, first position) init -> floor @ step (the extreme at or before the loss onset) with
-the mean share at the floor, the run-wide floor's step, recovery, precursor (gap), centred
+the mean share at the floor ("edge": the floor is the window's last checkpoint, the curve still
+moving), the run-wide floor's step, recovery, precursor (gap), centred
 RankMe floor @ step (precursor), final held-out accuracy; then the share of non-control runs
 that acquired.
 
@@ -25,6 +26,11 @@ def _s(v) -> str:
     return "never" if v is None else str(v)
 
 
+def _edge(entry: dict) -> str:
+    """' (edge)' for a floor on the last checkpoint of its window (events.at_window_end)."""
+    return " (edge)" if entry.get("at_window_end") else ""
+
+
 def _events_table(rows: list[dict]) -> None:
     print("| run | class (source) | acq | first tok | log-prob half | loss onset (window end) | loss extreme | "
           "RankMe unc. init -> floor @ step (mean share) | run-wide floor step | recovery | precursor (gap) | "
@@ -38,10 +44,10 @@ def _events_table(rows: list[dict]) -> None:
         le = d.get("loss_events") or {}
         print(f"| {d['run']} | {cls} | {_s(d['acquisition_step'])} | {_s(d['first_token_acquisition_step'])} | "
               f"{_s(d.get('logprob_half_step'))} | {_s(le.get('onset_step'))} | {_s(le.get('extreme_step'))} | "
-              f"{u['init']:.2f} -> {u['floor']:.2f} @ {_s(u['floor_step'])} "
+              f"{u['init']:.2f} -> {u['floor']:.2f} @ {_s(u['floor_step'])}{_edge(u)} "
               f"({'-' if share is None else f'{share:.2f}'}) | {_s(u.get('global_floor_step'))} | "
               f"{_s(u['recovery_step'])} | {'yes' if u['precursor'] else 'no'} ({_s(u['gap_steps'])}) | "
-              f"{c['floor']:.2f} @ {_s(c['floor_step'])} ({'yes' if c['precursor'] else 'no'}) | "
+              f"{c['floor']:.2f} @ {_s(c['floor_step'])}{_edge(c)} ({'yes' if c['precursor'] else 'no'}) | "
               f"{d['final_accuracy']:.2f} |")
     real = [d for d in rows if not d.get("control")]
     n_acq = sum(bool(d["acquired"]) for d in real)

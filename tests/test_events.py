@@ -125,7 +125,10 @@ def test_floor_is_the_dip_before_the_behavioural_change_not_the_later_compressio
     assert early["extreme"] == 3 and early["extreme_step"] == 30 and early["window_end"] == 60
     assert early["onset_step"] == 10                          # 10% of the 10 -> 3 drop
     assert early["return_step"] == 50                         # back by 25% of 7 (>= 4.75) at 50, 60
-    assert early["global_extreme"] == 1 and early["global_extreme_step"] == 90
+    assert early["global_extreme"] == 1 and early["global_extreme_step"] == 90 and not early["at_window_end"]
+    # a window that closes while the curve still falls: its floor is its last point, flagged
+    cut = ev.matched_events(STEPS, v, "down", persist=2, before=20)
+    assert cut["extreme_step"] == 20 and cut["at_window_end"]
     whole = ev.matched_events(STEPS, v, "down", persist=2)
     assert whole["extreme_step"] == 90 and whole["return_step"] is None
     # through the configured detector, named as the rest of the project reads it

@@ -131,7 +131,9 @@ def matched_events(steps, values, direction: str, start: float | None = None, on
     loss's matched onset), and ``changed``, progress, onset and extreme step are measured
     against that extreme; the return is looked for over the rest of the run. The run's own
     extreme is reported beside it in any case: ``global_extreme``, ``global_extreme_step``
-    (first checkpoint within ``extreme_tol`` of it) and ``window_end`` (``before``).
+    (first checkpoint within ``extreme_tol`` of it) and ``window_end`` (``before``);
+    ``at_window_end`` is True when the window's extreme is its last checkpoint and the run
+    goes on (the curve was still moving when the window closed: a censored floor).
 
     Steps are None when the curve did not change (``changed`` False) or never got there.
     """
@@ -141,7 +143,7 @@ def matched_events(steps, values, direction: str, start: float | None = None, on
     out = {"direction": direction, "start": None, "extreme": None, "extreme_argstep": None, "final": None,
            "change": None, "changed": False, "onset_step": None, "half_step": None, "extreme_step": None,
            "return_step": None, "window_end": None if before is None else int(before),
-           "global_extreme": None, "global_extreme_step": None}
+           "global_extreme": None, "global_extreme_step": None, "at_window_end": False}
     if len(v) == 0:
         return out
     v0 = float(v[0]) if start is None else float(start)
@@ -157,6 +159,9 @@ def matched_events(steps, values, direction: str, start: float | None = None, on
     n_win = max(n_win, 1)
     k = int(pick(v[:n_win]))
     ext = float(v[k])
+    # the window's extreme sits on its last checkpoint while the curve goes on past it: the
+    # collapse had not bottomed out by the window's end (a censored floor, flagged)
+    out["at_window_end"] = bool(n_win < len(v) and k == n_win - 1)
     delta = ext - v0
     scale = max(abs(v0), abs(ext))
     change = abs(delta) / scale if scale > 0 else 0.0
@@ -205,7 +210,8 @@ def curve_entry(steps, values, direction: str, cfg_events: dict, start: float | 
            f"{names['extreme']}_step": m["extreme_step"], flag: m["changed"],
            f"{names['onset']}_step": m["onset_step"], f"{names['return']}_step": m["return_step"],
            "half_step": m["half_step"], "argextreme_step": m["extreme_argstep"], "final": m["final"],
-           "change": m["change"], "window_end": m["window_end"], f"global_{names['extreme']}": m["global_extreme"],
+           "change": m["change"], "window_end": m["window_end"], "at_window_end": m["at_window_end"],
+           f"global_{names['extreme']}": m["global_extreme"],
            f"global_{names['extreme']}_step": m["global_extreme_step"]}
     if m["extreme_step"] is None:  # unchanged curve: report where the extreme value sits
         out[f"{names['extreme']}_step"] = m["extreme_argstep"] if len(_clean(steps, values)[1]) else None
