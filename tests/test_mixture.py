@@ -418,8 +418,8 @@ def test_summary_sets_protocols_side_by_side_with_models_as_units(tmp_path):
     assert "models" in acq["null"]
     single = v[(v["protocol"] == "single-task") & (v["claim"] == "acquisition rate")].iloc[0]
     assert single["n_units"] == 24                                 # cells
-    hard = mix[(mix["claim"] == "precursor on hard runs") & (mix["measure"] == "rankme")].iloc[0]
-    assert hard["n_units"] == 6 and hard["n_runs"] == 18 and "within models" in hard["null"]
+    hard = mix[(mix["claim"] == "precursor rate on hard cells (descriptive)") & (mix["measure"] == "rankme")].iloc[0]
+    assert hard["n_units"] == 6 and hard["n_runs"] == 24 and "across models" in hard["null"]
     assert all(f.endswith("(mixture)") for f in mix["family"])     # Holm families never mix protocols
     assert {"top-down propagation", "floors task-specific", "acquisition order scale-invariant"} <= set(mix["claim"])
     assert "protocol = mixture" in (out / "verdict.csv").read_text()

@@ -1,5 +1,6 @@
-"""The verdict rule on known cases, and on simulated populations: null populations are
-"reproduced" at most 10% of the time; planted effects of realistic size are found."""
+"""The verdict rules on known cases, and the claims through the real verdict code on
+simulated populations with known truth: no information beyond the loss curve, a planted
+precursor, seed-clustered noise, simultaneous and lagging events, too few cells."""
 from pathlib import Path
 
 import numpy as np
@@ -13,16 +14,31 @@ from geoanatomy.analysis import verdict
 from geoanatomy.analysis.verdict import CLAIMS, VERDICT_COLUMNS, ClaimRow, finish, precursor_claims, word
 
 TASKS = ["copy", "rev", "cmp", "par", "add", "mod", "sort", "mul"]
-ST = {"alpha": 0.05, "n_bootstrap": 100, "n_permutations": 500, "seed": 0, "verdict_min_units": 5}
+ST = {"alpha": 0.05, "n_bootstrap": 499, "n_permutations": 999, "seed": 0, "verdict_min_units": 5,
+      "equivalence_decades": 0.1}
 
 
-def test_word_rule():
+def test_word_rules():
     assert word(0.01, 0.2, 0.5, 10, 0.0) == "reproduced"
     assert word(0.01, -0.1, 0.5, 10, 0.0) == "inconclusive"       # significant, interval reaches the null
     assert word(0.4, -0.3, -0.1, 10, 0.0) == "not reproduced"
     assert word(0.4, -0.3, 0.2, 10, 0.0) == "inconclusive"        # right direction, not shown
     assert word(0.001, 0.5, 0.9, 3, 0.0) == "inconclusive"        # too few units
     assert word(None, None, None, 10, 0.0) == "inconclusive"
+    # less: the mirror image
+    assert word(0.01, 0.1, 0.26, 20, 0.5, rule="less", ci_hi=0.45) == "reproduced"
+    assert word(0.01, 0.1, 0.26, 20, 0.5, rule="less", ci_hi=0.55) == "inconclusive"
+    # greater+gain: the partial correlation and the leave-one-out gain must both say yes
+    assert word(0.01, None, 0.5, 10, 0.0, rule="greater+gain", second_lo=0.1, second_hi=0.6) == "reproduced"
+    assert word(0.01, None, 0.5, 10, 0.0, rule="greater+gain", second_lo=-0.1, second_hi=0.6) == "inconclusive"
+    assert word(0.01, None, 0.5, 10, 0.0, rule="greater+gain", second_lo=-0.5, second_hi=-0.1) == "not reproduced"
+    # equivalence within +-0.1 on a 90% interval
+    assert word(0.01, -0.05, 0.0, 10, 0.1, rule="equivalence", ci_hi=0.05) == "reproduced"
+    assert word(0.30, -0.05, 0.0, 10, 0.1, rule="equivalence", ci_hi=0.15) == "inconclusive"
+    assert word(0.90, 0.20, 0.3, 10, 0.1, rule="equivalence", ci_hi=0.40) == "not reproduced"
+    # lag: the lower bound above 0
+    assert word(0.01, 0.2, 0.3, 10, 0.0, rule="lag", ci_hi=0.4) == "reproduced"
+    assert word(0.90, -0.3, -0.2, 10, 0.0, rule="lag", ci_hi=-0.1) == "not reproduced"
 
 
 def test_holm_adjustment():
@@ -40,48 +56,184 @@ def test_cluster_bootstrap_resamples_cells_not_seeds():
     assert lo == 0.0 and hi == 1.0
 
 
-def population(rng, planted: bool, sizes=("nano", "micro"), easy_max=150):
-    """8 tasks x 3 levels x 2 sizes, one seed: acquisition log-uniform in [20, 3000]; the
-    transition is at half the acquisition step (planted) or at half of another run's (null)."""
+def grid_rows(t_acq, t_ev, t_ref, cells, measure="rankme_centred", easy_max=150, seeds=None, fixed=True,
+              labels=None):
+    """A per-run table (rates.measure_rows' columns) of one measure: run i in cell cells[i]
+    (task, level, size) with acquisition t_acq[i], the measure's onset and extreme at t_ev[i],
+    the loss curve's onset and extreme at t_ref[i]; classes from a class file (fixed)."""
     rows = []
-    cells = [(t, lv, s) for t in TASKS for lv in ("L1", "L2", "L3") for s in sizes]
-    t_acq = np.round(10 ** rng.uniform(np.log10(20), np.log10(3000), len(cells)))
-    base = t_acq if planted else rng.permutation(t_acq)
-    t_tr = np.round(base * 0.5 * rng.uniform(0.7, 1.3, len(cells)))
-    for (task, lv, size), a, t in zip(cells, t_acq, t_tr):
-        rows.append({"run": f"{task}_{lv}_{size}", "task": task, "level": lv, "size": size, "family": "toy",
-                     "n_params": 1, "steps": 5000, "difficulty": "easy" if a <= easy_max else "hard",
+    seeds = seeds if seeds is not None else [0] * len(cells)
+    labels = labels if labels is not None else ["easy" if a <= easy_max else "hard" for a in t_acq]
+    for (task, lv, size), a, t, r, sd, lab in zip(cells, t_acq, t_ev, t_ref, seeds, labels):
+        rows.append({"run": f"{task}_{lv}_{size}_s{sd}", "task": task, "level": lv, "size": size, "family": "toy",
+                     "n_params": 1, "steps": 100000, "difficulty": lab,
                      "acquired": True, "diverged": False, "control": "", "easy_max_step": easy_max,
-                     "min_gap_frac": 0.25, "acquisition_step": a, "measure": "rankme", "kind": "geometric",
-                     "layer": "ln_final", "position": "first", "variant": "uncentred", "direction": "collapse",
-                     "transition": "floor", "transition_step": t, "recovery_step": t, "precursor": None,
-                     "gap_steps": a - t, "transitioned": True})
+                     "min_gap_frac": 0.25, "acquisition_step": float(a), "measure": measure, "kind": "geometric",
+                     "layer": "ln_final", "position": "first",
+                     "variant": "centred" if measure == "rankme_centred" else "", "direction": "collapse",
+                     "transition": "floor", "transition_step": float(t), "recovery_step": float(t),
+                     "precursor": None, "gap_steps": float(a - t), "transitioned": True, "onset_step": float(t),
+                     "extreme_step": float(t), "loss_onset_step": float(r), "loss_extreme_step": float(r),
+                     "difficulty_fixed": fixed, "mean_share_rho": None})
     return pd.DataFrame(rows, columns=ROW_COLUMNS)
 
 
-def _verdicts(df):
-    v = finish(precursor_claims(df, ST), ST)
-    return dict(zip(v["claim"], v["verdict"]))
+def cells_of(n, sizes=("nano",)):
+    out = [(t, f"L{lv}", s) for s in sizes for lv in range(1, 10) for t in TASKS]
+    return out[:n]
+
+
+def _verdict_of(df, claim, event="extreme", st=ST):
+    v = finish(precursor_claims(df, st), st)
+    sel = v[(v["claim"] == claim) & (v["event"] == event)]
+    return sel["verdict"].iloc[0] if len(sel) else None
+
+
+def _timing_population(rng, informative: bool, n=24):
+    y = rng.uniform(np.log(50), np.log(3000), n)
+    l = y + rng.normal(0, 0.3, n)
+    g = (y - 0.3 + rng.normal(0, 0.05, n)) if informative else (l + rng.normal(0, 0.3, n))
+    return grid_rows(np.round(np.exp(y)), np.round(np.exp(g)), np.round(np.exp(l)), cells_of(n))
 
 
 @pytest.mark.slow
-def test_null_populations_rarely_reproduced():
+def test_timing_beyond_the_loss_curve_false_rate_and_power():
+    """g = l + noise (nothing beyond the loss curve): reproduced in at most 5% of 200
+    populations; g = y - 0.3 + N(0, 0.05), l = y + N(0, 0.3) on 24 cells: at least 80%."""
     rng = np.random.default_rng(0)
-    counts = {"precursor on hard runs": 0, "precursor specific to hard runs": 0}
-    for _ in range(200):
-        v = _verdicts(population(rng, planted=False))
-        for c in counts:
-            counts[c] += v.get(c) == "reproduced"
-    assert counts["precursor on hard runs"] <= 20, counts
-    assert counts["precursor specific to hard runs"] <= 20, counts
+    false = sum(_verdict_of(_timing_population(rng, False), "timing beyond the loss curve") == "reproduced"
+                for _ in range(200))
+    power = sum(_verdict_of(_timing_population(rng, True), "timing beyond the loss curve") == "reproduced"
+                for _ in range(200))
+    assert false <= 10, false
+    assert power >= 160, power
 
 
 @pytest.mark.slow
-def test_planted_lead_is_reproduced():
-    rng = np.random.default_rng(1)
-    hits = sum(_verdicts(population(rng, planted=True)).get("precursor on hard runs") == "reproduced"
-               for _ in range(10))
-    assert hits >= 9
+def test_seed_clustered_noise_keeps_the_false_rate():
+    """Seeds share their cell's noise (b ~ N(0, 0.5) per cell, e ~ N(0, 0.05) per seed): the
+    cell-level tests keep their false rate at 5% where run-level counting would not. 8 cells x 3
+    seeds; probe lead (symmetric around 0) and timing beyond the loss (g = l x cell noise)."""
+    rng = np.random.default_rng(3)
+    cells = [c for c in cells_of(8) for _ in range(3)]
+    seeds = [i % 3 for i in range(24)]
+    code = np.repeat(np.arange(8), 3)
+    lead_hits = timing_hits = run_level_hits = 0
+    from geoanatomy.analysis.nulls import sign_test
+    for _ in range(200):
+        t_acq = np.round(np.exp(rng.uniform(np.log(50), np.log(3000), 8)))[code]
+        noise = np.exp(rng.normal(0, 0.5, 8)[code] + rng.normal(0, 0.05, 24))
+        runs = pd.DataFrame({"task": [c[0] for c in cells], "level": [c[1] for c in cells],
+                             "size": [c[2] for c in cells], "t_first": t_acq, "t_probe": np.round(t_acq * noise)})
+        v = verdict.RunsView(runs, [], ST)
+        row = verdict.probes_before_behaviour(v)[0]
+        lead_hits += row.p < 0.05
+        run_level_hits += sign_test(runs["t_first"] - runs["t_probe"], "greater")["p"] < 0.05
+        t_ref = np.round(t_acq * np.exp(rng.normal(0, 0.3, 24)))
+        df = grid_rows(t_acq, np.round(t_ref * noise), t_ref, cells, seeds=seeds)
+        timing_hits += _verdict_of(df, "timing beyond the loss curve") == "reproduced"
+    assert lead_hits <= 10 and timing_hits <= 10, (lead_hits, timing_hits)
+    assert run_level_hits > 20, run_level_hits          # what counting seeds as independent would do
+
+
+def test_lag_rows_read_simultaneous_lags_and_too_few_cells():
+    rng = np.random.default_rng(4)
+    n = 16
+    cells = cells_of(n)
+    t_acq = np.round(np.exp(rng.uniform(np.log(30), np.log(140), n)))          # all easy (<= 150)
+    same = np.round((t_acq + 1) * 10 ** rng.uniform(-0.03, 0.03, n) - 1)
+    df = grid_rows(t_acq, same, t_acq, cells)
+    assert _verdict_of(df, "easy cells: transition simultaneous with acquisition", "transition") == "reproduced"
+    late = np.round((t_acq + 1) * 10 ** (0.3 + rng.uniform(-0.03, 0.03, n)) - 1)
+    df = grid_rows(t_acq, late, t_acq, cells, measure="hessian_top")
+    assert _verdict_of(df, "Hessian lags acquisition", "transition") == "reproduced"
+    assert _verdict_of(df, "easy cells: transition simultaneous with acquisition", "transition") == "not reproduced"
+    df = grid_rows(t_acq[:3], same[:3], t_acq[:3], cells[:3], measure="llc")
+    assert _verdict_of(df, "LLC synchronous with acquisition", "transition") == "inconclusive"
+    df = grid_rows(t_acq, same, t_acq, cells, measure="llc")
+    assert _verdict_of(df, "LLC synchronous with acquisition", "transition") == "reproduced"
+
+
+def test_a_perfect_precursor_is_not_enough_for_the_headline_test():
+    """t_tr = 0.5 t_acq in every cell and a loss curve that already says when (l = y): the old
+    precursor rate is 1, yet geometry adds nothing to the loss curve, and the verdict says so."""
+    rng = np.random.default_rng(5)
+    n = 20
+    t_acq = np.round(np.exp(rng.uniform(np.log(200), np.log(3000), n)))
+    df = grid_rows(t_acq, np.round(0.5 * t_acq), np.round(0.4 * t_acq), cells_of(n))
+    v = finish(precursor_claims(df, ST), ST)
+    rate = v[v["claim"] == "precursor rate on hard cells (descriptive)"].iloc[0]
+    assert rate["value"] == 1.0
+    timing = v[(v["claim"] == "timing beyond the loss curve") & (v["event"] == "extreme")].iloc[0]
+    assert timing["verdict"] != "reproduced"
+
+
+def test_specificity_is_judged_against_a_clock():
+    """The old row reused the hard-run p, which tests no difference; a class-label permutation
+    of the difference is no better, since any event that ignores acquisition passes the rule
+    more often in hard cells (acquired later). The row compares the measure's difference with
+    a clock's. Classes come from a class file (calibration runs), so they overlap with the
+    analysed acquisition steps as they do in a real grid."""
+    rng = np.random.default_rng(6)
+    n = 24
+    t_acq = np.round(np.exp(rng.uniform(np.log(200), np.log(2000), n)))
+    labels = np.where(rng.permutation(n) < n // 2, "hard", "easy")
+    hard = labels == "hard"
+    claim = "precursor specific to hard cells"
+    ref = np.round(0.6 * t_acq)
+    every = grid_rows(t_acq, np.round(0.5 * t_acq), ref, cells_of(n), labels=labels)
+    assert _verdict_of(every, claim, "transition") != "reproduced"
+    only_hard = grid_rows(t_acq, np.where(hard, np.round(0.5 * t_acq), t_acq), ref, cells_of(n), labels=labels)
+    assert _verdict_of(only_hard, claim, "transition") == "reproduced"
+    # a fixed clock on post-hoc classes (hard = acquired after step 150): the label-permutation
+    # p of its difference is small, the row is not reproduced
+    t2 = np.round(np.exp(rng.uniform(np.log(20), np.log(3000), n)))
+    clock = grid_rows(t2, np.full(n, 40.0), np.round(0.5 * t2), cells_of(n))
+    v = finish(precursor_claims(clock, ST), ST)
+    row = v[v["claim"] == claim].iloc[0]
+    assert "class-label permutation p of the measure's difference 0.0" in row["detail"]
+    assert row["verdict"] != "reproduced" and row["value"] == pytest.approx(0.0, abs=0.1)
+
+
+def test_rates_get_clopper_pearson_not_a_degenerate_bootstrap():
+    """An 11/11 rate bootstraps to [1, 1]; the verdict's interval over cells is Clopper-Pearson."""
+    lo, hi = verdict._clopper_pearson(11, 11)
+    assert hi == 1.0 and lo == pytest.approx(0.7151, abs=1e-3)
+    runs = pd.DataFrame({"task": TASKS[:6] * 2, "level": ["L1"] * 6 + ["L2"] * 6, "size": "nano", "acquired": True})
+    row = verdict.acquisition_rate(verdict.RunsView(runs, [], ST))[0]
+    assert row.value == 1.0 and row.ci[0] < 0.8
+
+
+def test_one_sided_spearman_p_is_exact_with_ties():
+    """Halving the two-sided p is exact only for a symmetric null; with ties the one-sided
+    p comes from the permutations themselves (the verdict reads p_greater)."""
+    from geoanatomy.analysis.stats import spearman_exact
+    import itertools
+    x, y = [1, 2, 2, 3, 4, 4], [1, 1, 2, 3, 3, 4]
+    r = spearman_exact(x, y)
+    from scipy.stats import spearmanr
+    obs = spearmanr(x, y).statistic
+    brute = np.mean([spearmanr(x, [y[i] for i in p]).statistic >= obs - 1e-12 for p in itertools.permutations(range(6))])
+    assert r["p_greater"] == pytest.approx(brute)
+    assert r["p_greater"] != pytest.approx(r["p"] / 2)
+    e = {"rho": r["rho"], "p": r["p"], "p_greater": r["p_greater"], "n": 6}
+    assert verdict._p_greater(e) == r["p_greater"]
+
+
+def test_permutation_lead_p_has_one_convention_in_both_branches():
+    """Exact enumeration and Monte Carlo estimate the same p for the median lead, also when
+    some arrangements leave the class without a lead (the old exact branch dropped those from
+    the denominator, the Monte Carlo one did not)."""
+    from geoanatomy.analysis.nulls import permutation_null
+    t_tr = np.array([10.0, np.nan, np.nan, np.nan, np.nan, np.nan, 50.0])   # 1 in 7 arrangements: no lead
+    t_acq = np.array([100.0, 40.0, 300.0, 35.0, 90.0, 500.0, 60.0])
+    groups = np.zeros(7)
+    in_class = lambda a: a > 80
+    ex = permutation_null(t_tr, t_acq, groups, in_class, 0.25, n_resamples=10_000)
+    mc = permutation_null(t_tr, t_acq, groups, in_class, 0.25, n_resamples=4_000, seed=1)   # 7! = 5040 > 4000
+    assert ex["method"] == "exact" and mc["method"] == "monte_carlo"
+    assert mc["p_median_lead"] == pytest.approx(ex["p_median_lead"], abs=0.025)
+    assert mc["p_rate"] == pytest.approx(ex["p_rate"], abs=0.025)
 
 
 def test_json_claims_follow_the_rule():
@@ -91,27 +243,19 @@ def test_json_claims_follow_the_rule():
                                                                  "omega2_task": 0.6, "omega2_size": 0.1}},
                                             "rankme_centred": {"all": {"n_cells": 24, "n_runs": 24, "p_task": 0.4,
                                                                        "omega2_task": 0.0, "omega2_size": 0.2}}}},
-        "top_down_summary.json": {"measures": {"rankme": {"all": {"top_down": "11/12", "n_determined": 12, "runs": 16}}}},
+        "top_down_summary.json": {"measures": {"rankme": {"all": {"top_down": "11/12", "runs": 16},
+                                                          "cells_all": {"top_down": "11/12", "seeds_per_cell": "1"}}}},
         "scale_invariance.json": {"families": {"toy": {"floors": {"rankme": {"by_level": {"L3": {
-            "smallest_vs_largest": {"a": "nano", "b": "micro", "rho": 0.9, "p": 0.004, "n": 8}}}}}}}},
+            "smallest_vs_largest": {"a": "nano", "b": "micro", "rho": 0.9, "p": 0.004, "p_greater": 0.002,
+                                    "n": 8}}}}}}}},
     }
     v = finish(json_claims(jsons, ST), ST)
     got = {(r.claim, r.measure): r.verdict for r in v.itertuples()}
     assert got[("floors task-specific", "rankme")] == "reproduced"
     assert got[("floors task-specific", "rankme_centred")] == "not reproduced"
-    assert got[("top-down propagation", "rankme")] == "reproduced"          # 11/12, p = 0.003
+    assert got[("top-down propagation", "rankme")] == "reproduced"          # 11/12 cells, p = 0.003
     assert got[("top-down propagation", "rankme_centred")] == "inconclusive"  # no data
-    assert got[("floors scale-invariant", "rankme")] == "reproduced"        # one-sided p 0.002
-
-
-def test_rule_text_in_the_csv_header_is_unchanged():
-    # verdict.csv's header prints RULE: it is built from WORDS, and must read as it always did
-    assert verdict.RULE == (
-        "reproduced: Holm-adjusted one-sided p < alpha and the 95% interval above the null value "
-        "(the estimate, for statistics without an interval: rank correlations, ANOVA); "
-        "not reproduced: adjusted p >= alpha and the estimate at or below the null value; "
-        "inconclusive: fewer than n_min units, no test, or neither of the above")
-    assert [w for w, _ in verdict.WORDS] == ["reproduced", "not reproduced", "inconclusive"]
+    assert got[("floor rank agreement across sizes", "rankme")] == "reproduced"
 
 
 def test_claim_rows_have_the_csv_columns():
@@ -119,22 +263,39 @@ def test_claim_rows_have_the_csv_columns():
                  "acquisition rate", "6/8 cells")
     d = r.as_dict()
     assert list(d) == VERDICT_COLUMNS
-    assert (d["ci95_lo"], d["ci95_hi"], d["protocol"]) == (0.5, 0.9, "single-task")
+    assert (d["ci_lo"], d["ci_hi"], d["ci_level"], d["protocol"]) == (0.5, 0.9, 0.95, "single-task")
     assert d["p_holm"] is None and d["verdict"] is None
-    assert verdict._row(*r.__dict__.values()) == d            # the positional form analysis.protocols uses
+    assert verdict._row(*list(r.__dict__.values())[:13]) == d       # the positional form analysis.protocols uses
 
 
 def test_claims_list_orders_the_rows():
     names = [c.name for c in CLAIMS]
     assert len(names) == len(set(names)) and {c.reads for c in CLAIMS} == {"runs", "measure", "summary"}
-    # every row belongs to a listed claim; within one view the rows follow CLAIMS
-    df = population(np.random.default_rng(2), planted=True)
-    df = pd.concat([df, df.assign(measure="rankme_centred", variant="centred")], ignore_index=True)
+    rng = np.random.default_rng(2)
+    n = 20
+    t_acq = np.round(np.exp(rng.uniform(np.log(30), np.log(3000), n)))
+    df = grid_rows(t_acq, np.round(0.5 * t_acq), np.round(0.6 * t_acq), cells_of(n))
+    df = pd.concat([df, df.assign(measure="llc", variant="")], ignore_index=True)
     rows = precursor_claims(df, ST)
-    got = [r["claim"] for r in rows]
-    per = [c.name for c in CLAIMS if c.reads == "measure"]
-    assert got == per + per                        # two measures, each with hard, easy and recovery data
-    assert [r["measure"] for r in rows] == ["rankme"] * 3 + ["rankme_centred"] * 3
+    assert {r["claim"] for r in rows} <= set(names)
+    order = {n: i for i, n in enumerate(names)}
+    for m in ("rankme_centred", "llc"):
+        got = [order[r["claim"]] for r in rows if r["measure"] == m]
+        assert got == sorted(got)
+    assert any(r["claim"] == "LLC synchronous with acquisition" for r in rows)
+    assert not any(r["claim"] == "LLC synchronous with acquisition" and r["measure"] == "rankme_centred" for r in rows)
+
+
+def test_uncentred_rankme_that_follows_the_mean_share_is_flagged():
+    rng = np.random.default_rng(7)
+    n = 12
+    t_acq = np.round(np.exp(rng.uniform(np.log(30), np.log(3000), n)))
+    df = grid_rows(t_acq, np.round(0.5 * t_acq), np.round(0.6 * t_acq), cells_of(n), measure="rankme")
+    df["variant"] = "uncentred"
+    v = finish(precursor_claims(df.assign(mean_share_rho=0.97), ST), ST)
+    assert v["detail"].str.contains("mean-direction").all()
+    v = finish(precursor_claims(df.assign(mean_share_rho=0.2), ST), ST)
+    assert not v["detail"].str.contains("mean-direction").any()
 
 
 def test_docs_claim_table_is_generated_from_the_list(tmp_path):

@@ -55,7 +55,10 @@ DEFAULTS: dict = {
     # Cross-run analysis -> results/summary/ (geoanatomy.analysis documents every key).
     "summary": {"coincide_log10_tol": 0.1, "exact_max_n": 10, "n_resamples": 20000, "seed": 0,
                 "alpha": 0.05, "topdown_require_collapse": True, "n_permutations": 10000,
-                "n_bootstrap": 2000, "verdict_min_units": 5},
+                "n_bootstrap": 2000, "verdict_min_units": 5, "headline_variant": "centred",
+                "equivalence_decades": 0.1, "slope_equivalence": 0.1, "mod_floor_reference": 2.0,
+                "mean_direction_rho": 0.9, "min_power": 0.8, "power_populations": 200,
+                "power_multiples": [1, 2, 4]},
     # Pythia validation branch (geoanatomy.pythia.settings documents every key).
     "pythia": {
         "enabled": False, "models": [], "revisions": "all", "benchmarks": list(PYTHIA_BENCHMARKS),

@@ -106,13 +106,16 @@ def permutation_null(t_tr, t_acq, groups, in_class_fn, min_gap_frac: float, n_re
         leads.append(lead)
     ks, leads = np.asarray(ks), np.asarray(leads, dtype=float)
     R = len(perms)
+    # one convention in both branches: a permutation whose class has no lead (NaN) counts as
+    # not reaching the observed lead, and the denominator is every arrangement drawn; the
+    # exact branch counts the identity among all arrangements, the Monte Carlo one adds it
+    ge_lead = (np.where(np.isfinite(leads), leads, -np.inf) >= lead_obs) if math.isfinite(lead_obs) else None
     if method == "exact":
         p_k = float(np.mean(ks >= k_obs))
-        p_lead = float(np.mean(leads[np.isfinite(leads)] >= lead_obs)) if math.isfinite(lead_obs) else None
+        p_lead = float(np.mean(ge_lead)) if ge_lead is not None else None
     else:
         p_k = float((1 + np.sum(ks >= k_obs)) / (1 + R))
-        p_lead = (float((1 + np.sum(leads[np.isfinite(leads)] >= lead_obs)) / (1 + R))
-                  if math.isfinite(lead_obs) else None)
+        p_lead = float((1 + np.sum(ge_lead)) / (1 + R)) if ge_lead is not None else None
     return {"k": k_obs, "n": n_obs, "median_lead": lead_obs, "p_rate": p_k, "p_median_lead": p_lead,
             "null_mean_k": float(ks.mean()), "n_permutations": R, "method": method}
 

@@ -91,7 +91,10 @@ PREDICTION = Part("prediction", (PRECURSORS,),
                   (Output("prediction.json", "prediction", "3 Statistics", {"result": "prediction limits"}),),
                   "write_prediction")
 STATISTICS = tuple(f for p in (TABLES, SCALE, PREDICTION) for f in p.files() if f.endswith(".json"))
-VERDICT = Part("verdict", (PRECURSORS, Input("json", STATISTICS, "summary")),
+POWER = Part("power", (PRECURSORS,), _tables(
+    ("verdict_power.csv", "verdict_power", "power and false rate of every claim on this grid's design"),
+), "write_power", runtime=60)
+VERDICT = Part("verdict", (PRECURSORS, Input("json", STATISTICS + tuple(POWER.files()), "summary")),
                (Output("verdict.csv", "verdict", "0 Verdict", {"table": "verdict per claim"}),), "write_verdict")
 PROTOCOLS = Part("protocols", (PRECURSORS,), _tables(
     ("protocols.csv", "protocols", "single-task vs mixture protocol"),
@@ -114,12 +117,13 @@ FIGURES = Part("figures", (PRECURSORS, Input("metrics", ("metrics.csv",), "run",
 ), "write_figures", mem_mb=2048, runtime=30)
 
 # tables.html: the verdict first, then the protocol tables, the other tables, the JSON files
-HTML_SECTIONS = tuple(f for p in (VERDICT, PROTOCOLS, TABLES) for f in p.files() if f.endswith(".csv")) + STATISTICS
+HTML_SECTIONS = (tuple(f for p in (VERDICT, POWER, PROTOCOLS, TABLES) for f in p.files() if f.endswith(".csv"))
+                 + STATISTICS)
 HTML = Part("html", (Input("tables", HTML_SECTIONS, "summary"),), _tables(
     ("tables.html", "tables_html", "all tables on one page"),
 ), "write_html", settings=False)
 
-PARTS = (TABLES, SCALE, PREDICTION, VERDICT, PROTOCOLS, FIGURES, HTML)
+PARTS = (TABLES, SCALE, PREDICTION, POWER, VERDICT, PROTOCOLS, FIGURES, HTML)
 BY_NAME = {p.name: p for p in PARTS}
 MIXTURE_FILES = frozenset(f for p in PARTS if p.mixtures_only for f in p.files())
 

@@ -270,7 +270,7 @@ def summary_claims(mix: list[dict], st: dict) -> list[dict]:
              "prediction.json": prediction.prediction(rates.measure_rows(mix, st["coincide_log10_tol"]), st)}
     note = {"floors task-specific": "units = task_level x size cells; the size factor is the mixture model of that "
                                     "size (a block); combinations of one model stay correlated beyond it",
-            "floors scale-invariant": "tasks paired across two independently trained mixture models",
+            "floor rank agreement across sizes": "tasks paired across two independently trained mixture models",
             "acquisition order scale-invariant": "tasks paired across two independently trained mixture models",
             "smaller-size geometry predicts larger-size acquisition order": "tasks paired across two mixture models"}
     out = []
@@ -288,5 +288,5 @@ def mixture_claims(mix: list[dict], st: dict) -> list[dict]:
     rows = _with_models(rates.measure_rows(mix, st["coincide_log10_tol"]), mix)
     return (behaviour_claims(mix, st)
             + [{**r, "family": _fam(r["family"])} for r in precursor_claims(rows, st, protocol=MIXTURE,
-                                                                          cluster_cols=MODEL, perm_group="model")]
+                                                                          cluster_cols=MODEL, perm_group="size")]
             + top_down_claims(mix, st) + summary_claims(mix, st))

@@ -39,7 +39,7 @@ ROW_COLUMNS = ["run", "task", "level", "size", "family", "n_params", "steps", "d
                "diverged", "control", "easy_max_step", "min_gap_frac", "acquisition_step", "measure", "kind", "layer", "position", "variant",
                "direction", "transition", "transition_step", "recovery_step", "precursor", "gap_steps", "transitioned", "init",
                "extreme", "extreme_value", "extreme_step", "loss_plateau_exit_step", "coincides_plateau_exit",
-               "onset_step", "loss_onset_step", "loss_extreme_step", "difficulty_fixed"]
+               "onset_step", "loss_onset_step", "loss_extreme_step", "difficulty_fixed", "mean_share_rho"]
 
 
 def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
@@ -69,7 +69,8 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
                          "loss_plateau_exit_step": t_exit,
                          "coincides_plateau_exit": log_steps_close(t_tr, t_exit, tol_log10),
                          "onset_step": step_or_none(m.get("rise_step") if m.get("direction") == "rise"
-                                                    else m.get("collapse_step"))})
+                                                    else m.get("collapse_step")),
+                         "mean_share_rho": (m.get("mean_share") or {}).get("rank_corr_with_rankme")})
         frac = float((pre.get("events_settings") or {}).get("precursor_min_gap_frac", 0.25))
         for name, key in REFERENCES.items():
             t_ref = step_or_none(pre.get(key))
@@ -78,7 +79,7 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
                          "precursor": is_precursor(t_ref, t_acq, frac),
                          "gap_steps": t_acq - t_ref if t_acq is not None and t_ref is not None else None,
                          "direction": "", "transitioned": None, "init": None, "extreme": None,
-                         "extreme_value": None, "extreme_step": None, "onset_step": None,
+                         "extreme_value": None, "extreme_step": None, "onset_step": None, "mean_share_rho": None,
                          "loss_plateau_exit_step": t_exit,
                          "coincides_plateau_exit": None if name == "loss_plateau_exit"
                          else log_steps_close(t_ref, t_exit, tol_log10)})

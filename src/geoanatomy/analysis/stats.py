@@ -1,6 +1,8 @@
 """Small-n statistics: permutation Spearman (plain and stratified), Holm, sign test, concordance.
 
-Spearman's rho = Pearson correlation of the (average-tie) ranks. Its two-sided
+Spearman's rho = Pearson correlation of the (average-tie) ranks. ``p_greater`` is the
+one-sided p for rho > 0, the share of re-pairings with rho_perm >= rho_obs (halving the
+two-sided p is exact only when the null is symmetric, which ties break). Its two-sided
 p-value is the share of re-pairings of the ranks whose |rho| is at least the
 observed |rho| (one rule in every branch: |rho_perm| >= |rho_obs| - 1e-12);
 ties are kept, so tied data are handled exactly too. This is the only Spearman
@@ -64,8 +66,9 @@ def _centred_ranks(x, y):
     return cx, cy
 
 
-def _exact_hits(cx: np.ndarray, cy: np.ndarray, denom: float, thr: float) -> int:
-    """#pairings pi (all n!) with |sum cx_i cy_pi(i)| / denom >= thr, enumerated block-wise."""
+def _exact_hits(cx: np.ndarray, cy: np.ndarray, denom: float, thr: float, signed: bool = False) -> int:
+    """#pairings pi (all n!) with |sum cx_i cy_pi(i)| / denom >= thr (``signed``: without the
+    absolute value, for a one-sided p), enumerated block-wise."""
     n = len(cx)
     m = min(n, _BLOCK)
     k = n - m
@@ -75,12 +78,13 @@ def _exact_hits(cx: np.ndarray, cy: np.ndarray, denom: float, thr: float) -> int
         rest = np.array([i for i in range(n) if i not in prefix], dtype=np.intp)
         head = float(cx[:k] @ cy[list(prefix)]) if k else 0.0
         null = (head + cy[rest][table] @ cx[k:]) / denom          # (m!,)
-        hits += int((np.abs(null) >= thr).sum())
+        hits += int(((null if signed else np.abs(null)) >= thr).sum())
     return hits
 
 
-def _mc_hits(cx, cy, denom, thr, n_resamples, seed, strata=None) -> int:
-    """#random pairings (seeded; within strata when given) with |rho_perm| >= thr."""
+def _mc_hits(cx, cy, denom, thr, n_resamples, seed, strata=None, signed: bool = False) -> int:
+    """#random pairings (seeded; within strata when given) with |rho_perm| >= thr (``signed``:
+    rho_perm >= thr)."""
     rng = np.random.default_rng(seed)
     n = len(cx)
     groups = [np.arange(n)] if strata is None else [np.flatnonzero(strata == s) for s in np.unique(strata)]
@@ -91,7 +95,7 @@ def _mc_hits(cx, cy, denom, thr, n_resamples, seed, strata=None) -> int:
         for g in groups:
             idx[:, g] = g[np.argsort(rng.random((b, len(g))), axis=1)]
         null = (cy[idx] @ cx) / denom
-        hits += int((np.abs(null) >= thr).sum())
+        hits += int(((null if signed else np.abs(null)) >= thr).sum())
         done += b
     return hits
 
@@ -127,7 +131,7 @@ def spearman_exact(x, y, exact_max_n: int = EXACT_MAX_N, n_resamples: int = 2000
     """
     x, y = _pair_clean(x, y)
     n = len(x)
-    out = {"rho": None, "p": None, "n": n, "method": None, "n_permutations": None, "reason": None,
+    out = {"rho": None, "p": None, "p_greater": None, "n": n, "method": None, "n_permutations": None, "reason": None,
            "test": "Spearman rho, two-sided permutation p (|rho_perm| >= |rho_obs|)"}
     prep = _rho_or_reason(out, x, y)
     if prep is None:
@@ -137,12 +141,15 @@ def spearman_exact(x, y, exact_max_n: int = EXACT_MAX_N, n_resamples: int = 2000
     if n <= min(int(exact_max_n), EXACT_MAX_N):
         total = math.factorial(n)
         p = _exact_hits(cx, cy, denom, thr) / total
+        p_gt = _exact_hits(cx, cy, denom, rho - _TOL, signed=True) / total
         out.update(method="exact permutation (all n! pairings)", n_permutations=total)
     else:
-        p = (1 + _mc_hits(cx, cy, denom, thr, int(n_resamples), seed)) / (1 + int(n_resamples))
+        R = int(n_resamples)
+        p = (1 + _mc_hits(cx, cy, denom, thr, R, seed)) / (1 + R)
+        p_gt = (1 + _mc_hits(cx, cy, denom, rho - _TOL, R, seed, signed=True)) / (1 + R)
         out.update(method=f"Monte Carlo permutation ({n_resamples} random pairings, seed {seed})",
                    n_permutations=int(n_resamples))
-    out.update(rho=float(np.clip(rho, -1.0, 1.0)), p=min(1.0, p))
+    out.update(rho=float(np.clip(rho, -1.0, 1.0)), p=min(1.0, p), p_greater=min(1.0, p_gt))
     return out
 
 
@@ -155,7 +162,7 @@ def spearman_stratified(x, y, strata, n_resamples: int = 20000, seed: int = 0) -
     ok = np.isfinite(x) & np.isfinite(y)
     x, y, strata = x[ok], y[ok], strata[ok]
     n = len(x)
-    out = {"rho": None, "p": None, "n": n, "n_strata": len(np.unique(strata)), "method": None,
+    out = {"rho": None, "p": None, "p_greater": None, "n": n, "n_strata": len(np.unique(strata)), "method": None,
            "n_permutations": None, "reason": None,
            "test": "Spearman rho over pooled units, two-sided p from permutations within strata"}
     prep = _rho_or_reason(out, x, y)
@@ -163,7 +170,9 @@ def spearman_stratified(x, y, strata, n_resamples: int = 20000, seed: int = 0) -
         return out
     cx, cy, denom, rho = prep
     hits = _mc_hits(cx, cy, denom, abs(rho) - _TOL, int(n_resamples), seed, strata=strata)
+    hits_gt = _mc_hits(cx, cy, denom, rho - _TOL, int(n_resamples), seed, strata=strata, signed=True)
     out.update(rho=float(np.clip(rho, -1.0, 1.0)), p=min(1.0, (1 + hits) / (1 + int(n_resamples))),
+               p_greater=min(1.0, (1 + hits_gt) / (1 + int(n_resamples))),
                method=f"Monte Carlo permutation within strata ({n_resamples} random pairings, seed {seed})",
                n_permutations=int(n_resamples))
     return out

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..files import atomic_write_json, atomic_write_text
-from . import behaviour, figures_runs, figures_summary, floors, parts, prediction, protocols, rates, scale, topdown
+from . import behaviour, figures_runs, figures_summary, floors, parts, power, prediction, protocols, rates, scale, topdown
 from . import verdict
 from .load import class_counts, load_precursors
 from .tables import header_lines, read_table, tables_html, write_csv
@@ -155,6 +155,28 @@ def classes_line(pres: list[dict]) -> str:
             f"post-hoc rule")
 
 
+def write_power(job: Job) -> list[str]:
+    """verdict_power.csv (analysis.power): each claim's rate of reproduced / not reproduced /
+    inconclusive on simulated populations with this grid's design."""
+    pres, out, st = job.pres, Path(job.out), job.st
+    rows = rates.measure_rows(pres, st["coincide_log10_tol"])
+    n_pop = int(st.get("power_populations", 200))
+    table = power.verdict_power(rows, st, n_pop, tuple(st.get("power_multiples", (1, 2, 4))), int(st.get("seed", 0)))
+    need = power.cells_needed(table, float(st.get("min_power", 0.8)))
+    write_csv(table, out / "verdict_power.csv", "geoanatomy summary: verdict_power.csv",
+              [ln.strip() for ln in power.__doc__.strip().splitlines()[:3]]
+              + [f"simulated populations: {n_pop} per scenario on the grid's design (half that on the repeated"
+                 f" designs); inside each: {power.POWER_SETTINGS['n_permutations']} permutations,"
+                 f" {power.POWER_SETTINGS['n_bootstrap']} bootstrap resamples; alpha {st['alpha']}, n_min"
+                 f" {st.get('verdict_min_units', 5)} units.",
+                 "scenarios: " + "; ".join(power.SCENARIO_TEXT[s] for s in power.SCENARIOS) + ".",
+                 "role null: the rate of reproduced is the test's false rate; role alternative: its power.",
+                 "cells for power >= " + str(st.get("min_power", 0.8)) + ": "
+                 + "; ".join(f"{c}{' (' + e + ')' if e else ''}: {n}" for (c, e), n in need.items()),
+                 _n_line(pres)])
+    return [str(out / "verdict_power.csv")]
+
+
 def write_verdict(job: Job) -> list[str]:
     """verdict.csv (analysis.verdict): the precursor and behaviour claims from the runs, the
     floors / scale / top-down / prediction claims from the JSON files the other parts wrote;
@@ -164,13 +186,19 @@ def write_verdict(job: Job) -> list[str]:
     jsons = {f: json.loads((out / f).read_text()) for f in parts.STATISTICS if (out / f).exists()}
     extra = ((verdict.json_claims(jsons, st) if pres else [])          # no single-task run: no single-task row
              + (protocols.mixture_claims(list(mix), st) if mix else []))
-    v = verdict.verdict_table(pres, rows, st, extra)
+    pw = read_table(out / "verdict_power.csv") if (out / "verdict_power.csv").exists() else None
+    v = verdict.verdict_table(pres, rows, st, extra, pw)
     write_csv(v, out / "verdict.csv", "geoanatomy summary: verdict.csv",
-              ["one row per claim of the study (per measure and RankMe variant where it applies):"
-               " reproduced / not reproduced / inconclusive by one rule: " + verdict.RULE + ".",
+              ["one row per claim of the study (per measure, RankMe variant and event kind where it applies):"
+               " reproduced / not reproduced / inconclusive by the rule the row names: " + verdict.RULE + ".",
                f"alpha {st['alpha']}; n_min {st.get('verdict_min_units', 5)} units; p one-sided in the claimed"
-               " direction, Holm-adjusted within each family; 95% intervals: bootstrap over task x level x size"
-               " cells with seeds resampled inside their cell; n_units = cells, n_runs = runs.",
+               " direction (TOST for equivalence rows), Holm-adjusted within each family; units: task x level x size"
+               " cells (one number per cell, the median over its seeds); intervals at ci_level over cells;"
+               " n_units = cells, n_runs = runs in them.",
+               f"power, false_rate: verdict_power.csv (simulated populations on this design); underpowered ="
+               f" power < {st.get('min_power', 0.8)}; headline: the RankMe variant summary.headline_variant"
+               f" ({st.get('headline_variant', 'centred')}); 'mean-direction' in detail: an uncentred RankMe whose"
+               f" curve follows the mean share (median rank correlation >= {st.get('mean_direction_rho', 0.9)}).",
                "shuffled-label control runs and diverged runs are left out (controls.csv reports the controls).",
                classes_line(pres), _n_line(pres)] + ([f"protocol = mixture: {protocols.MIXTURE_NOTE}; {_mix_line(mix)}"] if mix else []))
     return [str(out / "verdict.csv")]

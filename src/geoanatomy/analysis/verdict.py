@@ -1,20 +1,28 @@
 """``verdict.csv``: one row per claim of the study, each reproduced / not reproduced /
-inconclusive by one rule (``word``, ``WORDS``), with its statistic, interval, n, null and p.
+inconclusive by the rule its row names (``RULES``, ``word``), with its statistic, interval, n,
+null and p, and the power of the test on this grid's own design (``analysis.power``).
 
 The claims are ``CLAIMS``, in the order of the table's rows: each entry names the claim, the
 study's statement, our test, the null, what it reads and the function that makes its rows
-(``ClaimRow``; docs/analysis.md shows the list, rendered by ``claims_markdown``). A claim
-states an effect in one direction (a rate above what its null gives, a lead above 0, a
-correlation above 0); each row has a p-value of a test against that null (one-sided, in the
-claimed direction, Holm-adjusted across the rows of one family; ``finish``), an effect
-estimate and its 95% interval.
+(``ClaimRow``; docs/analysis.md shows the list, rendered by ``claims_markdown``).
 
-Intervals are percentile bootstraps over units: task x level x size cells, with the seeds of
-a cell resampled inside it (``cluster_bootstrap``), so replicate seeds of one cell do not
-count as independent evidence. n is the number of cells (runs in brackets).
-Shuffled-label control runs and diverged runs are left out of every claim here (the
-controls are reported in controls.csv). The mixture protocol's rows (analysis.protocols)
-are the same claims with models as units.
+Units. Every row is about units: task x level x size cells, the seeds of a cell nested in it
+(one number per cell, the median over its seeds; ``analysis.units``). Intervals resample
+cells, permutations permute cells within a size, sign tests and counts are over cells;
+n_units counts cells and n_runs the runs in them. Shuffled-label control runs and diverged
+runs are left out (controls.csv reports the controls). The mixture protocol's rows
+(analysis.protocols) are the same claims with models as units.
+
+The headline precursor test is ``timing beyond the loss curve``: does the measure's event
+say anything about when a cell acquires that the loss curve's event of the same kind does
+not (``analysis.timing``). The old precursor rate (t_tr <= (1 - f) t_acq) stays as a
+descriptive row: in a hard cell, acquired late by definition, any early event passes it.
+
+RankMe rows say their variant; the headline variant is ``summary.headline_variant``
+(default centred, column ``headline``). An uncentred row whose curve follows the mean share
+(median rank correlation of RankMe with 1 - mean share over checkpoints at least
+``summary.mean_direction_rho``) carries "mean-direction" in its detail: it measures how much
+of the matrix is one shared mean row, not how many directions the examples spread over.
 
 Regenerate the table in docs/analysis.md: ``python -m geoanatomy.analysis.verdict docs/analysis.md``.
 """
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
@@ -30,33 +39,69 @@ import pandas as pd
 from scipy import stats
 
 from ..precursor import difficulty, is_precursor
-from .nulls import CELLS, cluster_bootstrap, permutation_null, sign_test
-from .rates import effective_transition
-from .stats import sign_test as binomial_p
+from . import timing
+from .floors import collapse_floors
+from .nulls import CELLS, sign_test
 from .stats import holm
+from .stats import sign_test as binomial_p
+from .units import EVENTS, unit_events, unit_medians
 
-VERDICT_COLUMNS = ["claim", "measure", "variant", "protocol", "statistic", "value", "ci95_lo", "ci95_hi",
-                   "n_units", "n_runs", "null", "null_value", "p", "p_holm", "family", "verdict", "detail"]
+VERDICT_COLUMNS = ["claim", "measure", "variant", "event", "protocol", "statistic", "value", "ci_lo", "ci_hi",
+                   "ci_level", "second_statistic", "second_value", "second_ci_lo", "second_ci_hi", "n_units", "n_runs",
+                   "null", "null_value", "p", "p_holm", "family", "rule", "verdict", "power", "false_rate", "underpowered",
+                   "headline", "detail"]
 
-# ------------------------------------------------------------------------------- the rule
-# The three words and when each applies; ``word`` implements it, RULE is its text in
-# verdict.csv's header and docs/analysis.md shows it (claims_markdown).
-WORDS = (("reproduced", "Holm-adjusted one-sided p < alpha and the 95% interval above the null value "
-                        "(the estimate, for statistics without an interval: rank correlations, ANOVA)"),
-         ("not reproduced", "adjusted p >= alpha and the estimate at or below the null value"),
-         ("inconclusive", "fewer than n_min units, no test, or neither of the above"))
-RULE = "; ".join(f"{w}: {when}" for w, when in WORDS)
+# ------------------------------------------------------------------------------- the rules
+# Each row names its rule; ``word`` implements them, RULE is their text in verdict.csv's header
+# and docs/analysis.md shows it (claims_markdown). Every rule needs n_units >= n_min and a p.
+RULES = {
+    "greater": ("reproduced: Holm-adjusted one-sided p < alpha and the interval's lower end above the null value "
+                "(the estimate, for statistics without an interval); not reproduced: adjusted p >= alpha and the "
+                "estimate at or below the null value"),
+    "less": "the mirror image of greater (the claimed effect is below the null value)",
+    "greater+gain": ("reproduced: greater, and the second statistic's (the leave-one-out gain) 95% interval above 0;"
+                     " not reproduced: adjusted p >= alpha and the estimate at or below 0, or the gain's interval"
+                     " at or below 0"),
+    "equivalence": ("reproduced: adjusted two-one-sided-tests p < alpha and the 90% interval inside (-delta, delta);"
+                    " not reproduced: the interval entirely outside it (lower end >= delta or upper end <= -delta)"),
+    "lag": ("reproduced: adjusted p < alpha and the 90% interval's lower end (the one-sided 95% bound) above 0;"
+            " not reproduced: its upper end at or below 0"),
+}
+WORDS = ("reproduced", "not reproduced", "inconclusive")
+RULE = ("; ".join(f"{k}: {v}" for k, v in RULES.items())
+        + "; inconclusive otherwise, or with fewer than n_min units, or no test")
 
 
-def word(p, ci_lo, estimate, n_units: int, null_value: float, alpha: float = 0.05, n_min: int = 5) -> str:
-    """The verdict rule (``WORDS``): p is the Holm-adjusted p, ci_lo the interval's lower end
-    (None or NaN: no interval, the estimate decides)."""
-    if n_units < n_min or p is None or estimate is None or (isinstance(p, float) and math.isnan(p)):
+def word(p, ci_lo, estimate, n_units: int, null_value: float, alpha: float = 0.05, n_min: int = 5,
+         rule: str = "greater", ci_hi=None, second_lo=None, second_hi=None) -> str:
+    """The verdict rules (``RULES``): p is the Holm-adjusted p; ci_lo, ci_hi the interval
+    (None or NaN: no interval, the estimate decides); null_value is delta for equivalence."""
+    def ok(x):
+        return x is not None and not (isinstance(x, float) and math.isnan(x))
+    if n_units < n_min or not ok(p) or not ok(estimate):
         return "inconclusive"
-    above = ci_lo > null_value if ci_lo is not None and not math.isnan(ci_lo) else estimate > null_value
-    if p < alpha and above:
+    if rule == "equivalence":
+        if not (ok(ci_lo) and ok(ci_hi)):
+            return "inconclusive"
+        if p < alpha and -null_value < ci_lo and ci_hi < null_value:
+            return "reproduced"
+        return "not reproduced" if ci_lo >= null_value or ci_hi <= -null_value else "inconclusive"
+    if rule == "lag":
+        if not (ok(ci_lo) and ok(ci_hi)):
+            return "inconclusive"
+        if p < alpha and ci_lo > 0:
+            return "reproduced"
+        return "not reproduced" if ci_hi <= 0 else "inconclusive"
+    sign = -1.0 if rule == "less" else 1.0
+    bound = (ci_hi if rule == "less" else ci_lo)
+    beyond = sign * (bound - null_value) > 0 if ok(bound) else sign * (estimate - null_value) > 0
+    if rule == "greater+gain" and not (ok(second_lo) and second_lo > 0):
+        beyond = False
+    if p < alpha and beyond:
         return "reproduced"
-    if p >= alpha and estimate <= null_value:
+    if rule == "greater+gain" and ok(second_hi) and second_hi <= 0:
+        return "not reproduced"
+    if p >= alpha and sign * (estimate - null_value) <= 0:
         return "not reproduced"
     return "inconclusive"
 
@@ -64,220 +109,41 @@ def word(p, ci_lo, estimate, n_units: int, null_value: float, alpha: float = 0.0
 # ------------------------------------------------------------------------------ the rows
 @dataclass(frozen=True)
 class ClaimRow:
-    """One row of verdict.csv before Holm and the rule (``as_dict``: its columns)."""
+    """One row of verdict.csv before Holm, the rule and the power (``as_dict``: its columns)."""
     claim: str
     measure: str
     variant: str
     statistic: str
     value: float | None
-    ci: tuple                   # (ci95_lo, ci95_hi); (None, None): no interval
+    ci: tuple                   # (lo, hi); (None, None): no interval
     n_units: int
     n_runs: int
     null: str
     null_value: float | None
-    p: float | None             # one-sided, before Holm
+    p: float | None             # one-sided (or TOST), before Holm
     family: str                 # Holm family
     detail: str = ""
     protocol: str = "single-task"
+    rule: str = "greater"
+    event: str = ""
+    ci_level: float = 0.95
+    second: tuple = ("", None, None, None)     # (statistic, value, lo, hi)
+    headline: bool = False
 
     def as_dict(self) -> dict:
-        """The row in VERDICT_COLUMNS order (p_holm and verdict are filled by ``finish``)."""
-        return {"claim": self.claim, "measure": self.measure, "variant": self.variant, "protocol": self.protocol,
-                "statistic": self.statistic, "value": self.value, "ci95_lo": self.ci[0], "ci95_hi": self.ci[1],
-                "n_units": self.n_units, "n_runs": self.n_runs, "null": self.null, "null_value": self.null_value,
-                "p": self.p, "p_holm": None, "family": self.family, "verdict": None, "detail": self.detail}
+        """The row in VERDICT_COLUMNS order (p_holm, verdict, power are filled by ``finish``)."""
+        return {"claim": self.claim, "measure": self.measure, "variant": self.variant, "event": self.event,
+                "protocol": self.protocol, "statistic": self.statistic, "value": self.value,
+                "ci_lo": self.ci[0], "ci_hi": self.ci[1], "ci_level": self.ci_level if self.ci[0] is not None else None,
+                "second_statistic": self.second[0], "second_value": self.second[1], "second_ci_lo": self.second[2],
+                "second_ci_hi": self.second[3], "n_units": self.n_units, "n_runs": self.n_runs, "null": self.null,
+                "null_value": self.null_value, "p": self.p, "p_holm": None, "family": self.family, "rule": self.rule,
+                "verdict": None, "power": None, "false_rate": None, "underpowered": None, "headline": self.headline, "detail": self.detail}
 
 
 def _row(*args, **kw) -> dict:
     """A row dict from ClaimRow's fields given positionally (analysis.protocols' mixture rows)."""
     return ClaimRow(*args, **kw).as_dict()
-
-
-def _mean_of(x: np.ndarray):
-    """stat(idx) = mean of the per-run numbers x at idx."""
-    return lambda idx: float(np.mean(x[idx])) if len(idx) else None
-
-
-def _median_of(x: np.ndarray):
-    return lambda idx: float(np.median(x[idx])) if len(idx) else None
-
-
-def _cells(df: pd.DataFrame, cols=CELLS) -> int:
-    return int(df.groupby(list(cols)).ngroups) if len(df) else 0
-
-
-def _hard_rule(easy_max_step):
-    """The easy/hard rule the permutation nulls re-apply to shuffled acquisition steps: a run
-    is hard when acquired after its easy_max_step (``precursor.difficulty``, the rule's one home)."""
-    return lambda t_acq: difficulty(t_acq, easy_max_step) == "hard"
-
-
-# ------------------------------------------------- what the claims read (one view each)
-@dataclass(frozen=True)
-class RunsView:
-    """The study runs' behavioural events (one row per run), for the behaviour claims."""
-    runs: pd.DataFrame
-    nb: int
-    seed: int
-
-
-def runs_views(pres: list[dict], st: dict) -> list[RunsView]:
-    """One view of the non-control, non-diverged runs; none when there is no such run."""
-    runs = pd.DataFrame([{"task": p["task"], "level": p["level"], "size": p["size"], "acquired": bool(p["acquired"]),
-                          "t_acq": p.get("acquisition_step"), "t_lp": p.get("logprob_half_step"),
-                          "t_first": p.get("first_token_acquisition_step"),
-                          "t_probe": ((p.get("probes") or {}).get("acquisition_step"))}
-                         for p in pres if not p.get("control") and not p.get("diverged")])
-    return [RunsView(runs, int(st.get("n_bootstrap", 2000)), int(st.get("seed", 0)))] if len(runs) else []
-
-
-@dataclass(frozen=True)
-class MeasureView:
-    """One measure's acquired runs (from the per-run x per-measure table ``rates.measure_rows``)
-    with the precursor flags and the hard-run permutation null shared by its claims."""
-    measure: str
-    variant: str
-    acq: pd.DataFrame           # acquired runs
-    t_acq: np.ndarray
-    hard: np.ndarray            # bool per acquired run
-    easy: np.ndarray
-    pre: np.ndarray             # 1.0 where the transition is a precursor
-    in_class: Callable          # the easy/hard rule on (shuffled) acquisition steps
-    null: dict                  # permutation_null of the transition against acquisition, hard class
-    protocol: str
-    cluster_cols: tuple
-    perm_group: str
-    n_perm: int
-    nb: int
-    seed: int
-
-    @property
-    def hard_runs(self) -> pd.DataFrame:
-        return self.acq[self.hard].reset_index(drop=True)
-
-    def boot(self, df: pd.DataFrame, stat) -> tuple:
-        return cluster_bootstrap(df, stat, self.nb, self.seed, self.cluster_cols)
-
-    @property
-    def null_name(self) -> str:
-        return f"acquisition steps shuffled within {self.perm_group}s (permutation)"
-
-
-def measure_views(rows: pd.DataFrame, st: dict, protocol: str = "single-task", cluster_cols=CELLS,
-                  perm_group: str = "size") -> list[MeasureView]:
-    """One view per measure with an acquired run (non-control, non-diverged), in table order."""
-    nb, seed = int(st.get("n_bootstrap", 2000)), int(st.get("seed", 0))
-    n_perm = int(st.get("n_permutations", 10_000))
-    real = rows[(rows["control"] == "") & ~rows["diverged"].astype(bool)].reset_index(drop=True)
-    out = []
-    for measure in dict.fromkeys(real["measure"]):
-        rm = real[real["measure"] == measure].reset_index(drop=True)
-        acq = rm[rm["acquired"].astype(bool)].reset_index(drop=True)
-        if not len(acq):
-            continue
-        frac = float(acq["min_gap_frac"].iloc[0])
-        emax = pd.to_numeric(acq["easy_max_step"], errors="coerce").to_numpy(float)
-        t_acq = pd.to_numeric(acq["acquisition_step"], errors="coerce").to_numpy(float)
-        in_class = _hard_rule(emax)
-        t_tr = effective_transition(acq)
-        res = permutation_null(t_tr, t_acq, acq[perm_group].to_numpy(), in_class, frac, n_perm, seed)
-        out.append(MeasureView(measure=measure, variant=str(acq["variant"].iloc[0] or ""), acq=acq, t_acq=t_acq,
-                               hard=acq["difficulty"].to_numpy() == "hard", easy=acq["difficulty"].to_numpy() == "easy",
-                               pre=is_precursor(t_tr, t_acq, frac).astype(float), in_class=in_class, null=res,
-                               protocol=protocol, cluster_cols=cluster_cols, perm_group=perm_group, n_perm=n_perm,
-                               nb=nb, seed=seed))
-    return out
-
-
-# ------------------------------------------------------------------- the claims' rows
-def acquisition_rate(v: RunsView) -> list[ClaimRow]:
-    runs = v.runs
-    cells = runs.groupby(["task", "level", "size"])["acquired"].mean()
-    k, n = int((cells > 0.5).sum()), int(len(cells))
-    return [ClaimRow("acquisition rate", "accuracy", "", "share of cells acquired (majority of seeds)",
-                     k / n if n else None,
-                     cluster_bootstrap(runs, _mean_of(runs["acquired"].to_numpy(float)), v.nb, v.seed), n, len(runs),
-                     "exact binomial test against 1/2", 0.5, binomial_p(k, n, "greater"), "acquisition rate",
-                     f"{k}/{n} cells")]
-
-
-def _lead(v: RunsView, claim: str, measure: str, later: str, earlier: str, statistic: str) -> list[ClaimRow]:
-    """Median lead later - earlier over the runs with both events, one-sided sign test."""
-    d = v.runs.dropna(subset=[later, earlier]).reset_index(drop=True)
-    lead = (pd.to_numeric(d[later]) - pd.to_numeric(d[earlier])).to_numpy(float)
-    return [ClaimRow(claim, measure, "", statistic, float(np.median(lead)) if len(d) else None,
-                     cluster_bootstrap(d, _median_of(lead), v.nb, v.seed) if len(d) else (None, None),
-                     _cells(d), len(d),
-                     "exact one-sided sign test (lead > 0)", 0.0, sign_test(lead, "greater")["p"], claim,
-                     f"{int((lead > 0).sum())} of {len(d)} runs lead" if len(d) else "no run has both events")]
-
-
-def logprob_before_accuracy(v: RunsView) -> list[ClaimRow]:
-    """Both events at the same depth: half of their change from the input-blind level (the
-    log-prob's half-rise; acquisition = 50% of chance-normalised accuracy), for the whole
-    answer and, beside it, the first answer token."""
-    return (_lead(v, "log-prob before accuracy", "accuracy", "t_acq", "t_lp",
-                  "median lead of the log-prob half-rise over whole-answer acquisition (steps)")
-            + _lead(v, "log-prob before accuracy", "accuracy_first_token", "t_first", "t_lp",
-                    "median lead of the log-prob half-rise over first-token acquisition (steps)"))
-
-
-def probes_before_behaviour(v: RunsView) -> list[ClaimRow]:
-    return _lead(v, "probes before behaviour", "probe_accuracy_norm", "t_first", "t_probe",
-                 "median lead of final-layer probe over first-token acquisition (steps)")
-
-
-def precursor_on_hard_runs(m: MeasureView) -> list[ClaimRow]:
-    h, res = m.hard_runs, m.null
-    if not len(h):
-        return []
-    return [ClaimRow("precursor on hard runs", m.measure, m.variant, "precursor rate (hard runs)",
-                     float(m.pre[m.hard].mean()), m.boot(h, _mean_of(m.pre[m.hard])), _cells(h, m.cluster_cols), len(h),
-                     m.null_name, res["null_mean_k"] / res["n"] if res["n"] else None, res["p_rate"],
-                     "precursor on hard runs",
-                     f"{res['k']}/{res['n']} runs; {res['n_permutations']} permutations ({res['method']})",
-                     protocol=m.protocol)]
-
-
-def precursor_specific_to_hard_runs(m: MeasureView) -> list[ClaimRow]:
-    if not (m.hard.any() and m.easy.any()):
-        return []
-    sel = m.hard | m.easy
-    both = m.acq[sel].reset_index(drop=True)
-    pb, hb = m.pre[sel], m.hard[sel]
-
-    def diff(idx):
-        hh, ee = pb[idx][hb[idx]], pb[idx][~hb[idx]]
-        return float(hh.mean() - ee.mean()) if len(hh) and len(ee) else None
-    return [ClaimRow("precursor specific to hard runs", m.measure, m.variant, "rate(hard) - rate(easy)",
-                     diff(np.arange(len(both))), m.boot(both, diff), _cells(both, m.cluster_cols), len(both),
-                     "hard-run permutation p; difference against 0", 0.0, m.null["p_rate"],
-                     "precursor specific to hard runs",
-                     f"hard {m.pre[m.hard].mean():.2f} ({int(m.hard.sum())} runs), "
-                     f"easy {m.pre[m.easy].mean():.2f} ({int(m.easy.sum())} runs)", protocol=m.protocol)]
-
-
-def collapse_recovery_acquisition(m: MeasureView) -> list[ClaimRow]:
-    h = m.hard_runs
-    if not (m.measure.startswith("rankme") and len(h)):
-        return []
-    acq = m.acq
-    t_rec = pd.to_numeric(acq["recovery_step"], errors="coerce").to_numpy(float)
-    t_rec = np.where(acq["transitioned"].fillna(False).astype(bool), t_rec, np.nan)
-    seq = permutation_null(t_rec, m.t_acq, acq[m.perm_group].to_numpy(), m.in_class, 0.0, m.n_perm, m.seed)
-    ok = is_precursor(t_rec, m.t_acq, 0.0).astype(float)[m.hard]
-    return [ClaimRow("collapse -> recovery -> acquisition", m.measure, m.variant,
-                     "share of hard runs that collapsed and recovered before acquisition",
-                     float(ok.mean()), m.boot(h, _mean_of(ok)), _cells(h, m.cluster_cols), len(h), m.null_name,
-                     seq["null_mean_k"] / seq["n"] if seq["n"] else None, seq["p_rate"], "sequence",
-                     f"{seq['k']}/{seq['n']} hard runs", protocol=m.protocol)]
-
-
-def _one_sided(rho, p_two):
-    """One-sided p for rho > 0 from a two-sided permutation p (symmetric null)."""
-    if rho is None or p_two is None:
-        return None
-    return p_two / 2 if rho > 0 else 1 - p_two / 2
 
 
 def _clopper_pearson(k: int, n: int) -> tuple:
@@ -288,7 +154,508 @@ def _clopper_pearson(k: int, n: int) -> tuple:
     return (lo, hi)
 
 
+def _boot(x: np.ndarray, stat, nb: int, seed: int, level: float = 0.95) -> tuple:
+    """Percentile interval of ``stat`` (np.median, np.mean: anything taking axis=1) over units:
+    x (one number per unit) resampled with replacement, nb times."""
+    x = np.asarray(x, dtype=float)
+    if not len(x):
+        return (None, None)
+    rng = np.random.default_rng(seed)
+    vals = stat(x[rng.integers(0, len(x), (nb, len(x)))], axis=1)
+    vals = vals[np.isfinite(vals)]
+    if not len(vals):
+        return (None, None)
+    lo, hi = np.quantile(vals, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return (float(lo), float(hi))
+
+
+def _fmt(x, nd=2) -> str:
+    return "NA" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{nd}f}"
+
+
+# ------------------------------------------------- what the claims read (one view each)
+@dataclass(frozen=True)
+class RunsView:
+    """The study runs' behavioural events (one row per run) and their units, for the behaviour
+    and floor claims."""
+    runs: pd.DataFrame
+    pres: list
+    st: dict
+    unit_cols: tuple = CELLS
+
+    @property
+    def nb(self) -> int:
+        return int(self.st.get("n_bootstrap", 2000))
+
+    @property
+    def seed(self) -> int:
+        return int(self.st.get("seed", 0))
+
+
+def runs_views(pres: list[dict], st: dict, unit_cols=CELLS) -> list[RunsView]:
+    """One view of the non-control, non-diverged runs; none when there is no such run."""
+    study = [p for p in pres if not p.get("control") and not p.get("diverged")]
+    runs = pd.DataFrame([{"task": p["task"], "level": p["level"], "size": p["size"], "acquired": bool(p["acquired"]),
+                          "t_acq": p.get("acquisition_step"), "t_lp": p.get("logprob_half_step"),
+                          "t_first": p.get("first_token_acquisition_step"),
+                          "t_probe": ((p.get("probes") or {}).get("acquisition_step")),
+                          **{c: p.get(c) for c in unit_cols if c not in ("task", "level", "size")}}
+                         for p in study])
+    return [RunsView(runs, study, st, tuple(unit_cols))] if len(runs) else []
+
+
+@dataclass(frozen=True)
+class MeasureView:
+    """One measure's units (``analysis.units``) and the settings its claims use."""
+    measure: str
+    variant: str
+    units: pd.DataFrame         # one row per unit of this measure (all classes)
+    st: dict
+    protocol: str = "single-task"
+    strata: str = "size"        # permutations permute units within its values
+
+    @cached_property
+    def acq(self) -> pd.DataFrame:
+        return self.units[self.units["acquired"]].reset_index(drop=True)
+
+    @property
+    def nb(self) -> int:
+        return int(self.st.get("n_bootstrap", 2000))
+
+    @property
+    def n_perm(self) -> int:
+        return int(self.st.get("n_permutations", 10_000))
+
+    @property
+    def seed(self) -> int:
+        return int(self.st.get("seed", 0))
+
+    @property
+    def unit_word(self) -> str:
+        """What a unit is in this protocol's rows: cells (single-task) or models (mixture)."""
+        return "cells" if self.protocol == "single-task" else "models"
+
+    @property
+    def delta(self) -> float:
+        return float(self.st.get("equivalence_decades", 0.1))
+
+    @property
+    def headline(self) -> bool:
+        return self.variant == str(self.st.get("headline_variant", "centred")) and self.measure.startswith("rankme")
+
+    def mean_direction(self, units: pd.DataFrame) -> str:
+        """'mean-direction (...)' for an uncentred RankMe row whose curve follows the mean share."""
+        if self.variant != "uncentred" or "mean_share_rho" not in units:
+            return ""
+        rho = pd.to_numeric(units["mean_share_rho"], errors="coerce").dropna()
+        bound = float(self.st.get("mean_direction_rho", 0.9))
+        if len(rho) and float(rho.median()) >= bound:
+            return (f"mean-direction: median rank correlation with 1 - mean share {rho.median():.2f} >= {bound}"
+                    f" over {len(rho)} units; ")
+        return ""
+
+
+def measure_views(rows: pd.DataFrame, st: dict, protocol: str = "single-task", unit_cols=CELLS,
+                  strata: str = "size") -> list[MeasureView]:
+    """One view per geometric measure with an acquired unit, in table order."""
+    return views_of_units(unit_events(rows, unit_cols), st, protocol, strata)
+
+
+def views_of_units(units: pd.DataFrame, st: dict, protocol: str = "single-task",
+                   strata: str = "size") -> list[MeasureView]:
+    """``measure_views`` from a unit table (``analysis.units.unit_events``)."""
+    if not len(units):
+        return []
+    out = []
+    for measure, u in units[units["kind"] == "geometric"].groupby("measure", sort=False):
+        u = u.reset_index(drop=True)
+        if u["acquired"].any():
+            out.append(MeasureView(measure, str(u["variant"].iloc[0] or ""), u, st, protocol, strata))
+    return out
+
+
+def _n_runs(u: pd.DataFrame) -> int:
+    return int(u["runs"].sum()) if len(u) else 0
+
+
+# ------------------------------------------------------------------- the claims' rows
+def acquisition_rate(v: RunsView) -> list[ClaimRow]:
+    cells = v.runs.groupby(list(v.unit_cols))["acquired"].mean()
+    k, n = int((cells > 0.5).sum()), int(len(cells))
+    return [ClaimRow("acquisition rate", "accuracy", "", "share of cells acquired (majority of seeds)",
+                     k / n if n else None, _clopper_pearson(k, n), n, len(v.runs),
+                     "exact binomial test against 1/2 (Clopper-Pearson interval over cells)", 0.5,
+                     binomial_p(k, n, "greater"), "acquisition rate", f"{k}/{n} cells")]
+
+
+def _lead(v: RunsView, claim: str, measure: str, later: str, earlier: str, statistic: str) -> list[ClaimRow]:
+    """Per cell the median lead later - earlier over its seeds with both events; the median
+    over cells, its bootstrap interval over cells and the exact one-sided sign test over cells."""
+    d = v.runs.dropna(subset=[later, earlier]).copy()
+    d["lead"] = pd.to_numeric(d[later]) - pd.to_numeric(d[earlier])
+    cells = unit_medians(d, ["lead"], v.unit_cols) if len(d) else pd.DataFrame(columns=["lead", "runs"])
+    lead = cells["lead"].to_numpy(float)
+    st = sign_test(lead, "greater")
+    return [ClaimRow(claim, measure, "", statistic, float(np.median(lead)) if len(lead) else None,
+                     _boot(lead, np.median, v.nb, v.seed), len(cells), len(d),
+                     "exact one-sided sign test over cells (a cell's median lead over its seeds > 0)", 0.0, st["p"],
+                     claim, f"{st['wins']} of {st['n']} cells lead ({int((d['lead'] > 0).sum())} of {len(d)} runs)"
+                     if len(d) else "no run has both events")]
+
+
+def logprob_before_accuracy(v: RunsView) -> list[ClaimRow]:
+    """Both events at the same depth: half of their change from the input-blind level (the
+    log-prob's half-rise; acquisition = 50% of chance-normalised accuracy), for the whole
+    answer and, beside it, the first answer token."""
+    return (_lead(v, "log-prob before accuracy", "accuracy", "t_acq", "t_lp",
+                  "median over cells of the log-prob half-rise's lead over whole-answer acquisition (steps)")
+            + _lead(v, "log-prob before accuracy", "accuracy_first_token", "t_first", "t_lp",
+                    "median over cells of the log-prob half-rise's lead over first-token acquisition (steps)"))
+
+
+def probes_before_behaviour(v: RunsView) -> list[ClaimRow]:
+    return _lead(v, "probes before behaviour", "probe_accuracy_norm", "t_first", "t_probe",
+                 "median over cells of the final-layer probe's lead over first-token acquisition (steps)")
+
+
+def timing_beyond_loss(m: MeasureView) -> list[ClaimRow]:
+    """Per event kind: partial rank correlation of log t_acq with the measure's event given the
+    loss curve's event of the same kind, and the leave-one-cell-out gain (analysis.timing)."""
+    out = []
+    a = m.acq
+    for ev in EVENTS:
+        u = a[np.isfinite(a[f"t_{ev}"].astype(float)) & np.isfinite(a[f"t_ref_{ev}"].astype(float))]
+        if not len(u):
+            continue
+        r = timing.beyond_loss(u["t_acq"], u[f"t_{ev}"], u[f"t_ref_{ev}"], u[m.strata].to_numpy(),
+                               min(m.n_perm, 10_000), m.nb, m.seed)
+        pr, lo = r["partial"], r["loo"]
+        cp, cl = r["clock_partial"], r["clock_loo"]
+        detail = (m.mean_direction(u) + f"partial r {_fmt(pr['r'])} (p {_fmt(pr['p'], 3)}), leave-one-out gain "
+                  f"{_fmt(lo['gain'])} [{_fmt(lo['gain_ci95'][0])}, {_fmt(lo['gain_ci95'][1])}] (MSE of log t_acq: "
+                  f"loss alone {_fmt(lo['mse_loss'], 3)}, loss + geometry {_fmt(lo['mse_loss_geometry'], 3)});"
+                  f" the clock (median {ev} step of the other cells of the size): partial r {_fmt(cp['r'])}"
+                  f" (p {_fmt(cp['p'], 3)}), gain {_fmt(cl['gain'])} [{_fmt(cl['gain_ci95'][0])},"
+                  f" {_fmt(cl['gain_ci95'][1])}]" + (f"; {pr['reason']}" if pr.get("reason") else ""))
+        out.append(ClaimRow("timing beyond the loss curve", m.measure, m.variant,
+                            f"partial Spearman of log t_acq with the measure's {ev} given the loss curve's {ev}",
+                            pr["r"], (None, None), r["n"], _n_runs(u),
+                            f"Freedman-Lane: residuals of the {ev} on the loss's {ev} permuted within {m.strata}s"
+                            f" ({pr['n_permutations']} permutations)", 0.0, pr["p"], "timing beyond the loss curve",
+                            detail, m.protocol, "greater+gain", ev,
+                            second=("leave-one-cell-out gain 1 - SSE(loss, geometry) / SSE(loss)", lo["gain"],
+                                    *lo["gain_ci95"]), headline=m.headline))
+    return out
+
+
+def _cell_precursor(u: pd.DataFrame, col: str = "t_transition", frac=None) -> np.ndarray:
+    f = u["min_gap_frac"].to_numpy(float) if frac is None else frac
+    return np.asarray(is_precursor(u[col].to_numpy(float), u["t_acq"].to_numpy(float), f), dtype=float)
+
+
+def _step_permutation(m: MeasureView, u: pd.DataFrame, t_event: np.ndarray, hard: np.ndarray, frac) -> dict:
+    """The rate over hard units of is_precursor(t_event, t_acq) and its permutation null:
+    acquisition steps permuted across the acquired units within strata, the classes staying
+    with their units when they come from a class file, else re-drawn on the permuted steps."""
+    t_acq = u["t_acq"].to_numpy(float)
+    emax = u["easy_max_step"].to_numpy(float)
+    fixed = bool(u["difficulty_fixed"].all())
+    rng = np.random.default_rng(m.seed)
+    idx = timing._strata_perms(u[m.strata].to_numpy(), m.n_perm, rng)
+    a = t_acq[idx]                                             # (R, n)
+    in_class = np.broadcast_to(hard, a.shape) if fixed else difficulty(a, emax) == "hard"
+    pre = is_precursor(np.broadcast_to(t_event, a.shape), a, frac) & in_class
+    k_null = pre.sum(axis=1)
+    k = int((is_precursor(t_event, t_acq, frac) & hard).sum())
+    n = int(hard.sum())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate_null = np.where(in_class.sum(axis=1) > 0, k_null / in_class.sum(axis=1), np.nan)
+    return {"k": k, "n": n, "p": float((1 + np.sum(k_null >= k)) / (1 + m.n_perm)),
+            "null_rate": float(np.nanmean(rate_null)) if np.isfinite(rate_null).any() else None}
+
+
+def precursor_rate_descriptive(m: MeasureView) -> list[ClaimRow]:
+    """The old precursor rate over hard cells with its permutation null and the best clock."""
+    a = m.acq
+    hard = (a["difficulty"] == "hard").to_numpy()
+    if not hard.any():
+        return []
+    frac = float(a["min_gap_frac"].iloc[0])
+    t = a["t_transition"].to_numpy(float)
+    res = _step_permutation(m, a, t, hard, frac)
+    cands = np.unique(t[np.isfinite(t)])
+    t_h = a.loc[hard, "t_acq"].to_numpy(float)
+    clock = max((float(is_precursor(np.full(len(t_h), c), t_h, frac).mean()), c) for c in cands) if len(cands) else None
+    return [ClaimRow("precursor rate on hard cells (descriptive)", m.measure, m.variant,
+                     "share of hard cells whose transition passes t_tr <= (1 - f) t_acq",
+                     res["k"] / res["n"], _clopper_pearson(res["k"], res["n"]), res["n"], _n_runs(a[hard]),
+                     f"acquisition steps permuted across {m.unit_word} within {m.strata}s", res["null_rate"], res["p"],
+                     "precursor rate (descriptive)",
+                     m.mean_direction(a[hard]) + f"{res['k']}/{res['n']} hard cells; best fixed clock: rate "
+                     + (f"{clock[0]:.2f} at step {clock[1]:.0f}" if clock else "NA")
+                     + "; descriptive: a late-acquired cell passes the rule with any early event",
+                     m.protocol, event="transition", headline=m.headline)]
+
+
+def precursor_specific_to_hard_cells(m: MeasureView) -> list[ClaimRow]:
+    """rate(hard cells) - rate(easy cells) beyond what a clock gives.
+
+    Any event that does not follow acquisition passes the precursor rule more often in hard
+    cells, because they are acquired later: a fixed clock at step 40 gives a large difference,
+    and so does the class-label permutation test of that difference (its p is in the detail;
+    verdict_power.csv measures its false rate). The row's statistic is the measure's difference
+    minus the clock's (each cell's clock: the median transition step of the other cells of its
+    size, by the same rule), and its null permutes the measure's transition steps across cells
+    within a size (the clock is recomputed from the permuted steps): an event timed by the
+    schedule, or unrelated to its own cell, gives no excess."""
+    a = m.acq[m.acq["difficulty"].isin(["easy", "hard"])].reset_index(drop=True)
+    hard = (a["difficulty"] == "hard").to_numpy()
+    if not (hard.any() and (~hard).any()):
+        return []
+    frac = a["min_gap_frac"].to_numpy(float)
+    t_acq = a["t_acq"].to_numpy(float)
+    strata = a[m.strata].to_numpy()
+    t = a["t_transition"].to_numpy(float)
+
+    def excess(tt):                    # tt (R, n) or (n,): transition steps
+        tt = np.atleast_2d(tt)
+        clock = timing.clock_of(tt, strata)
+        d = []
+        for x in (tt, clock):
+            pre = is_precursor(x, t_acq[None, :], frac[None, :]).astype(float)
+            d.append(pre[:, hard].mean(axis=1) - pre[:, ~hard].mean(axis=1))
+        return d[0] - d[1], d[0], d[1]
+    obs, d_obs, d_clock = (float(x[0]) for x in excess(t))
+    rng = np.random.default_rng(m.seed)
+    n_perm = min(m.n_perm, 2000)
+    perm = t[timing._strata_perms(strata, n_perm, rng)]
+    null = excess(perm)[0]
+    p = float((1 + np.sum(null >= obs - 1e-12)) / (1 + n_perm))
+    pre = _cell_precursor(a)
+    lab = timing.label_permutation(pre, hard, strata, m.n_perm, m.seed)
+    # interval: cells resampled within each class, each with its own pass/fail and its clock's
+    pc = is_precursor(timing.clock_of(t, strata), t_acq, frac).astype(float)
+    diff = pre - pc
+    dh, de = diff[hard], diff[~hard]
+    boots = (dh[rng.integers(0, len(dh), (m.nb, len(dh)))].mean(axis=1)
+             - de[rng.integers(0, len(de), (m.nb, len(de)))].mean(axis=1))
+    ci = tuple(float(x) for x in np.nanquantile(boots, [0.025, 0.975]))
+    return [ClaimRow("precursor specific to hard cells", m.measure, m.variant,
+                     "[rate(hard) - rate(easy)] of the measure minus that of the clock (cells)", obs, ci, len(a),
+                     _n_runs(a), f"transition steps permuted across {m.unit_word} within {m.strata}s "
+                     f"({n_perm} permutations)", 0.0, p, "precursor specific to hard cells",
+                     m.mean_direction(a) + f"measure: hard {pre[hard].mean():.2f} ({int(hard.sum())} {m.unit_word}),"
+                     f" easy {pre[~hard].mean():.2f} ({int((~hard).sum())}), difference {d_obs:.2f}; clock difference"
+                     f" {d_clock:.2f}; class-label permutation p of the measure's difference {_fmt(lab['p'], 3)}"
+                     " (not the test: a clock passes it too)", m.protocol, event="transition", headline=m.headline)]
+
+
+def collapse_recovery_acquisition(m: MeasureView) -> list[ClaimRow]:
+    a = m.acq
+    hard = (a["difficulty"] == "hard").to_numpy()
+    if not (m.measure.startswith("rankme") and hard.any() and "t_recovery" in a):
+        return []
+    res = _step_permutation(m, a, a["t_recovery"].to_numpy(float), hard, 0.0)
+    return [ClaimRow("collapse -> recovery -> acquisition", m.measure, m.variant,
+                     "share of hard cells that collapsed and recovered before acquisition",
+                     res["k"] / res["n"], _clopper_pearson(res["k"], res["n"]), res["n"], _n_runs(a[hard]),
+                     f"acquisition steps permuted across {m.unit_word} within {m.strata}s", res["null_rate"], res["p"],
+                     "sequence", m.mean_direction(a[hard]) + f"{res['k']}/{res['n']} hard cells", m.protocol,
+                     event="recovery", headline=m.headline)]
+
+
+def _lag_row(m: MeasureView, claim: str, u: pd.DataFrame, rule: str, family: str, statement: str) -> ClaimRow:
+    r = timing.lag_test(u["lag_transition"].to_numpy(float), m.delta, m.nb, m.seed)
+    p = r["p_simultaneous"] if rule == "equivalence" else r["p_lags"]
+    return ClaimRow(claim, m.measure, m.variant,
+                    "mean over cells of the lag log10(t_tr + 1) - log10(t_acq + 1) (decades)", r["mean"], r["ci90"],
+                    r["n"], _n_runs(u), ("two one-sided bootstrap tests against +-delta" if rule == "equivalence"
+                                         else "one-sided bootstrap test against 0"),
+                    m.delta if rule == "equivalence" else 0.0, p, family,
+                    m.mean_direction(u) + f"{statement}; the interval reads '{r['reading']}' (delta {m.delta} decade)",
+                    m.protocol, rule, "transition", 0.90, headline=m.headline)
+
+
+def easy_simultaneous(m: MeasureView) -> list[ClaimRow]:
+    u = m.acq[m.acq["difficulty"] == "easy"]
+    if not len(u):
+        return []
+    return [_lag_row(m, "easy cells: transition simultaneous with acquisition", u, "equivalence", "simultaneous (easy)",
+                     "easy cells")]
+
+
+def _acquired_lag(measures: tuple, claim: str, rule: str, family: str):
+    """The rows function of a lag claim over the acquired cells of the named measures."""
+    def rows(m: MeasureView) -> list[ClaimRow]:
+        if m.measure not in measures or not len(m.acq):
+            return []
+        return [_lag_row(m, claim, m.acq, rule, family, "acquired cells")]
+    rows.__name__ = rows.__qualname__ = f"lag_rows_{family}"
+    return rows
+
+
+llc_synchronous = _acquired_lag(("llc",), "LLC synchronous with acquisition", "equivalence", "synchronous")
+gradient_ranks_in_step = _acquired_lag(("grad_erank", "grad_cov_erank"), "gradient ranks in step with acquisition",
+                                       "equivalence", "synchronous")
+hessian_lags = _acquired_lag(("hessian_top",), "Hessian lags acquisition", "lag", "lags")
+
+
+def in_step_or_lag(m: MeasureView) -> list[ClaimRow]:
+    """The rows of the three lag claims (LLC, gradient ranks, Hessian) for one measure."""
+    return llc_synchronous(m) + gradient_ranks_in_step(m) + hessian_lags(m)
+
+
+def _pair_signs(groups: np.ndarray, x: np.ndarray, y: np.ndarray):
+    """Pairs (i < j) of units in the same group and sign(x_i - x_j) * sign(y_i - y_j)."""
+    i, j = np.triu_indices(len(x), 1)
+    same = groups[i] == groups[j]
+    i, j = i[same], j[same]
+    return i, j, np.sign(x[i] - x[j]) * np.sign(y[i] - y[j])
+
+
+def _share(s: np.ndarray, w=None) -> float:
+    """C / (C + D) of pair signs s (weights w per pair, e.g. bootstrap multiplicities)."""
+    w = np.ones_like(s) if w is None else w
+    c, d = float(w @ (s > 0)), float(w @ (s < 0))
+    return c / (c + d) if c + d else float("nan")
+
+
+def within_class_concordance(m: MeasureView) -> list[ClaimRow]:
+    """Pairs of cells of one size and class: share in the same order by transition and by
+    acquisition, beside the loss-plateau exit's share on the same pairs. Interval: cells
+    resampled (a pair counts as often as both its cells are drawn); null: acquisition steps
+    permuted within size x class."""
+    a = m.acq[m.acq["difficulty"].isin(["easy", "hard"])].reset_index(drop=True)
+    a = a[np.isfinite(a["t_transition"].astype(float))].reset_index(drop=True)
+    if len(a) < 2:
+        return []
+    groups = (a[m.strata].astype(str) + "|" + a["difficulty"]).to_numpy()
+    t, y = a["t_transition"].to_numpy(float), a["t_acq"].to_numpy(float)
+    i, j, s = _pair_signs(groups, t, y)
+    value = _share(s)
+    if not np.isfinite(value):
+        return []
+    rng = np.random.default_rng(m.seed)
+    nb = m.nb
+    w = np.zeros((nb, len(a)))
+    np.add.at(w, (np.repeat(np.arange(nb), len(a)), rng.integers(0, len(a), nb * len(a))), 1.0)
+    ww = w[:, i] * w[:, j]                                        # (nb, pairs)
+    c, d = ww @ (s > 0), ww @ (s < 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boots = c / (c + d)
+    boots = boots[np.isfinite(boots)]
+    ci = tuple(float(x) for x in np.quantile(boots, [0.025, 0.975])) if len(boots) else (None, None)
+    perm = timing._strata_perms(groups, m.n_perm, rng)
+    yp = y[perm]                                                  # (R, n)
+    sp = np.sign(t[i] - t[j])[None, :] * np.sign(yp[:, i] - yp[:, j])
+    cn, dn = (sp > 0).sum(axis=1), (sp < 0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        null = np.where(cn + dn > 0, cn / np.maximum(cn + dn, 1), -np.inf)
+    p = float((1 + np.sum(null >= value - 1e-12)) / (1 + m.n_perm))
+    lx = a["t_loss_exit"].to_numpy(float) if "t_loss_exit" in a else np.full(len(a), np.nan)
+    ok = np.isfinite(lx[i]) & np.isfinite(lx[j])
+    loss_c = _share((np.sign(lx[i] - lx[j]) * np.sign(y[i] - y[j]))[ok]) if ok.any() else float("nan")
+    return [ClaimRow("within-class concordance", m.measure, m.variant,
+                     "share of concordant pairs of cells (same size and class): transition order vs acquisition order",
+                     float(value), ci, len(a), _n_runs(a), "acquisition steps permuted within size x class", 0.5, p,
+                     "prediction limits", m.mean_direction(a) + f"{len(s)} pairs; loss-plateau exit on the same pairs:"
+                     f" {_fmt(loss_c)}; the study reports 52-69%", m.protocol, event="transition", headline=m.headline)]
+
+
+# ----------------------------------------------------------- floors (from the runs)
+def _floor_units(v: RunsView, measure: str) -> pd.DataFrame:
+    fl = collapse_floors(v.pres)
+    fl = fl[(fl["measure"] == measure) & fl["extreme_value"].notna()].copy()
+    fl = fl[pd.to_numeric(fl["extreme_value"], errors="coerce") > 0]
+    fl["log_floor"] = np.log10(pd.to_numeric(fl["extreme_value"]).astype(float))
+    return fl
+
+
+def floors_equal_across_sizes(v: RunsView) -> list[ClaimRow]:
+    """Per RankMe variant: the within-task x level slope of log10 floor on log10 parameter
+    count (cells = medians over seeds; task x level fixed effects), its 90% interval from a
+    bootstrap over task x level groups with the seeds of each cell resampled, and two one-sided
+    tests against +-``slope_equivalence``."""
+    out = []
+    delta = float(v.st.get("slope_equivalence", 0.1))
+    for measure, variant in RANKME.items():
+        fl = _floor_units(v, measure)
+        if not len(fl):
+            continue
+        fl["log_params"] = np.log10(pd.to_numeric(fl["n_params"]).astype(float))
+        groups = [g for _, g in fl.groupby(["task", "level"]) if g["size"].nunique() >= 2]
+        if not groups:
+            out.append(ClaimRow("floors equal across sizes", measure, variant, "slope of log10 floor on log10 params",
+                                None, (None, None), 0, 0, "", delta, None, "floors equal across sizes",
+                                "needs a task x level at two sizes or more", rule="equivalence", ci_level=0.90))
+            continue
+
+        # per group: [(log10 params, log10 floors of the cell's seeds)] for each of its sizes
+        cells = [[(float(c["log_params"].iloc[0]), c["log_floor"].to_numpy(float)) for _, c in g.groupby("size")]
+                 for g in groups]
+
+        def slope(gs, rng=None):
+            xs, ys = [], []
+            for g in gs:
+                x = np.array([lp for lp, _ in g])
+                y = np.array([np.median(f if rng is None else f[rng.integers(0, len(f), len(f))]) for _, f in g])
+                xs.append(x - x.mean())
+                ys.append(y - y.mean())
+            x, y = np.concatenate(xs), np.concatenate(ys)
+            return float(x @ y / (x @ x)) if x @ x > 0 else np.nan
+        b = slope(cells)
+        rng = np.random.default_rng(v.seed)
+        boots = np.array([slope([cells[i] for i in rng.integers(0, len(cells), len(cells))], rng)
+                          for _ in range(v.nb)])
+        lo, hi = (float(x) for x in np.nanquantile(boots, [0.05, 0.95]))
+        p = max(float(np.mean(boots <= -delta)), float(np.mean(boots >= delta)))
+        n_cells = sum(g["size"].nunique() for g in groups)
+        out.append(ClaimRow("floors equal across sizes", measure, variant,
+                            "within task x level slope of log10 floor on log10 parameter count", b, (lo, hi),
+                            n_cells, sum(len(g) for g in groups), "two one-sided bootstrap tests against +-delta", delta,
+                            p, "floors equal across sizes",
+                            f"{len(groups)} task x level groups at 2+ sizes; bootstrap over groups, seeds resampled in"
+                            f" their cells; delta {delta} decade of floor per decade of parameters",
+                            rule="equivalence", ci_level=0.90, headline=variant == v.st.get("headline_variant", "centred")))
+    return out
+
+
+def mod_floor_near_two(v: RunsView) -> list[ClaimRow]:
+    """Per RankMe variant and size: the median MOD floor over its cells (levels), beside the
+    study's 2.0, as an equivalence of log10(floor / 2) within +-equivalence_decades."""
+    out = []
+    delta = float(v.st.get("equivalence_decades", 0.1))
+    ref = float(v.st.get("mod_floor_reference", 2.0))
+    for measure, variant in RANKME.items():
+        fl = _floor_units(v, measure)
+        fl = fl[fl["task"] == "mod"]
+        for size, g in fl.groupby("size", sort=False):
+            cells = g.groupby(["task", "level", "size"])["log_floor"].median().to_numpy(float) - math.log10(ref)
+            r = timing.lag_test(cells, delta, v.nb, v.seed)
+            out.append(ClaimRow("MOD floor near 2.0", measure, variant,
+                                f"mean over MOD cells at {size} of log10(floor / {ref})", r["mean"], r["ci90"],
+                                len(cells), len(g), "two one-sided bootstrap tests against +-delta", delta,
+                                r["p_simultaneous"], "MOD floor",
+                                f"median floor {10 ** (np.median(cells) + math.log10(ref)):.2f} at {size} (study: {ref});"
+                                f" delta {delta} decade", rule="equivalence", ci_level=0.90,
+                                headline=variant == v.st.get("headline_variant", "centred")))
+    return out
+
+
 RANKME = {"rankme": "uncentred", "rankme_centred": "centred"}
+
+
+# ---------------------------------------------------- from the summary JSON files
+def _one_sided(rho, p_two):
+    """One-sided p for rho > 0 from a two-sided permutation p; prefers an exact one-sided p
+    when the statistic carries one (``p_greater``): halving is exact only without ties."""
+    if rho is None or p_two is None:
+        return None
+    return p_two / 2 if rho > 0 else 1 - p_two / 2
+
+
+def _p_greater(e: dict):
+    return e.get("p_greater") if e.get("p_greater") is not None else _one_sided(e.get("rho"), e.get("p"))
 
 
 def floors_task_specific(jsons: dict) -> list[ClaimRow]:
@@ -299,7 +666,8 @@ def floors_task_specific(jsons: dict) -> list[ClaimRow]:
         out.append(ClaimRow("floors task-specific", m, variant, "omega^2(task) - omega^2(size) of log10 floor",
                             (a["omega2_task"] - a["omega2_size"]) if a.get("omega2_task") is not None
                             and a.get("omega2_size") is not None else None, (None, None), int(a.get("n_cells") or 0),
-                            a.get("n_runs") or 0, "two-way ANOVA: F test for task (F distribution)", 0.0,
+                            a.get("n_runs") or 0, "two-way ANOVA: F test for task (F distribution); units task x level x"
+                            " size cells (median over seeds), levels pooled", 0.0,
                             a.get("p_task"), "floors task-specific", a.get("note") or f"F_task {a.get('F_task')}"))
     return out
 
@@ -318,7 +686,7 @@ def _smallest_vs_largest(claim: str, family: str, m: str, variant: str, src: dic
         vs = f"{sl.get('a')} vs {sl.get('b')}" if sl else "needs two sizes"
         out.append(ClaimRow(claim, m, variant, f"Spearman rho over tasks, level {lv}, {vs}", rho, (None, None),
                             int(sl.get("n") or 0), int(sl.get("n") or 0),
-                            "exact permutation (pairing of tasks across sizes)", 0.0, _one_sided(rho, sl.get("p")),
+                            "exact permutation (pairing of tasks across sizes)", 0.0, _p_greater(sl),
                             family, sl.get("reason") or detail(sl)))
     return out
 
@@ -326,7 +694,7 @@ def _smallest_vs_largest(claim: str, family: str, m: str, variant: str, src: dic
 def floors_scale_invariant(jsons: dict) -> list[ClaimRow]:
     fam = _toy_scale(jsons)
     return [r for m, variant in RANKME.items()
-            for r in _smallest_vs_largest("floors scale-invariant", "floors scale-invariant", m, variant,
+            for r in _smallest_vs_largest("floor rank agreement across sizes", "floor rank agreement", m, variant,
                                           fam.get("floors", {}).get(m) or {}, lambda sl: "")]
 
 
@@ -337,17 +705,20 @@ def acquisition_order_scale_invariant(jsons: dict) -> list[ClaimRow]:
 
 
 def top_down_propagation(jsons: dict) -> list[ClaimRow]:
+    """One vote per cell (the sign of the median Kendall tau over its determined seeds)."""
     td = (jsons.get("top_down_summary.json") or {}).get("measures", {})
     out = []
     for m, variant in RANKME.items():
-        a = (td.get(m) or {}).get("all") or {}
-        k = int(str(a.get("top_down", "0/0")).split("/")[0] or 0)
-        n = int(a.get("n_determined") or 0)
-        out.append(ClaimRow("top-down propagation", m, variant, "share of determined runs whose floors run top-down",
+        e = td.get(m) or {}
+        c = e.get("cells_all") or {}
+        k, n = (int(x) for x in str(c.get("top_down", "0/0")).split("/"))
+        a = e.get("all") or {}
+        out.append(ClaimRow("top-down propagation", m, variant, "share of determined cells whose floors run top-down",
                             k / n if n else None, _clopper_pearson(k, n), n, int(a.get("runs") or 0),
-                            "exact one-sided sign test against 1/2 (tied and undetermined runs left out)", 0.5,
-                            binomial_p(k, n, "greater"), "top-down",
-                            f"{k}/{n} top-down; tied {a.get('tied_tau0')}, undetermined {a.get('undetermined')}"))
+                            "exact one-sided sign test over cells against 1/2 (tied and undetermined cells left out)",
+                            0.5, binomial_p(k, n, "greater"), "top-down",
+                            f"{k}/{n} cells top-down (runs: {a.get('top_down')} top-down, tied {a.get('tied_tau0')},"
+                            f" undetermined {a.get('undetermined')}); seeds per cell {c.get('seeds_per_cell')}"))
     return out
 
 
@@ -368,8 +739,35 @@ def cross_scale_prediction(jsons: dict) -> list[ClaimRow]:
                 rho = e.get("rho")
                 out.append(ClaimRow("smaller-size geometry predicts larger-size acquisition order", m, variant,
                                     f"Spearman rho, level {lv}, {pair}", rho, (None, None), int(e.get("n") or 0),
-                                    int(e.get("n") or 0), "exact permutation", 0.0, _one_sided(rho, e.get("p")),
+                                    int(e.get("n") or 0), "exact permutation", 0.0, _p_greater(e),
                                     "cross-scale prediction", e.get("reason") or ""))
+    return out
+
+
+def ordering_swaps(jsons: dict) -> list[ClaimRow]:
+    """Pairs of tasks whose acquisition order swaps between two sizes: the share the smaller
+    size's transition order gets right at the larger size, beside the loss-plateau exit's."""
+    pairs = ((jsons.get("prediction.json") or {}).get("reversals") or {}).get("pairs") or []
+
+    def kn(m):
+        k = n = 0
+        for e in pairs:
+            s = ((e.get("by_measure") or {}).get(m) or {}).get("cross_scale_from_a_k_of_n", "0/0")
+            a, b = (int(x) for x in s.split("/"))
+            k, n = k + a, n + b
+        return k, n
+    lk, ln = kn("loss_plateau_exit")
+    n_rev = sum(int(e.get("reversed_pairs") or 0) for e in pairs)
+    out = []
+    for m, variant in RANKME.items():
+        k, n = kn(m)
+        out.append(ClaimRow("ordering swaps predicted", m, variant,
+                            "share of swapped task pairs whose order at the larger size the smaller size's transition"
+                            " order gets right", k / n if n else None, _clopper_pearson(k, n), n, n,
+                            "exact one-sided binomial test against 1/2 (the study: 26%, below chance)", 0.5,
+                            binomial_p(k, n, "less") if n else None, "prediction limits",
+                            f"{k}/{n} swapped pairs ({n_rev} swapped in all); loss-plateau exit {lk}/{ln}",
+                            rule="less"))
     return out
 
 
@@ -389,62 +787,110 @@ class Claim:
     rows: Callable[..., list[ClaimRow]]
 
 
-_TRANSITIONS = "precursor.json: transition, acquisition and easy_max_step of each measure (rates.measure_rows)"
+_UNITS = "precursor.json of every run: events of each measure and of the loss curve, per cell (analysis.units)"
 CLAIMS: list[Claim] = [
     Claim("acquisition rate", "one row",
           "most task x level x size combinations are acquired within the training budget",
-          "share of cells acquired (a cell: most of its seeds acquired); exact one-sided binomial test",
-          "1/2", "precursor.json: acquired", "runs", acquisition_rate),
+          "share of cells acquired (a cell: most of its seeds acquired); exact one-sided binomial test over cells,"
+          " Clopper-Pearson interval", "1/2", "precursor.json: acquired", "runs", acquisition_rate),
     Claim("log-prob before accuracy", "two rows (whole answer, first token)",
           "the answer's log-probability emerges before accuracy does",
-          "median lead acquisition - log-prob half-rise (steps; both events at half of their change from the "
-          "input-blind level) over runs with both events, whole answer and first token; exact one-sided sign test",
-          "lead 0", "precursor.json: acquisition_step, first_token_acquisition_step, logprob_half_step", "runs",
-          logprob_before_accuracy),
+          "per cell the median lead acquisition - log-prob half-rise over its seeds (both events at half of their"
+          " change from the input-blind level); the median over cells, bootstrap over cells, exact one-sided sign"
+          " test over cells", "lead 0", "precursor.json: acquisition_step, first_token_acquisition_step,"
+          " logprob_half_step", "runs", logprob_before_accuracy),
     Claim("probes before behaviour", "one row",
           "the final-layer probe reads the first answer token before the model emits it",
-          "median lead of probe acquisition over first-token acquisition (steps); exact one-sided sign test",
+          "as log-prob before accuracy, probe acquisition against first-token acquisition",
           "lead 0", "precursor.json: first_token_acquisition_step, probes", "runs", probes_before_behaviour),
-    Claim("precursor on hard runs", "per measure and variant",
+    Claim("timing beyond the loss curve", "per measure and event kind (onset, extreme); the headline test",
+          "geometry changes before behaviour in a way the loss curve does not already show (on hard runs geometry"
+          " changes first and behaviour follows after a clear gap)",
+          "per cell y = log t_acq, g = log(t_event + 1), l = log(t_loss event + 1) of the same kind; partial Spearman"
+          " of y with g given l (one-sided Freedman-Lane permutation p) and the leave-one-cell-out gain of"
+          " predicting y from (l, g) over l alone (bootstrap interval over cells); both must say yes. The same test"
+          " against a clock (the median step of the other cells of the size) is in the detail",
+          "g depends on l only (its residuals on l exchangeable within a size)", _UNITS, "measure",
+          timing_beyond_loss),
+    Claim("precursor rate on hard cells (descriptive)", "per measure and variant",
           "in hard runs the transition precedes acquisition by the precursor rule",
-          "precursor rate over hard runs; permutation p (the clock null is printed in precursor_rates.csv)",
-          "acquisition steps shuffled across runs within a size, hard class re-drawn on the shuffled steps",
-          _TRANSITIONS, "measure", precursor_on_hard_runs),
-    Claim("precursor specific to hard runs", "per measure and variant",
+          "share of hard cells passing t_tr <= (1 - f) t_acq (Clopper-Pearson); permutation p and the best fixed"
+          " clock beside it. Descriptive: a hard cell is acquired late, so any early event passes",
+          "acquisition steps permuted across cells within a size (class-file classes stay with their cells)",
+          _UNITS, "measure", precursor_rate_descriptive),
+    Claim("precursor specific to hard cells", "per measure and variant",
           "the precursor rate of hard runs exceeds that of easy runs",
-          "rate(hard) - rate(easy) with its interval; p is the hard-run permutation p",
-          "difference 0 (the interval must lie above it)", _TRANSITIONS, "measure", precursor_specific_to_hard_runs),
+          "rate(hard cells) - rate(easy cells) minus the same difference of a clock (each cell: the median"
+          " transition step of the other cells of its size), bootstrap within classes; the class-label permutation"
+          " p in the detail (a clock passes that one too)", "transition steps permuted across cells within a size",
+          _UNITS, "measure", precursor_specific_to_hard_cells),
     Claim("collapse -> recovery -> acquisition", "per RankMe variant",
           "in hard runs the measure collapses, recovers, and acquisition follows",
-          "share of hard runs whose recovery precedes acquisition; permutation p",
-          "acquisition steps shuffled across runs within a size",
-          "precursor.json: recovery step and acquisition of each RankMe variant", "measure",
-          collapse_recovery_acquisition),
+          "share of hard cells whose recovery precedes acquisition; permutation p",
+          "acquisition steps permuted across cells within a size", _UNITS, "measure", collapse_recovery_acquisition),
+    Claim("easy cells: transition simultaneous with acquisition", "per measure and variant",
+          "on easy runs the model learns during the initial collapse: no precursor, geometry and behaviour together",
+          "mean over easy cells of the lag log10(t_tr + 1) - log10(t_acq + 1); 90% bootstrap interval inside"
+          " (-delta, delta) (two one-sided tests; delta = summary.equivalence_decades)",
+          "a lag of at least delta either way", _UNITS, "measure", easy_simultaneous),
+    Claim("LLC synchronous with acquisition", "one row (llc)",
+          "the LLC moves with acquisition",
+          "the same lag over acquired cells; 90% bootstrap interval inside (-delta, delta)",
+          "a lag of at least delta either way", _UNITS, "measure", llc_synchronous),
+    Claim("gradient ranks in step with acquisition", "per gradient rank (grad_erank, grad_cov_erank)",
+          "the gradient ranks move with acquisition",
+          "as LLC synchronous", "a lag of at least delta either way", _UNITS, "measure", gradient_ranks_in_step),
+    Claim("Hessian lags acquisition", "one row (hessian_top)",
+          "the top Hessian eigenvalue's transition comes after acquisition",
+          "the same lag over acquired cells; the 90% interval's lower end (one-sided 95% bound) above 0",
+          "no lag (0)", _UNITS, "measure", hessian_lags),
+    Claim("within-class concordance", "per measure and variant",
+          "within a difficulty class geometry predicts the order of acquisition only modestly (52-69% of pairs)",
+          "share of concordant pairs of cells of one size and class (transition vs acquisition), bootstrap over"
+          " cells, beside the loss-plateau exit's share", "acquisition steps permuted within size x class (0.5)",
+          _UNITS, "measure", within_class_concordance),
     Claim("floors task-specific", "per RankMe variant",
           "collapse floors are task-specific",
           "two-way ANOVA of log10 floors (task x size cells, levels pooled as units): significant task F test"
           " and omega^2(task) > omega^2(size); estimate omega^2(task) - omega^2(size)",
           "no task effect (F distribution)", "floor_summary.json", "summary", floors_task_specific),
-    Claim("floors scale-invariant", "per RankMe variant and level",
+    Claim("floors equal across sizes", "per RankMe variant",
+          "a task's floor is the same at every size",
+          "within task x level slope of log10 floor on log10 parameter count (cells = medians over seeds), 90%"
+          " bootstrap interval inside (-delta, delta), delta = summary.slope_equivalence",
+          "a slope of at least delta either way", "precursor.json: floors per run (collapse_floors)", "runs",
+          floors_equal_across_sizes),
+    Claim("MOD floor near 2.0", "per RankMe variant and size",
+          "the MOD floor is near 2.0 at every size",
+          "mean over the MOD cells of one size of log10(floor / 2.0), 90% bootstrap interval inside"
+          " (-delta, delta), delta = summary.equivalence_decades", "a ratio of at least 10^delta either way",
+          "precursor.json: floors per run", "runs", mod_floor_near_two),
+    Claim("floor rank agreement across sizes", "per RankMe variant and level",
           "tasks keep the order of their floors across model sizes",
-          "Spearman rho over the tasks of one level, smallest vs largest size; one-sided p for rho > 0 from the"
-          " exact two-sided permutation p",
+          "Spearman rho over the tasks of one level, smallest vs largest size; exact one-sided permutation p",
           "rho 0 (tasks paired at random across sizes)", "scale_invariance.json: floors", "summary",
           floors_scale_invariant),
     Claim("acquisition order scale-invariant", "per level",
           "tasks keep their acquisition order across model sizes",
-          "as floors scale-invariant, on acquisition steps (unacquired cells ranked last)",
+          "as floor rank agreement, on acquisition steps (unacquired cells ranked last)",
           "rho 0 (tasks paired at random across sizes)", "scale_invariance.json: acquisition_order", "summary",
           acquisition_order_scale_invariant),
     Claim("top-down propagation", "per RankMe variant",
           "layers reach their floors output side first (top-down) more often than input side first",
-          "share of determined runs that run top-down; exact one-sided sign test, Clopper-Pearson interval",
-          "1/2 (tied and undetermined runs left out)", "top_down_summary.json", "summary", top_down_propagation),
+          "share of determined cells (the sign of the median tau over its seeds) that run top-down; exact"
+          " one-sided sign test over cells, Clopper-Pearson interval",
+          "1/2 (tied and undetermined cells left out)", "top_down_summary.json", "summary", top_down_propagation),
     Claim("smaller-size geometry predicts larger-size acquisition order", "per RankMe variant, level and size pair",
           "the transition order at a smaller size predicts the acquisition order at a larger one",
           "Spearman rho of the smaller size's transition steps vs the larger size's acquisition steps over the"
-          " tasks of one level; one-sided p from the exact permutation p",
+          " tasks of one level; exact one-sided permutation p",
           "rho 0", "prediction.json: cross_scale", "summary", cross_scale_prediction),
+    Claim("ordering swaps predicted", "per RankMe variant",
+          "when two tasks swap their acquisition order between sizes, the smaller size's geometry rarely gets the"
+          " larger size's order right (26%)",
+          "share of swapped pairs the smaller size's transition order gets right, beside the loss-plateau exit's;"
+          " exact one-sided binomial test (below 1/2)", "1/2", "prediction.json: reversals", "summary",
+          ordering_swaps),
 ]
 
 
@@ -456,17 +902,16 @@ def _rows(reads: str, views) -> list[dict]:
 
 
 def behaviour_claims(pres: list[dict], st: dict) -> list[dict]:
-    """Rows of the claims on the runs' behavioural events (acquisition rate, log-prob before
-    accuracy, probes before behaviour)."""
+    """Rows of the claims that read the runs (acquisition rate, log-prob before accuracy,
+    probes before behaviour, the floors across sizes)."""
     return _rows("runs", runs_views(pres, st))
 
 
 def precursor_claims(rows: pd.DataFrame, st: dict, protocol: str = "single-task", cluster_cols=CELLS,
                      perm_group: str = "size") -> list[dict]:
-    """Rows of the precursor, specificity and sequence claims from the per-run x per-measure
-    long table (``rates.measure_rows``). ``cluster_cols``: the units intervals resample and
-    n_units counts; ``perm_group``: acquisition steps are shuffled within its values (defaults:
-    cells and sizes; the mixture protocol: models, analysis.protocols)."""
+    """Rows of the per-measure claims from the per-run x per-measure long table
+    (``rates.measure_rows``). ``cluster_cols``: the units (cells; a mixture's models);
+    ``perm_group``: permutations permute units within its values."""
     return _rows("measure", measure_views(rows, st, protocol, cluster_cols, perm_group))
 
 
@@ -478,27 +923,41 @@ def json_claims(jsons: dict, st: dict) -> list[dict]:
     return _rows("summary", [jsons])
 
 
-def finish(rows: list[dict], st: dict) -> pd.DataFrame:
-    """Holm-adjust p within each family and apply the rule (``word``)."""
+def finish(rows: list[dict], st: dict, power: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Holm-adjust p within each family, apply each row's rule (``word``) and, given the power
+    table (verdict_power.csv, ``analysis.power``), write each claim's power and false rate on
+    this design and mark the rows whose power is below ``summary.min_power`` underpowered."""
     df = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
     alpha, n_min = float(st.get("alpha", 0.05)), int(st.get("verdict_min_units", 5))
     for fam, g in df.groupby("family", sort=False):
-        ps = g["p"].astype(float).to_numpy()
+        ps = pd.to_numeric(g["p"], errors="coerce").astype(float).to_numpy()
         ok = np.isfinite(ps)
         adj = np.full(len(ps), np.nan)
         if ok.any():
             adj[ok] = np.asarray(holm(ps[ok]), dtype=float)
         df.loc[g.index, "p_holm"] = adj
-    df["verdict"] = [word(None if not np.isfinite(r.p_holm) else r.p_holm, r.ci95_lo, r.value, int(r.n_units or 0),
-                          float(r.null_value) if r.null_value is not None else 0.0, alpha, n_min)
-                     for r in df.astype({"p_holm": float}).itertuples()]
+
+    def num(x):
+        x = pd.to_numeric(x, errors="coerce")
+        return None if x is None or not np.isfinite(x) else float(x)
+    df["verdict"] = [word(num(r.p_holm), num(r.ci_lo), num(r.value), int(r.n_units or 0),
+                          num(r.null_value) or 0.0, alpha, n_min, r.rule or "greater", num(r.ci_hi),
+                          num(r.second_ci_lo), num(r.second_ci_hi)) for r in df.itertuples()]
+    if power is not None and len(power):
+        from .power import false_rate_by_claim, power_by_claim
+        bound = float(st.get("min_power", 0.8))
+        pw, fr = power_by_claim(power), false_rate_by_claim(power)
+        df["power"] = [pw.get(c) for c in df["claim"]]
+        df["false_rate"] = [fr.get(c) for c in df["claim"]]
+        df["underpowered"] = [None if p is None else bool(p < bound) for p in df["power"]]
     return df
 
 
-def verdict_table(pres: list[dict], rows: pd.DataFrame, st: dict, extra: list[dict] | None = None) -> pd.DataFrame:
-    """verdict.csv: behaviour claims, precursor claims, and ``extra`` rows (floors, scale,
-    top-down, prediction) with their p and interval already computed."""
-    return finish(behaviour_claims(pres, st) + precursor_claims(rows, st) + list(extra or []), st)
+def verdict_table(pres: list[dict], rows: pd.DataFrame, st: dict, extra: list[dict] | None = None,
+                  power: pd.DataFrame | None = None) -> pd.DataFrame:
+    """verdict.csv: the claims that read the runs, the per-measure claims, and ``extra`` rows
+    (floors, scale, top-down, prediction; the mixture protocol) with their p already computed."""
+    return finish(behaviour_claims(pres, st) + precursor_claims(rows, st) + list(extra or []), st, power)
 
 
 # --------------------------------------------------------------- docs/analysis.md
@@ -512,8 +971,10 @@ def _cell(text: str) -> str:
 
 def claims_markdown() -> str:
     """The rule and the claim table as docs/analysis.md shows them (between DOCS_BEGIN and DOCS_END)."""
-    lines = ["The rule, the same for every row (alpha = `summary.alpha`, n_min = `summary.verdict_min_units`):", ""]
-    lines += [f"* **{w}**: {when}" for w, when in WORDS]
+    lines = ["The rules; each row names its own (column `rule`; alpha = `summary.alpha`, n_min ="
+             " `summary.verdict_min_units`, delta = `summary.equivalence_decades` or `summary.slope_equivalence`):", ""]
+    lines += [f"* **{r}**: {when}" for r, when in RULES.items()]
+    lines += ["* otherwise, with fewer than n_min units, or without a test: **inconclusive**"]
     lines += ["", "| claim | rows | the study's statement | our test | null | reads |", "|---|---|---|---|---|---|"]
     lines += [f"| {' | '.join(_cell(x) for x in (c.name, c.per, c.statement, c.test, c.null, c.inputs))} |"
               for c in CLAIMS]

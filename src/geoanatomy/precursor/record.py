@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from scipy.stats import rankdata
 
 from .. import events as ev
 from ..measures.registry import DIRECTIONS, HEADLINE_VARIANT
@@ -56,6 +57,24 @@ def mean_shares(df, layer: str, position: str, steps_wanted: dict) -> dict:
     s, v = curve(df, "mean_share", layer=layer, position=position)
     at = dict(zip(s.tolist(), v.tolist()))
     return {k: (at.get(t) if t is not None else None) for k, t in steps_wanted.items()}
+
+
+def rank_corr_with_mean_share(df, layer: str, position: str, variant: str) -> float | None:
+    """Rank correlation over checkpoints of RankMe (``variant``) with 1 - mean share of the
+    same matrix (Pearson correlation of average-tie ranks; None with fewer than 3 common
+    checkpoints or a constant curve). Close to 1: the curve says how much of the matrix is
+    its mean row (one direction shared by every example), not how many directions the
+    examples spread over; the summary flags such rows "mean-direction"."""
+    s_r, v_r = curve(df, "rankme", layer=layer, position=position, variant=variant)
+    s_m, v_m = curve(df, "mean_share", layer=layer, position=position)
+    share = dict(zip(s_m.tolist(), v_m.tolist()))
+    pairs = [(r, 1.0 - share[t]) for t, r in zip(s_r.tolist(), v_r.tolist()) if t in share]
+    if len(pairs) < 3:
+        return None
+    a, b = (rankdata(np.asarray(x, dtype=float)) for x in zip(*pairs))
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return None
+    return float(np.corrcoef(a, b)[0, 1])
 
 
 def layer_events(df, e: dict, position: str, variant: str, facts=None, before: int | None = None) -> dict:
@@ -94,6 +113,7 @@ def rankme_entry(df, variant: str, t_acq, e: dict, n_eval: int, eps: float, befo
     head["mean_share"] = mean_shares(df, layer, pos, {
         "init": int(s[0]) if len(s) else None, "floor": head.get("floor_step"),
         "final": int(s[-1]) if len(s) else None})
+    head["mean_share"]["rank_corr_with_rankme"] = rank_corr_with_mean_share(df, layer, pos, variant)
     return {"layer": layer, "position": pos, "variant": variant, "direction": "collapse",
             "n_samples": n_eval, "eps": eps, **head, "per_layer": per_layer}
 

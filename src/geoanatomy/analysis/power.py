@@ -1,0 +1,290 @@
+"""``verdict_power.csv``: how often each claim's test says "reproduced" on this grid's own
+design when the truth is known, under nulls (its false rate) and under an alternative (its
+power).
+
+The design is the grid's: its cells, the seeds of each cell, every run's acquisition step,
+first-token acquisition step, class and the loss curve's onset and extreme steps. Only the
+measure's event steps are simulated, per run (``SCENARIOS``; t_acq the run's acquisition
+step, t_ref the loss curve's event of the same kind, U uniform, N normal, b a cell's effect
+shared by its seeds):
+
+======================  ====================================================================
+exchangeable            t = t_acq of a random run of the same size x U(0.9, 1.1)
+clock                   t = the median t_ref over runs, the same step in every run
+loss-tied               t = t_ref x U(0.9, 1.1)
+seed-clustered          t = t_ref x exp(b + e), b ~ N(0, 0.3) per cell, e ~ N(0, 0.05) per run
+behaviour-clustered     t = t_acq x exp(b + e), as above around acquisition (leads of 0)
+proportional            t = 0.5 t_acq x exp(N(0, 0.05)) (a precursor in every cell)
+proportional-noisy      t = 0.5 t_acq x exp(N(0, 0.3)) (the same, as noisy as a loss curve)
+hard-only               proportional in hard cells, t = t_acq x U(0.9, 1.1) in easy ones
+simultaneous            t = t_acq x 10^N(0, 0.03)
+lag                     t = t_acq x 10^(0.3 + N(0, 0.03))
+======================  ====================================================================
+
+Each population goes through the real claim code (``verdict.precursor_claims`` on the
+simulated per-run table, ``verdict.behaviour_claims``' lead rows on simulated probe steps,
+``verdict.finish`` for Holm and the rule), with ``n_permutations`` and ``n_bootstrap`` of
+``POWER_SETTINGS`` (fewer than the real verdict's, stated in the file). ``CLAIM_DESIGN`` says
+which scenarios are nulls of a claim and which is its alternative; power = the rate of
+"reproduced" under the alternative, false rate = the largest rate of "reproduced" under its
+nulls. ``design`` "grid" is the grid as it is; "grid x k" repeats every cell k times (new
+cells with the same seeds per cell, acquisition steps and classes), the cells a conclusive
+answer would need.
+
+The claims on floors, layer orders and other sizes read other quantities than event timing;
+acquisition rate and top-down propagation are simulated as binomial counts over the grid's
+cells (share 1/2 null, 0.8 alternative) through their row functions; the floor and
+cross-size claims are listed as not simulated.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .nulls import CELLS
+
+POWER_SETTINGS = {"n_permutations": 999, "n_bootstrap": 499}
+SCENARIOS = ("exchangeable", "clock", "loss-tied", "seed-clustered", "behaviour-clustered", "proportional",
+             "proportional-noisy", "hard-only", "simultaneous", "lag")
+SCENARIO_TEXT = {
+    "exchangeable": "exchangeable: t = t_acq of a random run of the size x U(0.9, 1.1)",
+    "clock": "clock: t = median t_ref in every run",
+    "loss-tied": "loss-tied: t = t_ref x U(0.9, 1.1)",
+    "seed-clustered": "seed-clustered: t = t_ref x exp(b_cell + e_run), b ~ N(0, 0.3), e ~ N(0, 0.05)",
+    "behaviour-clustered": "behaviour-clustered: t = t_acq x exp(b_cell + e_run)",
+    "proportional": "proportional: t = 0.5 t_acq x exp(N(0, 0.05))",
+    "proportional-noisy": "proportional-noisy: t = 0.5 t_acq x exp(N(0, 0.3)) (a precursor as noisy as the loss curve)",
+    "hard-only": "hard-only: proportional in hard cells, t_acq x U(0.9, 1.1) in easy cells",
+    "simultaneous": "simultaneous: t = t_acq x 10^N(0, 0.03)",
+    "lag": "lag: t = t_acq x 10^(0.3 + N(0, 0.03))",
+}
+_TIMING_NULLS = ("exchangeable", "clock", "loss-tied", "seed-clustered")
+_LAG_NULLS = ("proportional", "lag")
+_PRECURSOR = ("proportional", "proportional-noisy")
+# (claim, event) -> (null scenarios, alternative(s), measure name the rows are simulated under)
+CLAIM_DESIGN = {
+    ("timing beyond the loss curve", "onset"): (_TIMING_NULLS, _PRECURSOR, "rankme_centred"),
+    ("timing beyond the loss curve", "extreme"): (_TIMING_NULLS, _PRECURSOR, "rankme_centred"),
+    ("precursor rate on hard cells (descriptive)", "transition"): (_TIMING_NULLS, _PRECURSOR, "rankme_centred"),
+    ("precursor specific to hard cells", "transition"): (_TIMING_NULLS + _PRECURSOR, "hard-only",
+                                                         "rankme_centred"),
+    ("easy cells: transition simultaneous with acquisition", "transition"): (_LAG_NULLS, "simultaneous",
+                                                                              "rankme_centred"),
+    ("LLC synchronous with acquisition", "transition"): (_LAG_NULLS, "simultaneous", "llc"),
+    ("gradient ranks in step with acquisition", "transition"): (_LAG_NULLS, "simultaneous", "grad_erank"),
+    ("Hessian lags acquisition", "transition"): (("simultaneous", "proportional"), "lag", "hessian_top"),
+    ("within-class concordance", "transition"): (("exchangeable", "clock"), _PRECURSOR, "rankme_centred"),
+    ("probes before behaviour", ""): (("exchangeable", "behaviour-clustered", "simultaneous"), _PRECURSOR, None),
+    ("log-prob before accuracy", ""): (("exchangeable", "behaviour-clustered", "simultaneous"), _PRECURSOR, None),
+}
+BINOMIAL = {"acquisition rate": "runs", "top-down propagation": "summary"}
+NOT_SIMULATED = ("collapse -> recovery -> acquisition", "floors task-specific", "floors equal across sizes",
+                 "MOD floor near 2.0", "floor rank agreement across sizes", "acquisition order scale-invariant",
+                 "smaller-size geometry predicts larger-size acquisition order", "ordering swaps predicted")
+ROLE_NULL, ROLE_ALT = "H0 (false rate)", "H1 (power)"
+POWER_COLUMNS = ["claim", "event", "scenario", "role", "design", "n_cells", "n_populations", "reproduced",
+                 "not_reproduced", "inconclusive"]
+
+
+def _design(rows: pd.DataFrame, k: int, unit_cols=CELLS) -> pd.DataFrame:
+    """The template runs (one geometric measure's rows of acquired, non-control, non-diverged
+    runs), their cells repeated k times."""
+    real = rows[(rows["control"] == "") & ~rows["diverged"].astype(bool) & (rows["kind"] == "geometric")]
+    first = real["measure"].iloc[0]
+    t = real[(real["measure"] == first) & real["acquired"].astype(bool)].reset_index(drop=True)
+    reps = []
+    for i in range(k):
+        r = t.copy()
+        if i:
+            r["task"] = r["task"].astype(str) + f"#{i}"
+            r["run"] = r["run"].astype(str) + f"#{i}"
+        reps.append(r)
+    return pd.concat(reps, ignore_index=True)
+
+
+def _simulate(t: pd.DataFrame, scenario: str, rng, unit_cols=CELLS) -> dict:
+    """{event kind: simulated steps (n,)} for the runs of ``t`` (module doc)."""
+    n = len(t)
+    t_acq = t["acquisition_step"].to_numpy(float)
+    cell = t.groupby(list(unit_cols), sort=False).ngroup().to_numpy()
+    b = rng.normal(0, 0.3, cell.max() + 1)[cell]
+    e = rng.normal(0, 0.05, n)
+    hard = (t["difficulty"] == "hard").to_numpy()
+    out = {}
+    for kind, ref in (("onset", "loss_onset_step"), ("extreme", "loss_extreme_step")):
+        t_ref = pd.to_numeric(t[ref], errors="coerce").to_numpy(float)
+        t_ref = np.where(np.isfinite(t_ref), t_ref, t_acq)
+        if scenario == "exchangeable":
+            perm = np.arange(n)
+            for s in t["size"].unique():
+                ix = np.flatnonzero(t["size"].to_numpy() == s)
+                perm[ix] = rng.permutation(ix)
+            x = t_acq[perm] * rng.uniform(0.9, 1.1, n)
+        elif scenario == "clock":
+            x = np.full(n, float(np.median(t_ref)))
+        elif scenario == "loss-tied":
+            x = t_ref * rng.uniform(0.9, 1.1, n)
+        elif scenario == "seed-clustered":
+            x = t_ref * np.exp(b + e)
+        elif scenario == "behaviour-clustered":
+            x = t_acq * np.exp(b + e)
+        elif scenario == "proportional":
+            x = 0.5 * t_acq * np.exp(rng.normal(0, 0.05, n))
+        elif scenario == "proportional-noisy":
+            x = 0.5 * t_acq * np.exp(rng.normal(0, 0.3, n))
+        elif scenario == "hard-only":
+            x = np.where(hard, 0.5 * t_acq * np.exp(rng.normal(0, 0.05, n)), t_acq * rng.uniform(0.9, 1.1, n))
+        elif scenario == "simultaneous":
+            x = t_acq * 10 ** rng.normal(0, 0.03, n)
+        elif scenario == "lag":
+            x = t_acq * 10 ** (0.3 + rng.normal(0, 0.03, n))
+        else:
+            raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+        out[kind] = np.maximum(np.round(x), 0.0)
+    return out
+
+
+def _sim_rows(t: pd.DataFrame, sim: dict, measures) -> pd.DataFrame:
+    rows = []
+    for m in measures:
+        r = t.copy()
+        r["measure"], r["kind"], r["transitioned"] = m, "geometric", True
+        r["variant"] = "centred" if m == "rankme_centred" else ""
+        r["onset_step"], r["extreme_step"] = sim["onset"], sim["extreme"]
+        r["transition_step"] = sim["extreme"]
+        r["recovery_step"] = np.nan
+        r["mean_share_rho"] = np.nan
+        rows.append(r)
+    return pd.concat(rows, ignore_index=True)
+
+
+def _alts(alt) -> tuple:
+    return alt if isinstance(alt, tuple) else (alt,)
+
+
+def _population_rows(units: pd.DataFrame, t: pd.DataFrame, sim: dict, st_sim: dict, unit_cols) -> list[dict]:
+    """The verdict rows (before Holm and the rule) of one simulated population: its unit table
+    through the per-measure claims (those CLAIM_DESIGN names, for RankMe; the lag claims for
+    the other measures), and the lead claims on simulated probe and log-prob steps."""
+    from .verdict import CLAIMS, RunsView, _lead, in_step_or_lag, views_of_units
+    named = {c for c, _ in CLAIM_DESIGN}
+    res = []
+    for v in views_of_units(units, st_sim):
+        fns = ([c.rows for c in CLAIMS if c.reads == "measure" and c.name in named]
+               if v.measure == "rankme_centred" else [in_step_or_lag])
+        res += [r.as_dict() for f in fns for r in f(v)]
+    runs = t[list(unit_cols)].assign(t_acq=t["acquisition_step"].to_numpy(float),
+                                     t_first=t["acquisition_step"].to_numpy(float),
+                                     t_lp=sim["extreme"], t_probe=sim["extreme"])
+    view = RunsView(runs, [], st_sim, tuple(unit_cols))
+    res += [r.as_dict() for r in _lead(view, "probes before behaviour", "probe_accuracy_norm", "t_first", "t_probe", "")]
+    res += [r.as_dict() for r in _lead(view, "log-prob before accuracy", "accuracy", "t_acq", "t_lp", "")]
+    return res
+
+
+def _words(rows_by_population: list[list[dict]], st_sim: dict) -> pd.DataFrame:
+    """verdict.finish on every population at once: each population's families kept apart
+    (Holm never mixes populations); column population."""
+    from .verdict import finish
+    tagged = [{**r, "family": f"{r['family']}#{i}", "detail": str(i)} for i, rows in enumerate(rows_by_population)
+              for r in rows]
+    df = finish(tagged, st_sim)
+    df["population"] = df["detail"].astype(int)
+    df["event"] = df["event"].fillna("")
+    return df
+
+
+def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multiples=(1,), seed: int = 0,
+                  unit_cols=CELLS, n_populations_multiples: int | None = None) -> pd.DataFrame:
+    """verdict_power.csv (module doc) for the grid whose per-run table is ``rows``; designs
+    repeated k times (``multiples`` > 1) run the alternatives only, with
+    ``n_populations_multiples`` populations (default: a quarter of n_populations)."""
+    from .units import unit_events
+    st_sim = {**st, **POWER_SETTINGS}
+    rng = np.random.default_rng(seed)
+    out = []
+    if not len(rows) or not (rows["kind"] == "geometric").any():
+        return pd.DataFrame(columns=POWER_COLUMNS)
+    measures = sorted({d[2] for d in CLAIM_DESIGN.values() if d[2]})
+    for k in multiples:
+        t = _design(rows, k, unit_cols)
+        if not len(t):
+            continue
+        n_pop = n_populations if k == 1 else (n_populations_multiples or max(1, n_populations // 4))
+        n_cells = int(t.groupby(list(unit_cols)).ngroups)
+        wanted = {sc for (nulls, alt, _) in CLAIM_DESIGN.values() for sc in (nulls if k == 1 else ()) + _alts(alt)}
+        for sc in [s for s in SCENARIOS if s in wanted]:
+            sims = [_simulate(t, sc, rng, unit_cols) for _ in range(n_pop)]
+            # one unit table for every population at once (the population is one more unit key)
+            batch = pd.concat([_sim_rows(t, sim, measures).assign(population=i) for i, sim in enumerate(sims)],
+                              ignore_index=True)
+            units = unit_events(batch, tuple(unit_cols) + ("population",))
+            per_pop = [_population_rows(u.drop(columns="population"), t, sims[i], st_sim, unit_cols)
+                       for i, u in units.groupby("population", sort=True)]
+            words = _words(per_pop, st_sim)
+            for (claim, event), (nulls, alt, _) in CLAIM_DESIGN.items():
+                alts = _alts(alt)
+                if not ((sc in nulls and k == 1) or sc in alts):
+                    continue
+                sel = words[(words["claim"] == claim) & (words["event"] == event)]
+                if claim == "log-prob before accuracy":
+                    sel = sel[sel["measure"] == "accuracy"]
+                ws = sel.groupby("population")["verdict"].first().reindex(range(n_pop)).fillna("inconclusive")
+                out.append({"claim": claim, "event": event, "scenario": sc,
+                            "role": ROLE_ALT if sc in alts else ROLE_NULL,
+                            "design": "grid" if k == 1 else f"grid x {k}", "n_cells": n_cells, "n_populations": n_pop,
+                            "reproduced": float((ws == "reproduced").mean()),
+                            "not_reproduced": float((ws == "not reproduced").mean()),
+                            "inconclusive": float((ws == "inconclusive").mean())})
+    out += _binomial_power(rows, st, n_populations, rng, unit_cols)
+    out += [{"claim": c, "event": "", "scenario": "not simulated", "role": "", "design": "", "n_cells": None,
+             "n_populations": 0, "reproduced": None, "not_reproduced": None, "inconclusive": None}
+            for c in NOT_SIMULATED]
+    return pd.DataFrame(out, columns=POWER_COLUMNS)
+
+
+def _binomial_power(rows, st, n_populations, rng, unit_cols) -> list[dict]:
+    """Acquisition rate and top-down: k ~ Binomial(cells, share) through their row functions."""
+    from .verdict import _clopper_pearson, word
+    from .stats import sign_test as binomial_p
+    real = rows[(rows["control"] == "") & ~rows["diverged"].astype(bool)]
+    n = int(real.groupby(list(unit_cols)).ngroups)
+    out = []
+    alpha, n_min = float(st.get("alpha", 0.05)), int(st.get("verdict_min_units", 5))
+    for claim in BINOMIAL:
+        for share, role, sc in ((0.5, ROLE_NULL, "share 1/2"), (0.8, ROLE_ALT, "share 0.8")):
+            ws = []
+            for _ in range(n_populations):
+                k = int(rng.binomial(n, share))
+                ws.append(word(binomial_p(k, n, "greater"), _clopper_pearson(k, n)[0], k / n if n else None, n,
+                               0.5, alpha, n_min))
+            ws = pd.Series(ws)
+            out.append({"claim": claim, "event": "", "scenario": sc, "role": role, "design": "grid", "n_cells": n,
+                        "n_populations": n_populations, "reproduced": float((ws == "reproduced").mean()),
+                        "not_reproduced": float((ws == "not reproduced").mean()),
+                        "inconclusive": float((ws == "inconclusive").mean())})
+    return out
+
+
+def power_by_claim(table: pd.DataFrame) -> dict:
+    """claim -> power at the grid's design (the rate of "reproduced" under its alternatives;
+    for a claim with several events or alternatives, the smallest)."""
+    a = table[(table["role"] == ROLE_ALT) & (table["design"] == "grid")]
+    return {c: float(g["reproduced"].min()) for c, g in a.groupby("claim")}
+
+
+def false_rate_by_claim(table: pd.DataFrame) -> dict:
+    n = table[(table["role"] == ROLE_NULL) & (table["design"] == "grid")]
+    return {c: float(g["reproduced"].max()) for c, g in n.groupby("claim")}
+
+
+def cells_needed(table: pd.DataFrame, bound: float = 0.8) -> dict:
+    """claim -> the smallest design (cells) whose power reaches ``bound``, or '> N cells'."""
+    a = table[table["role"] == ROLE_ALT].copy()
+    a["event"] = a["event"].fillna("")
+    out = {}
+    for (c, e), g in a.groupby(["claim", "event"]):
+        g = g.groupby("n_cells")["reproduced"].min().reset_index()      # the weakest alternative
+        hit = g[g["reproduced"] >= bound]
+        out[(c, e)] = int(hit["n_cells"].iloc[0]) if len(hit) else f"> {int(g['n_cells'].max())}"
+    return out

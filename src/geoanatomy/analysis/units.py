@@ -1,0 +1,133 @@
+"""The units of every claim: one row per unit (a task x level x size cell; a mixture's model)
+and measure, its seeds nested inside it.
+
+Replicate seeds of one cell share its task, level and size, so they are not independent
+evidence about how timing depends on difficulty or scale: each claim reads one number per
+unit, the median over the unit's seeds, and counts units (runs in brackets).
+
+``unit_events(rows)`` (rows: ``rates.measure_rows``, shuffled-label controls and diverged runs
+left out) has, per unit and measure:
+
+runs, acquired_runs
+    the unit's seeds and those that acquired.
+acquired
+    at least half of the seeds acquired (the median acquisition step, a seed that never
+    acquired counted as +inf, is finite).
+difficulty
+    the unit's class: the class file's (fixed before the outcome, the same for every seed),
+    else the post-hoc rule on the unit's median acquisition step (``precursor.difficulty``).
+t_acq
+    median acquisition step over the seeds (+inf for a seed that never acquired).
+t_<event>, t_ref_<event>, n_<event>  for event in ``EVENTS``
+    the measure's event and the loss curve's event of the same kind and depth (onset with
+    onset, extreme with extreme; ``rates.PAIRS``), each the median over the acquired seeds
+    where the measure transitioned and both events exist; n_<event> counts those seeds. NaN
+    when fewer than half of the acquired seeds have both.
+t_transition
+    the step the precursor rule reads (``rates.effective_transition``: the configured
+    transition event, a measure that never transitioned has none), median as above (no
+    reference needed).
+t_recovery
+    the recovery step (RankMe: back above its floor), median as t_transition.
+t_loss_exit
+    median loss-plateau exit over the acquired seeds.
+lag_<event>, lag_transition
+    median over the same seeds of log10(t + 1) - log10(t_acq + 1), decades (< 0: before
+    acquisition).
+mean_share_rho
+    median over the seeds of the rank correlation of RankMe with 1 - mean share over
+    checkpoints (RankMe rows only; precursor.json ``mean_share.rank_corr_with_rankme``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..precursor import difficulty
+from .nulls import CELLS
+from .rates import PAIRS, effective_transition
+
+EVENTS = tuple(name for name, _, _ in PAIRS)       # ("onset", "extreme")
+
+
+def _median(x) -> float:
+    x = np.asarray(x, dtype=float)
+    x = x[~np.isnan(x)]
+    return float(np.median(x)) if len(x) else float("nan")
+
+
+def _lag(t, t_acq) -> np.ndarray:
+    return np.log10(np.asarray(t, dtype=float) + 1) - np.log10(np.asarray(t_acq, dtype=float) + 1)
+
+
+def unit_events(rows: pd.DataFrame, unit_cols=CELLS) -> pd.DataFrame:
+    """One row per unit and measure (module doc), in first-seen order."""
+    d = rows[(rows["control"] == "") & ~rows["diverged"].astype(bool)].reset_index(drop=True)
+    if not len(d):
+        return pd.DataFrame()
+    keys = ["measure"] + list(unit_cols)
+    num = {c: pd.to_numeric(d[c], errors="coerce").to_numpy(float)
+           for c in ("acquisition_step", "recovery_step", "loss_plateau_exit_step", "mean_share_rho",
+                     "easy_max_step") + tuple(c for _, c, r in PAIRS) + tuple(r for _, c, r in PAIRS)}
+    acq = d["acquired"].astype(bool).to_numpy()
+    t_acq = num["acquisition_step"]
+    trans = (d["transitioned"].fillna(False).astype(bool) | (d["kind"] == "reference")).to_numpy() & acq
+    cols = {"_inf_acq": np.where(acq, t_acq, np.inf), "_acq": acq.astype(float)}
+
+    def event(name, t_ev, t_ref):
+        ok = trans & np.isfinite(t_ev) & (np.isfinite(t_ref) if t_ref is not None else True)
+        cols[f"t_{name}"] = np.where(ok, t_ev, np.nan)
+        cols[f"n_{name}"] = ok.astype(float)
+        with np.errstate(invalid="ignore"):
+            cols[f"lag_{name}"] = np.where(ok, _lag(t_ev, t_acq), np.nan)
+        if t_ref is not None:
+            cols[f"t_ref_{name}"] = np.where(ok, t_ref, np.nan)
+    for name, col, ref in PAIRS:
+        event(name, num[col], num[ref])
+    event("transition", effective_transition(d), None)
+    event("recovery", num["recovery_step"], None)
+    cols["t_loss_exit"] = np.where(acq, num["loss_plateau_exit_step"], np.nan)
+    cols["mean_share_rho"] = np.where(acq, num["mean_share_rho"], np.nan)
+    g = pd.concat([d[keys], pd.DataFrame(cols)], axis=1).groupby(keys, sort=False)
+    med = g[[c for c in cols if c.startswith(("t_", "lag_", "mean_share"))]].median()
+    sums = g[[c for c in cols if c.startswith("n_")] + ["_acq"]].sum()
+    t_cell = g["_inf_acq"].median()
+    first = d.assign(_i=np.arange(len(d))).groupby(keys, sort=False).first()
+    label = (d[acq].groupby(keys, sort=False)["difficulty"].first()
+             .reindex(first.index) if acq.any() else pd.Series(index=first.index, dtype=object))
+    fixed = d.assign(_f=d["difficulty_fixed"].astype("boolean").fillna(False).astype(bool)).groupby(keys, sort=False)["_f"].all()
+    out = pd.DataFrame(index=first.index)
+    for c in ("kind", "variant", "layer", "position", "n_params", "min_gap_frac", "easy_max_step"):
+        out[c] = first[c]
+    if "size" not in unit_cols:
+        out["size"] = first["size"]
+    out["variant"] = out["variant"].fillna("").astype(str)
+    out["runs"] = g.size()
+    out["acquired_runs"] = sums["_acq"].astype(int)
+    out["acquired"] = np.isfinite(t_cell)
+    out["difficulty_fixed"] = fixed
+    emax = pd.to_numeric(out["easy_max_step"], errors="coerce").to_numpy(float)
+    posthoc = difficulty(np.where(np.isfinite(t_cell.to_numpy()), t_cell.to_numpy(), np.nan), emax)
+    out["difficulty"] = np.where(~out["acquired"], "unlearned",
+                                 np.where(fixed, label.fillna("unlearned").to_numpy(), posthoc))
+    out["t_acq"] = t_cell
+    for name in EVENTS + ("transition", "recovery"):
+        enough = 2 * sums[f"n_{name}"] >= out["acquired_runs"].clip(lower=1)
+        out[f"n_{name}"] = sums[f"n_{name}"].astype(int)
+        for c in (f"t_{name}", f"lag_{name}", f"t_ref_{name}"):
+            if c in med:
+                out[c] = med[c].where(enough & (out["acquired_runs"] > 0))
+    out["t_loss_exit"] = med["t_loss_exit"]
+    out["mean_share_rho"] = med["mean_share_rho"]
+    out["min_gap_frac"] = out["min_gap_frac"].astype(float)
+    return out.reset_index()
+
+
+def unit_medians(df: pd.DataFrame, cols: list[str], unit_cols=CELLS) -> pd.DataFrame:
+    """One row per unit: the median of each column of ``cols`` over the unit's rows with a
+    value (NaN when none has one) and ``runs`` = the unit's rows."""
+    d = df.copy()
+    for c in cols:
+        d[c] = pd.to_numeric(d[c], errors="coerce").astype(float)
+    g = d.groupby(list(unit_cols), sort=False)
+    return pd.concat([g[cols].median(), g.size().rename("runs")], axis=1).reset_index()
