@@ -332,3 +332,36 @@ def test_cross_scale_rows_are_written_from_the_list_prediction_writes():
     rows = cross_scale_prediction(js)
     assert len(rows) == 2 and all(r.claim == "smaller-size geometry predicts larger-size acquisition order" for r in rows)
     assert "nano -> micro" in rows[0].statistic and rows[0].value == 0.9 and rows[0].n_units == 6
+
+
+def test_seed_subsets_are_disjoint_halves_and_leave_one_out():
+    pres = [{"task": "a", "level": "L1", "size": "nano", "seed": s} for s in (0,)] + \
+           [{"task": "b", "level": "L1", "size": "nano", "seed": s} for s in (5, 1)] + \
+           [{"task": "c", "level": "L1", "size": "nano", "seed": s} for s in (2, 0, 1)]
+    subs = dict(verdict.seed_subsets(pres))
+    key = lambda ps: sorted((p["task"], p["seed"]) for p in ps)
+    assert key(subs["seed half A"]) == [("a", 0), ("b", 1), ("c", 0), ("c", 2)]
+    assert key(subs["seed half B"]) == [("b", 5), ("c", 1)]
+    assert not {id(p) for p in subs["seed half A"]} & {id(p) for p in subs["seed half B"]}
+    # leave one seed position out only in the cell with 3 seeds
+    assert key(subs["without seed position 1"]) == [("a", 0), ("b", 1), ("b", 5), ("c", 0), ("c", 2)]
+    assert set(subs) == {"seed half A", "seed half B", "without seed position 0", "without seed position 1",
+                         "without seed position 2"}
+
+
+def test_a_row_whose_word_changes_on_a_seed_half_is_unstable():
+    full = pd.DataFrame([{**{c: None for c in VERDICT_COLUMNS}, "claim": "x", "measure": "m", "variant": "",
+                          "event": "", "protocol": "single-task", "statistic": "s", "verdict": "reproduced",
+                          "family": "x"},
+                         {**{c: None for c in VERDICT_COLUMNS}, "claim": "y", "measure": "m", "variant": "",
+                          "event": "", "protocol": "single-task", "statistic": "s", "verdict": "inconclusive",
+                          "family": "y"}])
+    pres = [{"task": t, "level": "L1", "size": "nano", "seed": s} for t in ("a", "b") for s in (0, 1)]
+
+    def rows_of(sub):         # claim x reproduced only with both seeds of cell a; y always inconclusive
+        n_a = sum(p["task"] == "a" for p in sub)
+        return [ClaimRow("x", "m", "", "s", 1.0, (0.5, 1.0), 10, 10, "n", 0.0, 0.001 if n_a == 2 else 0.9, "x").as_dict(),
+                ClaimRow("y", "m", "", "s", 0.0, (None, None), 1, 1, "n", 0.0, 0.5, "y").as_dict()]
+    out = verdict.stability(pres, ST, full, rows_of)
+    assert list(out["stable"]) == [False, True]
+    assert "seed half B: inconclusive" in out["stability"].iloc[0]

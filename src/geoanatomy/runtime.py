@@ -84,3 +84,41 @@ def code_version() -> dict:
         except (OSError, subprocess.SubprocessError):
             pass
     return out
+
+
+# Environment variables that change the floating-point path of CPU kernels: torch's dispatch
+# (ATEN_CPU_CAPABILITY) and MKL's instruction set (MKL_ENABLE_INSTRUCTIONS, MKL_CBWR).
+FLOAT_PATH_ENV = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR")
+
+
+def machine_fingerprint() -> dict:
+    """What decides the floating-point path of a run: the CPU model, the instruction set torch
+    dispatches to, the BLAS library, the torch build and the variables that pin them, plus
+    ``fingerprint``, a short hash of all of it. Runs with the same config and seed are
+    byte-identical only under one fingerprint: on a plateau, a different last bit acts like
+    a new seed."""
+    import hashlib
+    import json
+    import platform
+    import re
+
+    import torch
+    cpu = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cfg = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=([^,\s]+)", cfg)
+    mkl = re.search(r"Math Kernel Library Version ([^\s]+)", cfg)
+    out = {"cpu_model": cpu or platform.processor() or platform.machine(),
+           "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+           "blas": " ".join(x for x in (blas.group(1) if blas else None, mkl.group(1) if mkl else None) if x) or None,
+           "torch": torch.__version__, "torch_git": getattr(torch.version, "git_version", None),
+           "cuda": torch.version.cuda, "platform": f"{platform.system()} {platform.machine()}",
+           "env": {k: os.environ.get(k) for k in FLOAT_PATH_ENV if os.environ.get(k)}}
+    out["fingerprint"] = hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest()[:12]
+    return out

@@ -37,11 +37,27 @@ class Job:
     scale_json: str | None = None
 
 
+def machines_line(pres) -> str:
+    """The machines the runs were trained on (precursor.json ``machine``, from train.json): each
+    fingerprint with its CPU, instruction set and BLAS and how many runs; pooled fingerprints
+    are said to be mixed (same config and seed give the same numbers only on one)."""
+    fps: dict = {}
+    for p in pres:
+        m = p.get("machine") or {}
+        key = m.get("fingerprint") or "not recorded"
+        e = fps.setdefault(key, {"n": 0, "what": ", ".join(str(m.get(k)) for k in ("cpu_model", "cpu_capability", "blas")
+                                                             if m.get(k)) + (f", env {m['env']}" if m.get("env") else "")})
+        e["n"] += 1
+    parts = [f"{k} ({v['what']}) x{v['n']}" if v["what"] else f"{k} x{v['n']}" for k, v in fps.items()]
+    lead = "machines: MIXED float paths, " if len(fps) > 1 else "machine: "
+    return lead + "; ".join(parts)
+
+
 def _n_line(pres) -> str:
     c = class_counts(pres)
     return (f"n = {len(pres)} runs ({', '.join(f'{k} {v}' for k, v in c.items())}); "
             f"sizes {sorted({p['size'] for p in pres})}; acquired {sum(bool(p['acquired']) for p in pres)}, "
-            f"never acquired {sum(not p['acquired'] for p in pres)}")
+            f"never acquired {sum(not p['acquired'] for p in pres)}; {machines_line(pres)}")
 
 
 def _provenance(pres, st) -> dict:
@@ -187,7 +203,9 @@ def write_verdict(job: Job) -> list[str]:
     extra = ((verdict.json_claims(jsons, st) if pres else [])          # no single-task run: no single-task row
              + (protocols.mixture_claims(list(mix), st) if mix else []))
     pw = read_table(out / "verdict_power.csv") if (out / "verdict_power.csv").exists() else None
-    v = verdict.verdict_table(pres, rows, st, extra, pw)
+    v = verdict.verdict_table(pres, rows, st, extra, pw,
+                              rows_of_runs=lambda sub: rates.measure_rows(sub, st["coincide_log10_tol"]))
+    st_rows = v["stable"].dropna()
     write_csv(v, out / "verdict.csv", "geoanatomy summary: verdict.csv",
               ["one row per claim of the study (per measure, RankMe variant and event kind where it applies):"
                " reproduced / not reproduced / inconclusive by the rule the row names: " + verdict.RULE + ".",
@@ -200,6 +218,10 @@ def write_verdict(job: Job) -> list[str]:
                f" ({st.get('headline_variant', 'centred')}); 'mean-direction' in detail: an uncentred RankMe whose"
                f" curve follows the mean share (median rank correlation >= {st.get('mean_direction_rho', 0.9)}).",
                "shuffled-label control runs and diverged runs are left out (controls.csv reports the controls).",
+               "stable / stability: each run-decided row recomputed on disjoint halves of the seeds (within a cell,"
+               " seeds in order: even positions half A, odd half B; one-seed cells only in A) and leaving one seed"
+               " position out where a cell has 3+; unstable = the word changes. "
+               f"{int((~st_rows.astype(bool)).sum())} of {len(st_rows)} such rows unstable.",
                classes_line(pres), _n_line(pres)] + ([f"protocol = mixture: {protocols.MIXTURE_NOTE}; {_mix_line(mix)}"] if mix else []))
     return [str(out / "verdict.csv")]
 

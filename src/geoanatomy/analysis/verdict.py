@@ -49,7 +49,7 @@ from .units import EVENTS, unit_events, unit_medians
 VERDICT_COLUMNS = ["claim", "measure", "variant", "event", "protocol", "statistic", "value", "ci_lo", "ci_hi",
                    "ci_level", "second_statistic", "second_value", "second_ci_lo", "second_ci_hi", "n_units", "n_runs",
                    "null", "null_value", "p", "p_holm", "family", "rule", "verdict", "power", "false_rate", "underpowered",
-                   "headline", "detail"]
+                   "stable", "stability", "headline", "detail"]
 
 # ------------------------------------------------------------------------------- the rules
 # Each row names its rule; ``word`` implements them, RULE is their text in verdict.csv's header
@@ -138,7 +138,8 @@ class ClaimRow:
                 "second_statistic": self.second[0], "second_value": self.second[1], "second_ci_lo": self.second[2],
                 "second_ci_hi": self.second[3], "n_units": self.n_units, "n_runs": self.n_runs, "null": self.null,
                 "null_value": self.null_value, "p": self.p, "p_holm": None, "family": self.family, "rule": self.rule,
-                "verdict": None, "power": None, "false_rate": None, "underpowered": None, "headline": self.headline, "detail": self.detail}
+                "verdict": None, "power": None, "false_rate": None, "underpowered": None, "stable": None,
+                "stability": "", "headline": self.headline, "detail": self.detail}
 
 
 def _row(*args, **kw) -> dict:
@@ -465,6 +466,7 @@ def collapse_recovery_acquisition(m: MeasureView) -> list[ClaimRow]:
 
 
 def _lag_row(m: MeasureView, claim: str, u: pd.DataFrame, rule: str, family: str, statement: str) -> ClaimRow:
+    u = u[np.isfinite(u["lag_transition"].to_numpy(float))]           # the cells with the event
     r = timing.lag_test(u["lag_transition"].to_numpy(float), m.delta, m.nb, m.seed)
     p = r["p_simultaneous"] if rule == "equivalence" else r["p_lags"]
     return ClaimRow(claim, m.measure, m.variant,
@@ -954,10 +956,66 @@ def finish(rows: list[dict], st: dict, power: pd.DataFrame | None = None) -> pd.
 
 
 def verdict_table(pres: list[dict], rows: pd.DataFrame, st: dict, extra: list[dict] | None = None,
-                  power: pd.DataFrame | None = None) -> pd.DataFrame:
+                  power: pd.DataFrame | None = None, rows_of_runs=None) -> pd.DataFrame:
     """verdict.csv: the claims that read the runs, the per-measure claims, and ``extra`` rows
-    (floors, scale, top-down, prediction; the mixture protocol) with their p already computed."""
-    return finish(behaviour_claims(pres, st) + precursor_claims(rows, st) + list(extra or []), st, power)
+    (floors, scale, top-down, prediction; the mixture protocol) with their p already computed;
+    with ``rows_of_runs(runs) -> per-run table``, each run-decided row's stability over seed
+    subsets (``stability``)."""
+    full = finish(behaviour_claims(pres, st) + precursor_claims(rows, st) + list(extra or []), st, power)
+    if rows_of_runs is None:
+        return full
+    return stability(pres, st, full, lambda sub: behaviour_claims(sub, st) + precursor_claims(rows_of_runs(sub), st))
+
+
+# ------------------------------------------------------------------ stability
+ROW_KEY = ["claim", "measure", "variant", "event", "protocol", "statistic"]
+
+
+def seed_subsets(pres: list[dict], unit_cols=CELLS) -> list[tuple[str, list[dict]]]:
+    """(name, runs) of the reruns the stability check makes: two disjoint halves of the seeds
+    (within each cell, seeds in ascending order: even positions in half A, odd in half B; a
+    cell with one seed is only in half A) and, where a cell has three seeds or more, leave one
+    seed position out (cells with fewer keep all theirs)."""
+    by_cell: dict = {}
+    for p in pres:
+        by_cell.setdefault(tuple(p.get(c) for c in unit_cols), []).append(p)
+    for runs in by_cell.values():
+        runs.sort(key=lambda p: (p.get("seed") is None, p.get("seed")))
+    pos = {id(p): i for runs in by_cell.values() for i, p in enumerate(runs)}
+    big = {id(p) for runs in by_cell.values() if len(runs) >= 3 for p in runs}
+    out = [("seed half A", [p for p in pres if pos[id(p)] % 2 == 0]),
+           ("seed half B", [p for p in pres if pos[id(p)] % 2 == 1])]
+    n_max = max((len(r) for r in by_cell.values()), default=0)
+    if n_max >= 3:
+        out += [(f"without seed position {k}", [p for p in pres if not (id(p) in big and pos[id(p)] == k)])
+                for k in range(n_max)]
+    return out
+
+
+def stability(pres: list[dict], st: dict, full: pd.DataFrame, rows_of) -> pd.DataFrame:
+    """``full`` (verdict.csv's rows) with ``stable`` and ``stability`` for the rows the runs
+    decide (the behaviour and per-measure claims): each recomputed on every subset of
+    ``seed_subsets``; stable when its word is the same in all of them. ``rows_of(runs)``: the
+    rows of those claims on a subset (the summary-JSON claims are not recomputed: None)."""
+    words = {}
+    for name, sub in seed_subsets(pres):
+        if not sub:
+            continue
+        d = finish(rows_of(sub), st)
+        words[name] = {tuple(r[k] if r[k] == r[k] else "" for k in ROW_KEY): r["verdict"] for r in d.to_dict("records")}
+    full = full.copy()
+    stable, text = [], []
+    for r in full.to_dict("records"):
+        key = tuple(r[k] if r[k] == r[k] else "" for k in ROW_KEY)
+        if not any(key in w for w in words.values()):          # not a run-decided row (summary JSON, mixture)
+            stable.append(None)
+            text.append("")
+            continue
+        got = {n: w.get(key, "no row") for n, w in words.items()}
+        stable.append(all(v == r["verdict"] for v in got.values()))
+        text.append("; ".join(f"{n}: {v}" for n, v in got.items()))
+    full["stable"], full["stability"] = stable, text
+    return full
 
 
 # --------------------------------------------------------------- docs/analysis.md

@@ -38,6 +38,8 @@ def build_precursor(spec: RunSpec, train_summary: dict, df, cfg_events: dict, me
                         n_eval_distinct=distinct)
     if spec.is_unit:
         out = mixture_facts(spec, out)
+    # the machine training ran on (train.json's fingerprint; None for runs trained before it existed)
+    out["machine"] = train_summary.get("machine")
     return json_safe(out)
 
 

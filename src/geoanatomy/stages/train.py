@@ -31,7 +31,7 @@ from ..files import atomic_write_json
 from ..measures.rankme import rankme
 from ..mixture import MixtureData
 from ..model import GPT, answer_loss, padded_answer_loss
-from ..runtime import code_version, pick_device
+from ..runtime import code_version, machine_fingerprint, pick_device
 from ..schedule import checkpoint_steps, lr_at
 from ..spec import RunSpec
 from ..tasks import TaskData
@@ -207,7 +207,7 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
         "n_params": model.n_params(), "steps": steps, "checkpoint_steps": list_checkpoints(ckdir),
         "diverged": diverged, "device": device, "threads": torch.get_num_threads(),
         "settings_hash": h, "settings": spec.train_dict(), "geoanatomy_version": __version__,
-        "code_version": code_version(),
+        "code_version": code_version(), "machine": machine_fingerprint(),
         "torch_version": torch.__version__, "python": sys.version.split()[0],
         "wall_seconds_this_job": round(time.time() - t0, 2), "resumed_from": start,
     }
