@@ -24,6 +24,7 @@ TINY = {
     "grid": [{"tasks": ["add"], "levels": ["L1"], "sizes": ["nano"]}],
     "train": {"steps": 40, "warmup": 5, "checkpoints": {"n_log": 5, "log_end": 0.2, "n_uniform": 4}},
     "eval": {"n_samples": 32},
+    "summary": {"power_populations": 10, "power_multiples": [1]},     # a small power report
 }
 # Cheap settings for the expensive measures and the probes (seconds, not minutes).
 TINY_MEASURES = {

@@ -342,7 +342,8 @@ def test_cli_all_writes_every_file_with_provenance(tmp_path):
     write(tmp_path, pres)
     for p in pres:
         (tmp_path / p["run"] / "metrics.csv").write_text(_metrics_csv(p))
-    assert main(["all", "--results", str(tmp_path)]) == 0
+    assert main(["all", "--results", str(tmp_path), "--settings",
+                 json.dumps({"power_populations": 10, "power_multiples": [1]})]) == 0
     out = tmp_path / "summary"
     for f in ["precursor_rates.csv", "transitions.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv", "emergence.csv",
               "probes.csv"]:

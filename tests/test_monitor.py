@@ -217,13 +217,26 @@ def _constant_by_construction(df, key: str) -> bool:
 
 
 def _tracked_curves(df, mon) -> list[str]:
-    """The monitor's tracked curves (``layer/position/variant``) that are not constant by
-    construction; checks that exactly the two ``embed/first`` curves are (the "=" token)."""
+    """The monitor's tracked curves (``layer/position/variant``), every one: the two constant
+    by construction (``embed/first``, the "=" token in every row; float noise) included, since
+    they get no events anywhere, online or offline (``events.constant_entry``)."""
     keys = list(mon.events()["curves"])
     assert len(keys) == 4 * 2 * 2                                      # layers x positions x variants
     const = [k for k in keys if _constant_by_construction(df, k)]
     assert const == ["embed/first/uncentred", "embed/first/centred"]
-    return [k for k in keys if k not in const]
+    for k in const:
+        st = mon.events()["curves"][k]
+        # no event; the floor is the first point (none when every value is NaN: the centred
+        # matrix of identical rows is zero)
+        assert st["constant_by_construction"] and not st["collapsed"] and st["floor_step"] in (0, None), st
+    return keys
+
+
+def _offline(df, key):
+    """The offline detector on a recorded curve, told whether it is constant by construction."""
+    layer, pos, variant = key.split("/")
+    return ev.curve_entry(*curve(df, "rankme", layer=layer, position=pos, variant=variant), "down", E,
+                          constant=_constant_by_construction(df, key))
 
 
 @pytest.mark.slow
@@ -238,7 +251,7 @@ def test_online_events_of_a_run_against_the_offline_detector(toy_run):
     confirmed = 0
     for key in _tracked_curves(df, mon):
         layer, pos, variant = key.split("/")
-        off = _events(ev.curve_entry(*curve(df, "rankme", layer=layer, position=pos, variant=variant), "down", E))
+        off = _events(_offline(df, key))
         assert _differences(_events(final[key]), off) == {}, key
         if set(final[key]["status"].values()) == {"confirmed"}:
             confirmed += 1
@@ -254,14 +267,12 @@ def test_monitor_on_a_toy_loop_matches_the_pipeline(toy_run):
     assert (out / "trajectory.png").stat().st_size > 10_000
     assert json.loads((out / "precursor.json").read_text())["run"] == "toy"
     assert sorted(set(df["step"])) == list(range(0, 41, 2))
-    # final online events == the offline detectors on the recorded curves, every curve but the
-    # two constant by construction (embed/first: float noise, events differ between CPUs)
+    # final online events == the offline detectors on the recorded curves, every curve (the two
+    # constant by construction, embed/first, included: they get no events in either)
     final = mon.events()["curves"]
     for key in _tracked_curves(df, mon):
         st = final[key]
-        layer, pos, variant = key.split("/")
-        s, v = curve(df, "rankme", layer=layer, position=pos, variant=variant)
-        off = ev.curve_entry(s, v, "down", E)
+        off = _offline(df, key)
         assert {k: st[f"{k}_step"] for k in KEYS} == {k: off[f"{k}_step"] for k in KEYS}, key
     # the pipeline's events code on the monitor's table gives the same headline entry
     t_acq = ev.acquisition_step(*curve(df, "accuracy_norm"), E["acquisition_threshold"], E["persist"])

@@ -40,7 +40,7 @@ def test_scenarios_draw_what_they_say():
 
 @pytest.mark.slow
 def test_power_table_separates_nulls_from_alternatives():
-    table = power.verdict_power(design(), ST, n_populations=30, multiples=(1, 2), seed=1)
+    table = power.verdict_power(design(), ST, n_populations=20, multiples=(1, 2), seed=1)
     assert set(table.columns) == set(power.POWER_COLUMNS)
     g = table[table["design"] == "grid"]
     for (claim, event), (nulls, alt, _) in power.CLAIM_DESIGN.items():

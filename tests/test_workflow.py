@@ -28,6 +28,7 @@ measures:              # cheap settings: these tests are about the workflow, not
   hessian: {batch_size: 8, max_iter: 10}
   llc: {chains: 1, draws: 4, burnin: 1, batch_size: 8, n_data: 32}
 probes: {n_samples: 32}
+summary: {power_populations: 10, power_multiples: [1]}   # the power report's size is not under test here
 """
 
 

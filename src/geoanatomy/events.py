@@ -184,7 +184,7 @@ RISE_KEYS = {"onset": "rise", "extreme": "peak", "return": "settle"}
 
 
 def curve_entry(steps, values, direction: str, cfg_events: dict, start: float | None = None,
-                before: int | None = None) -> dict:
+                before: int | None = None, constant: bool = False) -> dict:
     """A curve's events under the configured detector, with the names the rest of the project
     reads: collapse, floor, recovery (direction "down") or rise, peak, settle ("up"),
     each ``<name>_step``, plus ``init``, ``final``, ``collapsed``/``risen``.
@@ -194,9 +194,14 @@ def curve_entry(steps, values, direction: str, cfg_events: dict, start: float | 
     ``rise_events`` (the first version's rules: argmin floor, half-drop collapse, recovery
     relative to the floor). ``before``: the extreme is searched at or before that step
     (``matched_events``; the matched detector only), the run's own extreme reported as
-    ``global_<floor|peak>`` and ``global_<floor|peak>_step``."""
+    ``global_<floor|peak>`` and ``global_<floor|peak>_step``. ``constant``: the curve is
+    constant by construction (RankMe of a layer and position that hold the same vector in
+    every row), so its wiggles are float rounding and depend on the CPU: it gets no event, its
+    extreme is its first point (``constant_entry``), online and offline alike."""
     e = cfg_events
     names = COLLAPSE_KEYS if direction == "down" else RISE_KEYS
+    if constant:
+        return constant_entry(steps, values, direction, e.get("detector", "matched"))
     if e.get("detector", "matched") == "legacy":
         fn = curve_events if direction == "down" else rise_events
         out = fn(steps, values, e["collapse_drop"], e["collapse_half"], e["recovery_rise"], e["persist"])
@@ -216,6 +221,21 @@ def curve_entry(steps, values, direction: str, cfg_events: dict, start: float | 
     if m["extreme_step"] is None:  # unchanged curve: report where the extreme value sits
         out[f"{names['extreme']}_step"] = m["extreme_argstep"] if len(_clean(steps, values)[1]) else None
     return out
+
+
+def constant_entry(steps, values, direction: str, detector: str = "matched") -> dict:
+    """``curve_entry``'s keys for a curve constant by construction: nothing happened; init,
+    extreme and final are its first and last points' values, the extreme's step its first."""
+    names = COLLAPSE_KEYS if direction == "down" else RISE_KEYS
+    s, v = _clean(steps, values)
+    first = int(s[0]) if len(s) else None
+    x0 = float(v[0]) if len(v) else None
+    flag = "collapsed" if direction == "down" else "risen"
+    return {"detector": detector, "init": x0, names["extreme"]: x0, f"{names['extreme']}_step": first, flag: False,
+            f"{names['onset']}_step": None, f"{names['return']}_step": None, "half_step": None,
+            "argextreme_step": first, "final": float(v[-1]) if len(v) else None, "change": 0.0,
+            "window_end": None, "at_window_end": False, f"global_{names['extreme']}": x0,
+            f"global_{names['extreme']}_step": first, "constant_by_construction": True}
 
 
 def headline_layer(cfg_events: dict) -> str:

@@ -88,39 +88,49 @@ def unit_events(rows: pd.DataFrame, unit_cols=CELLS) -> pd.DataFrame:
     event("recovery", num["recovery_step"], None)
     cols["t_loss_exit"] = np.where(acq, num["loss_plateau_exit_step"], np.nan)
     cols["mean_share_rho"] = np.where(acq, num["mean_share_rho"], np.nan)
-    g = pd.concat([d[keys], pd.DataFrame(cols)], axis=1).groupby(keys, sort=False)
+    # one group code per row (units in first-seen order); every aggregate below is a numpy
+    # array in that order, put into one DataFrame at the end
+    code = d.groupby(keys, sort=False).ngroup().to_numpy()
+    n_g = int(code.max()) + 1
+    first_row = np.full(n_g, len(d))
+    np.minimum.at(first_row, code, np.arange(len(d)))
+    frame = pd.DataFrame(cols)
+    frame["_g"] = code
+    g = frame.groupby("_g", sort=True)
     med = g[[c for c in cols if c.startswith(("t_", "lag_", "mean_share"))]].median()
     sums = g[[c for c in cols if c.startswith("n_")] + ["_acq"]].sum()
-    t_cell = g["_inf_acq"].median()
-    first = d.assign(_i=np.arange(len(d))).groupby(keys, sort=False).first()
-    label = (d[acq].groupby(keys, sort=False)["difficulty"].first()
-             .reindex(first.index) if acq.any() else pd.Series(index=first.index, dtype=object))
-    fixed = d.assign(_f=d["difficulty_fixed"].astype("boolean").fillna(False).astype(bool)).groupby(keys, sort=False)["_f"].all()
-    out = pd.DataFrame(index=first.index)
+    t_cell = g["_inf_acq"].median().to_numpy(float)
+    runs = np.bincount(code, minlength=n_g)
+    fixed_row = d["difficulty_fixed"].astype("boolean").fillna(False).astype(bool).to_numpy()
+    fixed = np.bincount(code, weights=fixed_row, minlength=n_g) == runs
+    label = np.full(n_g, "unlearned", dtype=object)
+    diff_row = d["difficulty"].to_numpy(object)
+    for i in np.flatnonzero(acq)[::-1]:                       # the first acquired seed's class
+        label[code[i]] = diff_row[i]
+    head = d.iloc[first_row]
+    out = {c: head[c].to_numpy() for c in keys}
     for c in ("kind", "variant", "layer", "position", "n_params", "min_gap_frac", "easy_max_step"):
-        out[c] = first[c]
+        out[c] = head[c].to_numpy()
     if "size" not in unit_cols:
-        out["size"] = first["size"]
-    out["variant"] = out["variant"].fillna("").astype(str)
-    out["runs"] = g.size()
-    out["acquired_runs"] = sums["_acq"].astype(int)
-    out["acquired"] = np.isfinite(t_cell)
-    out["difficulty_fixed"] = fixed
-    emax = pd.to_numeric(out["easy_max_step"], errors="coerce").to_numpy(float)
-    posthoc = difficulty(np.where(np.isfinite(t_cell.to_numpy()), t_cell.to_numpy(), np.nan), emax)
-    out["difficulty"] = np.where(~out["acquired"], "unlearned",
-                                 np.where(fixed, label.fillna("unlearned").to_numpy(), posthoc))
-    out["t_acq"] = t_cell
+        out["size"] = head["size"].to_numpy()
+    out["variant"] = np.array(["" if v is None or v != v else str(v) for v in out["variant"]], dtype=object)
+    acq_runs = sums["_acq"].to_numpy(float).astype(int)
+    acquired = np.isfinite(t_cell)
+    emax = pd.to_numeric(pd.Series(out["easy_max_step"]), errors="coerce").to_numpy(float)
+    posthoc = difficulty(np.where(acquired, t_cell, np.nan), emax)
+    out.update(runs=runs, acquired_runs=acq_runs, acquired=acquired, difficulty_fixed=fixed,
+               difficulty=np.where(~acquired, "unlearned", np.where(fixed, label, posthoc)), t_acq=t_cell)
     for name in EVENTS + ("transition", "recovery"):
-        enough = 2 * sums[f"n_{name}"] >= out["acquired_runs"].clip(lower=1)
-        out[f"n_{name}"] = sums[f"n_{name}"].astype(int)
+        n_ev = sums[f"n_{name}"].to_numpy(float)
+        keep = (2 * n_ev >= np.clip(acq_runs, 1, None)) & (acq_runs > 0)
+        out[f"n_{name}"] = n_ev.astype(int)
         for c in (f"t_{name}", f"lag_{name}", f"t_ref_{name}"):
             if c in med:
-                out[c] = med[c].where(enough & (out["acquired_runs"] > 0))
-    out["t_loss_exit"] = med["t_loss_exit"]
-    out["mean_share_rho"] = med["mean_share_rho"]
-    out["min_gap_frac"] = out["min_gap_frac"].astype(float)
-    return out.reset_index()
+                out[c] = np.where(keep, med[c].to_numpy(float), np.nan)
+    out["t_loss_exit"] = med["t_loss_exit"].to_numpy(float)
+    out["mean_share_rho"] = med["mean_share_rho"].to_numpy(float)
+    out["min_gap_frac"] = np.asarray(out["min_gap_frac"], dtype=float)
+    return pd.DataFrame(out)
 
 
 def unit_medians(df: pd.DataFrame, cols: list[str], unit_cols=CELLS) -> pd.DataFrame:

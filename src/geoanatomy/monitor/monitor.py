@@ -4,6 +4,7 @@ schedules (``LogThenEvery``)."""
 from __future__ import annotations
 
 import io
+import json
 import time
 from pathlib import Path
 from collections.abc import Callable, Iterable
@@ -245,7 +246,10 @@ class Monitor:
             if r["measure"] == "rankme" and (self.track == "all" or (r["layer"] == layer and r["position"] == pos)):
                 key = (r["layer"], r["position"], r["variant"])
                 if key not in self.trackers:
-                    self.trackers[key] = OnlineCollapse(f"RankMe {key[0]}/{key[1]} ({key[2]})", self.e)
+                    st = r.get("settings") or {}
+                    st = json.loads(st) if isinstance(st, str) else st
+                    self.trackers[key] = OnlineCollapse(f"RankMe {key[0]}/{key[1]} ({key[2]})", self.e,
+                                                        constant=bool(st.get("constant_by_construction")))
                 new += self.trackers[key].update(r["step"], r["value"])
             elif r["measure"] == "accuracy_norm":
                 if self.acq is None:

@@ -18,8 +18,8 @@ class OnlineCollapse:
 
     KEYS = ("collapse", "floor", "recovery")
 
-    def __init__(self, label: str, cfg_events: dict):
-        self.label, self.e = label, cfg_events
+    def __init__(self, label: str, cfg_events: dict, constant: bool = False):
+        self.label, self.e, self.constant = label, cfg_events, constant
         self.steps: list[int] = []
         self.values: list[float] = []
         self.entry: dict = ev.curve_entry([], [], "down", cfg_events)
@@ -36,7 +36,7 @@ class OnlineCollapse:
     def update(self, step: int, value: float) -> list[dict]:
         self.steps.append(int(step))
         self.values.append(float(value))
-        self.entry = ev.curve_entry(self.steps, self.values, "down", self.e)
+        self.entry = ev.curve_entry(self.steps, self.values, "down", self.e, constant=self.constant)
         now, out = self.current(), []
         ext = self.entry.get("floor")
         if self.confirmed is not None and now != self.confirmed:
@@ -80,8 +80,8 @@ class OnlineCollapse:
 class OnlineAcquisition:
     """Causal acquisition (``events.acquisition_step``, a fixed threshold): reported once."""
 
-    def __init__(self, label: str, cfg_events: dict):
-        self.label, self.e = label, cfg_events
+    def __init__(self, label: str, cfg_events: dict, constant: bool = False):
+        self.label, self.e, self.constant = label, cfg_events, constant
         self.steps: list[int] = []
         self.values: list[float] = []
         self.step_found: int | None = None

@@ -77,15 +77,18 @@ def rank_corr_with_mean_share(df, layer: str, position: str, variant: str) -> fl
     return float(np.corrcoef(a, b)[0, 1])
 
 
-def layer_events(df, e: dict, position: str, variant: str, facts=None, before: int | None = None) -> dict:
+def layer_events(df, e: dict, position: str, variant: str, facts=None, before: int | None = None,
+                 constant=None) -> dict:
     """{layer: falling-curve events of RankMe at ``position`` / ``variant``} for every layer
     of ``df``'s rankme rows, in depth order; ``facts(layer, events)`` -> dict of keys the
-    writer adds to each layer's entry; ``before``: the floor window's end (``floor_window``)."""
+    writer adds to each layer's entry; ``before``: the floor window's end (``floor_window``);
+    ``constant(layer) -> bool``: the layer's curve is constant by construction (no events,
+    ``events.constant_entry``)."""
     layers = list(dict.fromkeys(select(df, "rankme").sort_values("layer_index", kind="stable")["layer"]))
     per_layer = {}
     for name in layers:
         s, v = curve(df, "rankme", layer=name, position=position, variant=variant)
-        cev = ev.curve_entry(s, v, "down", e, before=before)
+        cev = ev.curve_entry(s, v, "down", e, before=before, constant=bool(constant and constant(name)))
         if facts is not None:
             cev.update(facts(name, cev))
         per_layer[name] = cev
@@ -105,9 +108,9 @@ def rankme_entry(df, variant: str, t_acq, e: dict, n_eval: int, eps: float, befo
     verdict and the mean share at its init, floor and final steps; events of every layer.
     ``before``: the floor is the extreme at or before this step (``floor_window``)."""
     layer, pos = ev.headline_layer(e), e["position"]
-    per_layer = layer_events(df, e, pos, variant,
-                             lambda name, _: {"constant_by_construction": bool(name == "embed" and pos == "first")},
-                             before=before)
+    const = lambda name: name == "embed" and pos == "first"           # the same token in every row
+    per_layer = layer_events(df, e, pos, variant, lambda name, _: {"constant_by_construction": const(name)},
+                             before=before, constant=const)
     head = headline_entry(per_layer, layer, t_acq, e)
     s, _ = curve(df, "rankme", layer=layer, position=pos, variant=variant)
     head["mean_share"] = mean_shares(df, layer, pos, {
