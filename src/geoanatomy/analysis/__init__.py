@@ -21,8 +21,14 @@ Modules (one purpose each):
 * ``figures_runs``     per-run small multiples: trajectories, layer x step heatmaps, probes
 * ``figures_summary``  figures from the tables: floors by task, lead/lag, rho matrices
 * ``nulls``            clock and permutation nulls, sign test, paired leads, bootstrap of a median
-* ``verdict``          verdict.csv: the claims (one entry each), the rule that turns a statistic
-                       into a word
+* ``units``            one row per unit (task x level x size cell, seeds nested) and measure:
+                       the medians every claim reads
+* ``timing``           timing beyond the loss curve (partial rank correlation, Freedman-Lane,
+                       leave-one-out gain, the clock), lag and equivalence tests, label permutation
+* ``verdict``          verdict.csv: the claims (one entry each), the rules that turn a statistic
+                       into a word, stability over seed halves
+* ``power``            verdict_power.csv: each claim's false rate and power on simulated
+                       populations with the grid's own design
 * ``parts``            the registry of summary parts: inputs, output files, report captions,
                        writer (standard library only; the Snakefile reads it)
 * ``summarize``        the entry points the CLI and the Snakemake rules call
@@ -45,6 +51,15 @@ alpha, verdict_min_units
 topdown_require_collapse
     Top-down layer order uses only layers whose curve collapsed (a flat curve's
     argmin is noise).
+headline_variant, mean_direction_rho
+    The RankMe variant of the headline rows (centred); an uncentred row whose curve follows
+    the mean share (median rank correlation >= mean_direction_rho) says "mean-direction".
+equivalence_decades, slope_equivalence, mod_floor_reference
+    delta of the equivalence tests (lags, the MOD floor against mod_floor_reference = 2.0) and
+    of the floor-slope test (decades of floor per decade of parameters).
+min_power, power_populations, power_multiples
+    verdict_power.csv: populations per scenario, the repeated designs; a claim with power
+    below min_power is marked underpowered (``power``).
 """
 
 

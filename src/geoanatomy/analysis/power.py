@@ -42,6 +42,10 @@ import numpy as np
 import pandas as pd
 
 from .nulls import CELLS
+from .stats import sign_test as binomial_p
+from .units import unit_events
+from .verdict import (CLAIMS, ROLE_ALT, ROLE_NULL, RunsView, _clopper_pearson, _lead, false_rate_by_claim,  # noqa: F401
+                      finish, in_step_or_lag, power_by_claim, views_of_units, word)
 
 POWER_SETTINGS = {"n_permutations": 999, "n_bootstrap": 499}
 SCENARIOS = ("exchangeable", "clock", "loss-tied", "seed-clustered", "behaviour-clustered", "proportional",
@@ -81,7 +85,6 @@ BINOMIAL = {"acquisition rate": "runs", "top-down propagation": "summary"}
 NOT_SIMULATED = ("collapse -> recovery -> acquisition", "floors task-specific", "floors equal across sizes",
                  "MOD floor near 2.0", "floor rank agreement across sizes", "acquisition order scale-invariant",
                  "smaller-size geometry predicts larger-size acquisition order", "ordering swaps predicted")
-ROLE_NULL, ROLE_ALT = "H0 (false rate)", "H1 (power)"
 POWER_COLUMNS = ["claim", "event", "scenario", "role", "design", "n_cells", "n_populations", "reproduced",
                  "not_reproduced", "inconclusive"]
 
@@ -166,7 +169,6 @@ def _population_rows(units: pd.DataFrame, t: pd.DataFrame, sim: dict, st_sim: di
     """The verdict rows (before Holm and the rule) of one simulated population: its unit table
     through the per-measure claims (those CLAIM_DESIGN names, for RankMe; the lag claims for
     the other measures), and the lead claims on simulated probe and log-prob steps."""
-    from .verdict import CLAIMS, RunsView, _lead, in_step_or_lag, views_of_units
     named = {c for c, _ in CLAIM_DESIGN}
     res = []
     for v in views_of_units(units, st_sim):
@@ -185,7 +187,6 @@ def _population_rows(units: pd.DataFrame, t: pd.DataFrame, sim: dict, st_sim: di
 def _words(rows_by_population: list[list[dict]], st_sim: dict) -> pd.DataFrame:
     """verdict.finish on every population at once: each population's families kept apart
     (Holm never mixes populations); column population."""
-    from .verdict import finish
     tagged = [{**r, "family": f"{r['family']}#{i}", "detail": str(i)} for i, rows in enumerate(rows_by_population)
               for r in rows]
     df = finish(tagged, st_sim)
@@ -199,7 +200,6 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
     """verdict_power.csv (module doc) for the grid whose per-run table is ``rows``; designs
     repeated k times (``multiples`` > 1) run the alternatives only, with
     ``n_populations_multiples`` populations (default: a quarter of n_populations)."""
-    from .units import unit_events
     st_sim = {**st, **POWER_SETTINGS}
     rng = np.random.default_rng(seed)
     out = []
@@ -245,8 +245,6 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
 
 def _binomial_power(rows, st, n_populations, rng, unit_cols) -> list[dict]:
     """Acquisition rate and top-down: k ~ Binomial(cells, share) through their row functions."""
-    from .verdict import _clopper_pearson, word
-    from .stats import sign_test as binomial_p
     real = rows[(rows["control"] == "") & ~rows["diverged"].astype(bool)]
     n = int(real.groupby(list(unit_cols)).ngroups)
     out = []
@@ -264,18 +262,6 @@ def _binomial_power(rows, st, n_populations, rng, unit_cols) -> list[dict]:
                         "not_reproduced": float((ws == "not reproduced").mean()),
                         "inconclusive": float((ws == "inconclusive").mean())})
     return out
-
-
-def power_by_claim(table: pd.DataFrame) -> dict:
-    """claim -> power at the grid's design (the rate of "reproduced" under its alternatives;
-    for a claim with several events or alternatives, the smallest)."""
-    a = table[(table["role"] == ROLE_ALT) & (table["design"] == "grid")]
-    return {c: float(g["reproduced"].min()) for c, g in a.groupby("claim")}
-
-
-def false_rate_by_claim(table: pd.DataFrame) -> dict:
-    n = table[(table["role"] == ROLE_NULL) & (table["design"] == "grid")]
-    return {c: float(g["reproduced"].max()) for c, g in n.groupby("claim")}
 
 
 def cells_needed(table: pd.DataFrame, bound: float = 0.8) -> dict:

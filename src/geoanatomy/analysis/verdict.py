@@ -946,13 +946,29 @@ def finish(rows: list[dict], st: dict, power: pd.DataFrame | None = None) -> pd.
                           num(r.null_value) or 0.0, alpha, n_min, r.rule or "greater", num(r.ci_hi),
                           num(r.second_ci_lo), num(r.second_ci_hi)) for r in df.itertuples()]
     if power is not None and len(power):
-        from .power import false_rate_by_claim, power_by_claim
         bound = float(st.get("min_power", 0.8))
         pw, fr = power_by_claim(power), false_rate_by_claim(power)
         df["power"] = [pw.get(c) for c in df["claim"]]
         df["false_rate"] = [fr.get(c) for c in df["claim"]]
         df["underpowered"] = [None if p is None else bool(p < bound) for p in df["power"]]
     return df
+
+
+# ------------------------------------------- reading verdict_power.csv (analysis.power)
+ROLE_NULL, ROLE_ALT = "H0 (false rate)", "H1 (power)"      # the table's ``role`` column
+
+
+def power_by_claim(table: pd.DataFrame) -> dict:
+    """claim -> power at the grid's design (the rate of "reproduced" under its alternatives;
+    for a claim with several events or alternatives, the smallest)."""
+    a = table[(table["role"] == ROLE_ALT) & (table["design"] == "grid")]
+    return {c: float(g["reproduced"].min()) for c, g in a.groupby("claim")}
+
+
+def false_rate_by_claim(table: pd.DataFrame) -> dict:
+    n = table[(table["role"] == ROLE_NULL) & (table["design"] == "grid")]
+    return {c: float(g["reproduced"].max()) for c, g in n.groupby("claim")}
+
 
 
 def verdict_table(pres: list[dict], rows: pd.DataFrame, st: dict, extra: list[dict] | None = None,
