@@ -175,6 +175,12 @@ def _fmt(x, nd=2) -> str:
 
 
 # ------------------------------------------------- what the claims read (one view each)
+def _settings(st: dict) -> tuple[int, int, int]:
+    """(bootstrap resamples, permutations, seed) of the ``summary:`` settings, one home for
+    their defaults in the views."""
+    return int(st.get("n_bootstrap", 2000)), int(st.get("n_permutations", 10_000)), int(st.get("seed", 0))
+
+
 @dataclass(frozen=True)
 class RunsView:
     """The study runs' behavioural events (one row per run) and their units, for the behaviour
@@ -184,13 +190,8 @@ class RunsView:
     st: dict
     unit_cols: tuple = CELLS
 
-    @property
-    def nb(self) -> int:
-        return int(self.st.get("n_bootstrap", 2000))
-
-    @property
-    def seed(self) -> int:
-        return int(self.st.get("seed", 0))
+    nb = property(lambda self: _settings(self.st)[0])
+    seed = property(lambda self: _settings(self.st)[2])
 
 
 def runs_views(pres: list[dict], st: dict, unit_cols=CELLS) -> list[RunsView]:
@@ -219,17 +220,9 @@ class MeasureView:
     def acq(self) -> pd.DataFrame:
         return self.units[self.units["acquired"]].reset_index(drop=True)
 
-    @property
-    def nb(self) -> int:
-        return int(self.st.get("n_bootstrap", 2000))
-
-    @property
-    def n_perm(self) -> int:
-        return int(self.st.get("n_permutations", 10_000))
-
-    @property
-    def seed(self) -> int:
-        return int(self.st.get("seed", 0))
+    nb = property(lambda self: _settings(self.st)[0])
+    n_perm = property(lambda self: _settings(self.st)[1])
+    seed = property(lambda self: _settings(self.st)[2])
 
     @property
     def unit_word(self) -> str:
