@@ -87,17 +87,26 @@ def _mc_hits(cx, cy, denom, thr, n_resamples, seed, strata=None, signed: bool = 
     rho_perm >= thr)."""
     rng = np.random.default_rng(seed)
     n = len(cx)
-    groups = [np.arange(n)] if strata is None else [np.flatnonzero(strata == s) for s in np.unique(strata)]
+    strata = np.zeros(n) if strata is None else strata
     hits, done = 0, 0
     while done < n_resamples:
         b = min(_MC_CHUNK, n_resamples - done)
-        idx = np.empty((b, n), dtype=np.intp)
-        for g in groups:
-            idx[:, g] = g[np.argsort(rng.random((b, len(g))), axis=1)]
+        idx = strata_permutations(strata, b, rng)
         null = (cy[idx] @ cx) / denom
         hits += int(((null if signed else np.abs(null)) >= thr).sum())
         done += b
     return hits
+
+
+def strata_permutations(strata, n_perm: int, rng) -> np.ndarray:
+    """(n_perm, n) index arrays, each a uniformly random permutation of range(n) that moves
+    units only within their stratum (one draw of rng.random per stratum, in np.unique order)."""
+    strata = np.asarray(strata)
+    idx = np.empty((n_perm, len(strata)), dtype=np.intp)
+    for s in np.unique(strata):
+        g = np.flatnonzero(strata == s)
+        idx[:, g] = g[np.argsort(rng.random((n_perm, len(g))), axis=1)]
+    return idx
 
 
 def _rho(x, y):

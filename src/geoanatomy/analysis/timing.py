@@ -43,6 +43,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+from .stats import strata_permutations
+
 
 def _ranks(x: np.ndarray) -> np.ndarray:
     return stats.rankdata(x).astype(float)
@@ -62,15 +64,6 @@ def _corr(a: np.ndarray, B: np.ndarray) -> np.ndarray:
         return (B @ a) / (na * nb)
 
 
-def _strata_perms(strata: np.ndarray, n_perm: int, rng) -> np.ndarray:
-    n = len(strata)
-    idx = np.empty((n_perm, n), dtype=np.intp)
-    for s in np.unique(strata):
-        g = np.flatnonzero(strata == s)
-        idx[:, g] = g[np.argsort(rng.random((n_perm, len(g))), axis=1)]
-    return idx
-
-
 def partial_rank(y, g, l, strata=None, n_perm: int = 2000, seed: int = 0) -> dict:
     """Partial rank correlation of y with g given l and its Freedman-Lane p (module doc)."""
     y, g, l = (np.asarray(v, dtype=float) for v in (y, g, l))
@@ -85,7 +78,7 @@ def partial_rank(y, g, l, strata=None, n_perm: int = 2000, seed: int = 0) -> dic
     if np.sqrt(ey @ ey) < 1e-9 or np.sqrt(eg @ eg) < 1e-9:
         return {**out, "reason": "no variation left after the loss curve (a constant or l-determined side)"}
     r = float(_corr(ey, eg[None, :])[0])
-    perm = eg[_strata_perms(strata, n_perm, np.random.default_rng(seed))]    # (R, n) permuted residuals
+    perm = eg[strata_permutations(strata, n_perm, np.random.default_rng(seed))]    # (R, n) permuted residuals
     r_null = _corr(ey, perm @ M.T)        # g* = fit + P e_g; its residual on l is M P e_g
     r_null = np.nan_to_num(r_null, nan=-np.inf)
     p = float((1 + np.sum(r_null >= r - 1e-12)) / (1 + n_perm))
@@ -209,7 +202,7 @@ def label_permutation(x, labels, strata, n_perm: int = 10_000, seed: int = 0) ->
         b = (x * ~lab).sum(-1) / (~lab).sum(-1)
         return a - b
     d = float(diff(labels))
-    perm = labels[_strata_perms(strata, n_perm, np.random.default_rng(seed))]
+    perm = labels[strata_permutations(strata, n_perm, np.random.default_rng(seed))]
     with np.errstate(invalid="ignore", divide="ignore"):
         null = np.nan_to_num(diff(perm), nan=-np.inf)
     return {**out, "diff": d, "p": float((1 + np.sum(null >= d - 1e-12)) / (1 + n_perm))}

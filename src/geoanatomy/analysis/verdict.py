@@ -42,7 +42,7 @@ from ..precursor import difficulty, is_precursor
 from . import timing
 from .floors import collapse_floors
 from .nulls import CELLS, sign_test
-from .stats import holm
+from .stats import holm, strata_permutations
 from .stats import sign_test as binomial_p
 from .units import EVENTS, unit_events, unit_medians
 
@@ -355,7 +355,7 @@ def _step_permutation(m: MeasureView, u: pd.DataFrame, t_event: np.ndarray, hard
     emax = u["easy_max_step"].to_numpy(float)
     fixed = bool(u["difficulty_fixed"].all())
     rng = np.random.default_rng(m.seed)
-    idx = timing._strata_perms(u[m.strata].to_numpy(), m.n_perm, rng)
+    idx = strata_permutations(u[m.strata].to_numpy(), m.n_perm, rng)
     a = t_acq[idx]                                             # (R, n)
     in_class = np.broadcast_to(hard, a.shape) if fixed else difficulty(a, emax) == "hard"
     pre = is_precursor(np.broadcast_to(t_event, a.shape), a, frac) & in_class
@@ -422,7 +422,7 @@ def precursor_specific_to_hard_cells(m: MeasureView) -> list[ClaimRow]:
     obs, d_obs, d_clock = (float(x[0]) for x in excess(t))
     rng = np.random.default_rng(m.seed)
     n_perm = min(m.n_perm, 2000)
-    perm = t[timing._strata_perms(strata, n_perm, rng)]
+    perm = t[strata_permutations(strata, n_perm, rng)]
     null = excess(perm)[0]
     p = float((1 + np.sum(null >= obs - 1e-12)) / (1 + n_perm))
     pre = _cell_precursor(a)
@@ -540,7 +540,7 @@ def within_class_concordance(m: MeasureView) -> list[ClaimRow]:
         boots = c / (c + d)
     boots = boots[np.isfinite(boots)]
     ci = tuple(float(x) for x in np.quantile(boots, [0.025, 0.975])) if len(boots) else (None, None)
-    perm = timing._strata_perms(groups, m.n_perm, rng)
+    perm = strata_permutations(groups, m.n_perm, rng)
     yp = y[perm]                                                  # (R, n)
     sp = np.sign(t[i] - t[j])[None, :] * np.sign(yp[:, i] - yp[:, j])
     cn, dn = (sp > 0).sum(axis=1), (sp < 0).sum(axis=1)
