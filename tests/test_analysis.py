@@ -372,6 +372,26 @@ def test_cli_all_writes_every_file_with_provenance(tmp_path):
     assert want <= got and all(f.endswith(".svg") and f[:-4] + ".png" in want for f in got - want), got - want
 
 
+def test_cli_seed_half_summarizes_exactly_the_stability_checks_half(tmp_path):
+    """`summarize --seed-half A|B` keeps the runs verdict.seed_subsets puts in that half
+    (within a cell, seeds ascending: even positions A, odd B; a one-seed control in A)."""
+    from geoanatomy.analysis.verdict import seed_subsets
+    from geoanatomy.cli.summarize import main
+    pres = [make_pre("copy", seed=s, acq=100, tr=40) for s in (0, 1, 2)] + \
+           [make_pre("mod", level="L3", seed=s, acq=900, tr=300) for s in (0, 7)] + \
+           [make_pre("mod", seed=0, control="shuffled")]
+    write(tmp_path, pres)
+    for half, want in (("A", {"copy_L1_nano", "copy_L1_nano_s2", "mod_L3_nano", "mod_L1_nano_shuffled"}),
+                       ("B", {"copy_L1_nano_s1", "mod_L3_nano_s7"})):
+        out = tmp_path / f"half_{half}"
+        assert main(["tables", "--results", str(tmp_path), "--seed-half", half, "--out", str(out)]) == 0
+        assert set(read_table(out / "transitions.csv")["run"]) == want
+    study = [p for p in pres if not p["control"]]
+    assert {p["run"] for p in dict(seed_subsets(study))["seed half B"]} == {"copy_L1_nano_s1", "mod_L3_nano_s7"}
+    # without its own --out a half would overwrite the full summary: refused
+    assert main(["tables", "--results", str(tmp_path), "--seed-half", "A"]) == 2
+
+
 def test_summary_parts_registry(tmp_path):
     """One registry of summary parts: stdlib-only at import (the Snakefile reads it at parse
     time), each part's writer exists, every report caption has its .rst, no file written twice,

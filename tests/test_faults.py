@@ -190,6 +190,61 @@ def test_foreign_checkpoint_is_refused_by_name(copy_of_trained_run):
 
 
 @pytest.mark.slow
+def test_a_checkpoint_copied_over_another_is_refused_even_after_clean_run(copy_of_trained_run):
+    """step_A copied over step_B of the same run (same run, same settings: only the step
+    metadata and the recorded hash tell them apart): every reader refuses it, and so does the
+    documented recovery (clean-run, then the training job again), instead of adopting it."""
+    from geoanatomy.cli import main
+    cfg, spec, run = copy_of_trained_run
+    ck = run / "checkpoints"
+    steps = list_checkpoints(ck)
+    a, b = steps[3], steps[5]
+    shutil.copy(ck / f"step_{a:06d}.safetensors", ck / f"step_{b:06d}.safetensors")
+    with pytest.raises(CheckpointError, match=f"step_{b:06d}.safetensors holds the weights of step '{a}'"):
+        metrics_run(spec, run, device="cpu", log=quiet)
+    assert main(["clean-run", str(run)]) == 0                      # train.json goes, checkpoints stay
+    with pytest.raises(CheckpointError, match=f"step_{b:06d}.safetensors holds the weights of step '{a}'"):
+        train_run(spec, run, device="cpu", log=quiet)
+    assert not (run / "train.json").exists()
+
+
+@pytest.mark.slow
+def test_an_edited_checkpoint_is_refused_by_its_recorded_hash(copy_of_trained_run):
+    """Weights changed in place with the right step metadata: train.json's checkpoint_sha256
+    (the content hash when training wrote it) no longer matches."""
+    cfg, spec, run = copy_of_trained_run
+    ck = run / "checkpoints"
+    s = list_checkpoints(ck)[4]
+    model, _ = build(spec)
+    meta = load_weights(ck / f"step_{s:06d}.safetensors", model)
+    with torch.no_grad():
+        next(model.parameters()).mul_(1.001)
+    save_weights(ck, s, model, {k: v for k, v in meta.items() if k not in ("step", "dtype") and not k.startswith("_")})
+    with pytest.raises(CheckpointError, match=f"step_{s:06d}.safetensors is not the file training wrote"):
+        metrics_run(spec, run, device="cpu", log=quiet)
+
+
+@pytest.mark.slow
+def test_an_unscheduled_checkpoint_of_the_same_run_is_not_adopted(copy_of_trained_run):
+    """A same-run checkpoint saved at a step the schedule never wrote, then clean-run and the
+    training job again: train.json lists the scheduled steps only, so readers name the file."""
+    from geoanatomy.cli import main
+    cfg, spec, run = copy_of_trained_run
+    ck = run / "checkpoints"
+    steps = list_checkpoints(ck)
+    odd = next(x for x in range(1, steps[-1]) if x not in steps)
+    model, _ = build(spec)
+    meta = load_weights(ck / f"step_{steps[2]:06d}.safetensors", model)
+    save_weights(ck, odd, model, {k: v for k, v in meta.items() if k not in ("step", "dtype") and not k.startswith("_")})
+    assert main(["clean-run", str(run)]) == 0
+    rec = train_run(spec, run, device="cpu", log=quiet)
+    assert odd not in rec["checkpoint_steps"] and rec["checkpoint_steps"] == steps
+    assert sorted(map(int, rec["checkpoint_sha256"])) == steps
+    with pytest.raises(CheckpointError, match=f"not written by this run.s training.*step_{odd:06d}.safetensors"):
+        metrics_run(spec, run, device="cpu", log=quiet)
+
+
+@pytest.mark.slow
 def test_metrics_of_another_run_is_refused(copy_of_trained_run, trained_run):
     cfg, spec, run = copy_of_trained_run
     df = read_table(run / "metrics.csv")

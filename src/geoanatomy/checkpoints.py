@@ -2,7 +2,10 @@
 
 Layout of ``<run_dir>/checkpoints/``::
 
-    step_000100.safetensors   model weights at step 100 (metadata: run, step, model config)
+    step_000100.safetensors   model weights at step 100 (metadata: run, step, model config);
+                              train.json lists the steps training wrote and each file's sha256,
+                              and every reader (``iter_checkpoints``) checks a file's step
+                              metadata against its name and its bytes against that hash
     optim.safetensors         AdamW moments of the newest checkpoint (metadata: step)
                               (with compact analysis checkpoints, train.checkpoint_dtype float16 or
                               bfloat16, it also holds that checkpoint's full-precision weights,
@@ -19,6 +22,7 @@ safetensors only (no pickle), so a checkpoint cannot execute code.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import re
@@ -81,12 +85,15 @@ def save_weights(ckpt_dir: Path, step: int, model: torch.nn.Module, meta: dict, 
 
 
 def _read(path: Path) -> tuple[dict, dict]:
+    """(tensors, metadata) of a safetensors file; the metadata also carries ``_sha256``, the
+    file's ``content_sha256`` (not a key of the file)."""
     from safetensors import safe_open
     try:
         data = Path(path).read_bytes()
         tensors = st_load(data)
         with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
+            meta = dict(f.metadata() or {})
+        meta["_sha256"] = content_sha256(tensors, meta)
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
         raise CheckpointError(
             f"checkpoint {path} is unreadable ({e}). Delete it and rerun the training job to "
@@ -162,12 +169,77 @@ def load_resume_weights(ckpt_dir: Path, model: torch.nn.Module) -> None:
     model.load_state_dict({k: v.to(p0.device) for k, v in w.items()}, strict=True)
 
 
+def content_sha256(tensors: dict, meta: dict) -> str:
+    """sha256 of a checkpoint's content: every tensor (name, dtype, shape, bytes) in name order,
+    then the metadata as sorted JSON. Not of the file's bytes: safetensors writes its header's
+    keys in no fixed order, so two writes of the same weights differ as files but not here."""
+    h = hashlib.sha256()
+    for k in sorted(tensors):
+        t = tensors[k].detach().to("cpu").reshape(-1).contiguous()
+        h.update(f"{k}|{t.dtype}|{tuple(tensors[k].shape)}|".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    h.update(json.dumps({k: v for k, v in meta.items() if not k.startswith("_")}, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def weights_sha256(path: Path) -> str:
+    """``content_sha256`` of a checkpoint file (what the training log and train.json record)."""
+    return read_meta(path)["_sha256"]
+
+
+def written_hashes(ckpt_dir: Path, steps, logged: dict | None = None) -> dict[str, str]:
+    """{str(step): sha256} of the checkpoint files of ``steps`` (what train.json records as
+    ``checkpoint_sha256``). Each file's ``step`` metadata is checked against its name, and its
+    bytes against ``logged`` ({step: sha256 when training wrote it}, the training log's column):
+    a file copied over another or edited since is an error naming it."""
+    out = {}
+    for step in steps:
+        path = ckpt_path(ckpt_dir, step)
+        meta = read_meta(path)
+        check_step(path, step, meta)
+        got = meta["_sha256"]
+        want = (logged or {}).get(int(step))
+        if want and want != got:
+            raise CheckpointError(
+                f"checkpoint {path} is not the file training wrote at step {int(step)} (sha256 {got[:12]}..., "
+                f"the training log records {want[:12]}...); recompute the run with "
+                f"`geoanatomy clean-run --checkpoints {Path(ckpt_dir).parent}` and rerun snakemake")
+        out[str(int(step))] = got
+    return out
+
+
+def check_step(path: Path, step: int, meta: dict) -> None:
+    """A checkpoint's ``step`` metadata must be the step its name says."""
+    if meta.get("step") != str(int(step)):
+        raise CheckpointError(
+            f"checkpoint {path} holds the weights of step {meta.get('step')!r}, not of step {int(step)} "
+            f"as its name says (a file copied over another); recompute the run with "
+            f"`geoanatomy clean-run --checkpoints {Path(path).parent.parent}` and rerun snakemake")
+
+
+def _recorded_hashes(ckpt_dir: Path) -> dict:
+    """train.json's ``checkpoint_sha256`` beside the checkpoint folder ({} when training has
+    not finished or the run predates the field)."""
+    rec = Path(ckpt_dir).parent / "train.json"
+    if not rec.exists():
+        return {}
+    try:
+        got = json.loads(rec.read_text()).get("checkpoint_sha256") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}      # train.json's own checks (stages.common.run_record) name a bad file
+    return got if isinstance(got, dict) else {}
+
+
 def iter_checkpoints(ckpt_dir: Path, model: torch.nn.Module, steps=None, expect: dict | None = None):
     """Load each checkpoint of ``steps`` (default: all present, in order) into ``model``
     and yield its step; the model holds that checkpoint's weights until the next one.
 
     ``expect`` (e.g. {"run": ..., "settings_hash": ...}): metadata every checkpoint must
-    carry; a checkpoint of another run or other settings is refused by name."""
+    carry; a checkpoint of another run or other settings is refused by name. Every file's
+    ``step`` metadata must match its name, and its bytes the sha256 train.json recorded when
+    training wrote it (``checkpoint_sha256``): a file copied over another, or edited, is
+    refused by name."""
+    hashes = _recorded_hashes(ckpt_dir)
     for step in (list_checkpoints(ckpt_dir) if steps is None else steps):
         path = ckpt_path(ckpt_dir, step)
         meta = load_weights(path, model)
@@ -177,11 +249,18 @@ def iter_checkpoints(ckpt_dir: Path, model: torch.nn.Module, steps=None, expect:
                     f"checkpoint {path} belongs to another run or other settings ({key} is "
                     f"{meta.get(key)!r}, this run's is {want!r}); remove it, or recompute the run with "
                     f"`geoanatomy clean-run {Path(ckpt_dir).parent}`")
+        check_step(path, step, meta)
+        want = hashes.get(str(int(step)))
+        if hashes and want != meta["_sha256"]:
+            raise CheckpointError(
+                f"checkpoint {path} is not the file training wrote (sha256 {meta['_sha256'][:12]}..., "
+                f"train.json records {str(want)[:12]}...); recompute the run with "
+                f"`geoanatomy clean-run --checkpoints {Path(ckpt_dir).parent}` and rerun snakemake")
         yield step
 
 
 # --------------------------------------------------------------- training log
-LOG_FIELDS = ["step", "train_loss", "lr", "grad_norm"]
+LOG_FIELDS = ["step", "train_loss", "lr", "grad_norm", "sha256"]   # sha256: content_sha256 of the weights as written
 LOG_NAME = "train_log.csv"
 
 
@@ -191,7 +270,7 @@ def write_train_log(ckpt_dir: Path, rows: list[dict]) -> None:
     w = csv.DictWriter(buf, fieldnames=LOG_FIELDS, lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: (f"{r[k]:.9g}" if isinstance(r[k], float) else r[k]) for k in LOG_FIELDS})
+        w.writerow({k: (f"{r[k]:.9g}" if isinstance(r[k], float) else r[k]) for k in LOG_FIELDS if k in r})
     atomic_write_text(Path(ckpt_dir) / LOG_NAME, buf.getvalue())
 
 
@@ -202,7 +281,8 @@ def read_train_log(ckpt_dir: Path) -> list[dict]:
         return []
     with open(path) as f:
         return [{"step": int(r["step"]), "train_loss": float(r["train_loss"]), "lr": float(r["lr"]),
-                 "grad_norm": float(r["grad_norm"])} for r in csv.DictReader(f)]
+                 "grad_norm": float(r["grad_norm"]), "sha256": r.get("sha256") or None}
+                for r in csv.DictReader(f)]
 
 
 # --------------------------------------------------------------- resume

@@ -1001,6 +1001,23 @@ def seed_subsets(pres: list[dict], unit_cols=CELLS) -> list[tuple[str, list[dict
     return out
 
 
+def seed_half(pres: list[dict], half: str) -> list[dict]:
+    """The runs of one seed half (``half`` "A" or "B"), exactly as ``seed_subsets`` splits them
+    for the stability check, so a summary of these runs alone reproduces that check's rerun.
+    Control runs are split on their own (within a cell, by seed): a one-seed control is in
+    half A."""
+    if half not in ("A", "B"):
+        raise ValueError(f"seed half must be 'A' or 'B', got {half!r}")
+    from .load import is_control
+    name = f"seed half {half}"
+    out = []
+    for group in ([p for p in pres if not is_control(p)], [p for p in pres if is_control(p)]):
+        if group:
+            out += dict(seed_subsets(group))[name]
+    keep = {id(p) for p in out}
+    return [p for p in pres if id(p) in keep]
+
+
 def stability(pres: list[dict], st: dict, full: pd.DataFrame, rows_of) -> pd.DataFrame:
     """``full`` (verdict.csv's rows) with ``stable`` and ``stability`` for the rows the runs
     decide (the behaviour and per-measure claims): each recomputed on every subset of

@@ -52,6 +52,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="output folder (default RESULTS/summary)")
     ap.add_argument("--settings", default=None, help="JSON object: the summary: config block")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed-half", choices=("A", "B"), default=None,
+                    help="only the runs of one seed half (within a cell, seeds ascending: even positions A, "
+                         "odd B; the split of verdict.csv's stability check); give --out as well")
     args = ap.parse_args(argv)
 
     for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
@@ -80,6 +83,21 @@ def main(argv=None) -> int:
     if args.part != "html" and not pre:
         print("geoanatomy summarize: no precursor.json files (give --precursors or --results)", file=sys.stderr)
         return 2
+    if args.seed_half:
+        if args.results and not any(a == "--out" or a.startswith("--out=") for a in (argv or sys.argv[1:])):
+            print("geoanatomy summarize: --seed-half: give --out DIR (a folder of its own, not RESULTS/summary)",
+                  file=sys.stderr)
+            return 2
+        from ..analysis.load import load_precursors
+        from ..analysis.verdict import seed_half
+        try:
+            kept = {str(Path(p["_path"]).parent) for p in seed_half(load_precursors(pre), args.seed_half)}
+        except SummaryInputError as e:
+            print(f"geoanatomy summarize: {e}", file=sys.stderr)
+            return 2
+        pre = [p for p in pre if str(Path(p).parent) in kept]
+        met = [m for m in (met or []) if str(Path(m).parent) in kept]
+        print(f"geoanatomy summarize: seed half {args.seed_half}: {len(pre)} runs", file=sys.stderr)
     out = Path(args.out)
     try:
         parts = PARTS[:-1] if args.part == "all" else [args.part]

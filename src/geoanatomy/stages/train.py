@@ -26,7 +26,8 @@ import torch
 
 from .. import __version__
 from ..checkpoints import (checkpoint_dir, list_checkpoints, resume_state, save_optimizer, save_weights,
-                           write_train_log)
+                           weights_sha256, write_train_log, written_hashes)
+from ..errors import CheckpointError
 from ..files import atomic_write_json
 from ..measures.rankme import rankme
 from ..mixture import MixtureData
@@ -152,8 +153,9 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
         # Order matters for resuming: the optimizer state is written last, so whatever step it
         # names already has its weights and its training-log row on disk (a kill between the
         # log and the optimizer state resumes from the previous step and rewrites both).
-        save_weights(ckdir, step, model, meta_common, dtype)
-        log_rows.append({"step": step, "train_loss": loss_mean, "lr": lr, "grad_norm": gnorm})
+        path = save_weights(ckdir, step, model, meta_common, dtype)
+        log_rows.append({"step": step, "train_loss": loss_mean, "lr": lr, "grad_norm": gnorm,
+                         "sha256": weights_sha256(path)})
         write_train_log(ckdir, log_rows)
         save_optimizer(ckdir, step, opt, model if compact else None)
         if isinstance(data, MixtureData):
@@ -201,10 +203,19 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
                 checkpoint(done, loss_acc / max(n_acc, 1), lr, gn)
             break
 
-    # ---- save: the run's summary
+    # ---- save: the run's summary. Only the steps this run's schedule wrote (an unscheduled
+    # file, e.g. one copied in, is not adopted: readers refuse it), each file's hash beside it.
+    done = done if start < steps else start
+    written = [s for s in ck_steps if s <= done] + ([done] if diverged and done not in ck_set else [])
+    have = set(list_checkpoints(ckdir))
+    lost = [s for s in written if s not in have]
+    if lost:
+        raise CheckpointError(f"{ckdir}: checkpoints of steps {lost} were written by this run but are gone; "
+                              f"recompute with `geoanatomy clean-run --checkpoints {run_dir}`")
     summary = {
         "run": spec.name, "task": spec.task, "level": spec.level, "size": spec.size,
-        "n_params": model.n_params(), "steps": steps, "checkpoint_steps": list_checkpoints(ckdir),
+        "n_params": model.n_params(), "steps": steps, "checkpoint_steps": written,
+        "checkpoint_sha256": written_hashes(ckdir, written, {r["step"]: r.get("sha256") for r in log_rows}),
         "diverged": diverged, "device": device, "threads": torch.get_num_threads(),
         "settings_hash": h, "settings": spec.train_dict(), "geoanatomy_version": __version__,
         "code_version": code_version(), "machine": machine_fingerprint(),
