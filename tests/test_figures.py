@@ -346,3 +346,71 @@ def test_run_figure_draws_table_rows_and_only_events_that_happened(grid, run):
     boxes = [t.get_window_extent() for t in tags]
     for a, b in itertools.combinations(boxes, 2):
         assert not a.overlaps(b)
+
+
+def _verdict_frame():
+    """verdict.csv-shaped rows: a timing row (drawn: its gain), an equivalence row, per-size
+    rows sharing one label, a row with no estimate, a mixture-protocol row."""
+    import pandas as pd
+    from geoanatomy.analysis.verdict import VERDICT_COLUMNS
+    base = {c: None for c in VERDICT_COLUMNS}
+    rows = [
+        dict(base, claim="timing beyond the loss curve", measure="rankme_centred", variant="centred", event="onset",
+             protocol="single-task", statistic="partial Spearman", value=-0.17, ci_lo=None, ci_hi=None,
+             second_statistic="leave-one-cell-out gain", second_value=-0.10, second_ci_lo=-0.41, second_ci_hi=-0.02,
+             n_units=12, n_runs=18, null_value=0.0, rule="greater", verdict="not reproduced", power=0.25, stable=True),
+        dict(base, claim="timing beyond the loss curve", measure="llc", variant="sgld", event="extreme",
+             protocol="single-task", statistic="partial Spearman", value=None, second_value=None,
+             n_units=2, n_runs=2, null_value=0.0, rule="greater", verdict="inconclusive"),
+        dict(base, claim="easy cells: transition simultaneous with acquisition", measure="rankme", variant="uncentred",
+             event="transition", protocol="single-task", statistic="mean lag (decades)", value=-0.57, ci_lo=-0.65,
+             ci_hi=-0.50, n_units=8, n_runs=8, null_value=0.1, rule="equivalence", verdict="not reproduced",
+             power=1.0, stable=False),
+        dict(base, claim="MOD floor near 2.0", measure="rankme", variant="uncentred", protocol="single-task",
+             statistic="mean over MOD cells at nano of log10(floor / 2.0)", value=-0.27, ci_lo=-0.3, ci_hi=-0.2,
+             n_units=1, n_runs=3, null_value=0.1, rule="equivalence", verdict="inconclusive"),
+        dict(base, claim="MOD floor near 2.0", measure="rankme", variant="uncentred", protocol="single-task",
+             statistic="mean over MOD cells at micro of log10(floor / 2.0)", value=-0.26, ci_lo=-0.28, ci_hi=-0.25,
+             n_units=1, n_runs=1, null_value=0.1, rule="equivalence", verdict="inconclusive"),
+        dict(base, claim="top-down propagation", measure="rankme", variant="uncentred", protocol="mixture",
+             statistic="share top-down", value=1.0, ci_lo=0.59, ci_hi=1.0, n_units=7, n_runs=21, null_value=0.5,
+             rule="greater", verdict="reproduced", power=0.63),
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_verdict_figures_draw_each_row_of_verdict_csv_and_no_row_without_an_estimate():
+    from geoanatomy.analysis import figures_verdict as fv
+    v = _verdict_frame()
+    drawn_all = set()
+    for fam in fv.FAMILIES:
+        fig = fv.draw_family(v, fam)
+        for ax in fig.axes:
+            for ln in ax.get_lines():
+                gid = ln.get_gid() or ""
+                if not gid.startswith(("row:", "ci:")):
+                    continue
+                kind, rest = gid.split(":", 1)
+                claim, i = rest.rsplit(":", 1)
+                r = v.iloc[int(i)].to_dict()
+                assert r["claim"] == claim == ax.get_gid()
+                _, x, lo, hi = fv.row_estimate(r)
+                if kind == "row":
+                    assert list(ln.get_xdata()) == [x]
+                    drawn_all.add(int(i))
+                else:
+                    assert list(ln.get_xdata()) == [lo, hi]
+    # every row with an estimate is drawn once; the one without is not
+    assert drawn_all == {0, 2, 3, 4, 5}
+    assert fv.row_estimate(v.iloc[0].to_dict())[1:] == (-0.10, -0.41, -0.02)      # the gain, not the partial r
+    assert fv.panel_labels(v.iloc[3:5].to_dict("records")) == ["rankme (uncentred) [nano]", "rankme (uncentred) [micro]"]
+    assert fv.row_label(v.iloc[5].to_dict()) == "rankme (uncentred) [mixture]"
+
+
+def test_verdict_figure_families_cover_every_claim_once_and_match_the_registry():
+    from geoanatomy.analysis import figures_verdict as fv
+    from geoanatomy.analysis import parts, verdict
+    named = [c for cs in fv.FAMILIES.values() for c in cs]
+    assert len(named) == len(set(named))
+    assert {c.name for c in verdict.CLAIMS} <= set(named), {c.name for c in verdict.CLAIMS} - set(named)
+    assert parts.BY_NAME["claims"].files() == [f"figures/verdict_{f}.png" for f in fv.FAMILIES]

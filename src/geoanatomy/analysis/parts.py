@@ -116,6 +116,12 @@ FIGURES = Part("figures", (PRECURSORS, Input("metrics", ("metrics.csv",), "run",
     _figure("rho_matrix.png", "rho_matrix", "rho matrix"),
 ), "write_figures", mem_mb=2048, runtime=30)
 
+# The verdict drawn, one figure per family of claims (analysis.figures_verdict.FAMILIES; the
+# same names: a test keeps them equal), from verdict.csv alone.
+CLAIM_FIGURES = Part("claims", (Input("verdict", ("verdict.csv",), "summary"),), tuple(
+    _figure(f"verdict_{fam}.png", "verdict_figures", f"verdict: {fam}")
+    for fam in ("timing", "lags", "floors", "topdown", "prediction")), "write_claim_figures")
+
 # tables.html: the verdict first, then the protocol tables, the other tables, the JSON files
 HTML_SECTIONS = (tuple(f for p in (VERDICT, POWER, PROTOCOLS, TABLES) for f in p.files() if f.endswith(".csv"))
                  + STATISTICS)
@@ -123,7 +129,7 @@ HTML = Part("html", (Input("tables", HTML_SECTIONS, "summary"),), _tables(
     ("tables.html", "tables_html", "all tables on one page"),
 ), "write_html", settings=False)
 
-PARTS = (TABLES, SCALE, PREDICTION, POWER, VERDICT, PROTOCOLS, FIGURES, HTML)
+PARTS = (TABLES, SCALE, PREDICTION, POWER, VERDICT, PROTOCOLS, FIGURES, CLAIM_FIGURES, HTML)
 BY_NAME = {p.name: p for p in PARTS}
 MIXTURE_FILES = frozenset(f for p in PARTS if p.mixtures_only for f in p.files())
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..files import atomic_write_json, atomic_write_text
 from . import behaviour, figures_runs, figures_summary, floors, parts, power, prediction, protocols, rates, scale, topdown
-from . import verdict
+from . import figures_verdict, verdict
 from .load import class_counts, load_precursors
 from .tables import header_lines, read_table, tables_html, write_csv
 
@@ -265,6 +265,14 @@ def write_figures(job: Job) -> list[str]:
     sc = json.loads(Path(scale_json).read_text()) if scale_json else scale.scale_invariance(pres, st)
     written += figures_summary.rho_matrix(sc, fig / "rho_matrix.png")
     return written
+
+
+def write_claim_figures(job: Job) -> list[str]:
+    """figures/verdict_{family}.png from verdict.csv (analysis.figures_verdict)."""
+    out = Path(job.out)
+    v = read_table(out / "verdict.csv")
+    head = [ln for ln in header_lines(out / "verdict.csv") if ln.startswith(("machines", "n = ", "difficulty"))]
+    return figures_verdict.verdict_figures(v, out / "figures", "; ".join(head)[:240])
 
 
 def write_html(job: Job) -> list[str]:

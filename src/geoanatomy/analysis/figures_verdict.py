@@ -1,0 +1,189 @@
+"""The verdict drawn: one figure per family of claims, from verdict.csv's rows alone.
+
+``figures/verdict_{family}.png`` (families: ``FAMILIES``), one panel per claim, one row per
+verdict row (measure, RankMe variant, event kind): the row's estimate as a dot and its
+interval as a bar (the interval verdict.csv gives, at its ``ci_level``), coloured by the
+verdict word; the null as a dashed line, or for equivalence rows the equivalence band
+(-delta, delta) shaded; at the right the row's n cells (runs), power and stability. Rows with
+no estimate (too few cells) are not drawn: the panel lists them by name instead.
+
+What a row draws (``row_estimate``): ``value`` and ``ci_lo``/``ci_hi``, except for the timing
+test ("timing beyond the loss curve"), whose interval is that of its second statistic, the
+leave-one-cell-out gain over the loss curve (``second_*``; its first, the partial Spearman,
+has a permutation p and no interval): that row draws the gain against 0.
+"""
+from __future__ import annotations
+
+import math
+import textwrap
+
+import pandas as pd
+
+from . import figstyle
+
+# figure family -> its claims (the ``claim`` column; every claim of analysis.verdict.CLAIMS and
+# of verdict.json_claims is in exactly one family: tests/test_figures.py checks it)
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "timing": ("timing beyond the loss curve", "precursor rate on hard cells (descriptive)",
+               "precursor specific to hard cells", "collapse -> recovery -> acquisition",
+               "within-class concordance"),
+    "lags": ("easy cells: transition simultaneous with acquisition", "LLC synchronous with acquisition",
+             "gradient ranks in step with acquisition", "Hessian lags acquisition",
+             "log-prob before accuracy", "probes before behaviour"),
+    "floors": ("floors task-specific", "floors equal across sizes", "MOD floor near 2.0",
+               "floor rank agreement across sizes"),
+    "topdown": ("top-down propagation",),
+    "prediction": ("acquisition rate", "acquisition order scale-invariant",
+                   "smaller-size geometry predicts larger-size acquisition order", "ordering swaps predicted"),
+}
+TITLES = {"timing": "geometry before behaviour, beyond the loss curve",
+          "lags": "equivalence and lags: geometry and behaviour together or apart",
+          "floors": "collapse floors across tasks and sizes",
+          "topdown": "top-down propagation of the collapse",
+          "prediction": "acquisition and the limits of prediction across sizes"}
+WORD_COLOUR = {"reproduced": "tab:green", "not reproduced": "tab:red", "inconclusive": "0.5"}
+GAIN_CLAIM = "timing beyond the loss curve"
+
+
+def _num(x):
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def row_estimate(r: dict) -> tuple:
+    """(statistic, estimate, lo, hi) a verdict row draws (module doc); None where absent."""
+    if r.get("claim") == GAIN_CLAIM:
+        return (_text(r.get("second_statistic")), _num(r.get("second_value")), _num(r.get("second_ci_lo")),
+                _num(r.get("second_ci_hi")))
+    return _text(r.get("statistic")), _num(r.get("value")), _num(r.get("ci_lo")), _num(r.get("ci_hi"))
+
+
+def _text(x) -> str:
+    """A table cell as text: '' for None and NaN (pandas reads empty cells as NaN)."""
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else str(x)
+
+
+def row_label(r: dict) -> str:
+    """measure (variant) event [protocol], as the verdict row names it."""
+    label = _text(r.get("measure"))
+    v = _text(r.get("variant"))
+    if v and v not in label:
+        label += f" ({v})"
+    if _text(r.get("event")):
+        label += f" {_text(r['event'])}"
+    if _text(r.get("protocol")) not in ("", "single-task"):
+        label += f" [{_text(r['protocol'])}]"
+    return label
+
+
+def _right(r: dict) -> str:
+    n = f"n {int(r['n_units'])} ({int(r['n_runs'])})" if _num(r.get("n_units")) is not None else "n -"
+    pw = _num(r.get("power"))
+    st = r.get("stable")
+    stab = "" if st is None or (isinstance(st, float) and math.isnan(st)) or st == "" else \
+        ("stable" if str(st).lower() in ("true", "1", "1.0") else "UNSTABLE")
+    return "  ".join(x for x in (str(r.get("verdict") or ""), n, f"power {pw:.2f}" if pw is not None else "", stab) if x)
+
+
+def panel_labels(rows: list[dict]) -> list[str]:
+    """``row_label`` of each row, rows sharing one label told apart by the words in which their
+    statistics differ (e.g. the size of a per-size row: "rankme (uncentred) [nano]")."""
+    labels = [row_label(r) for r in rows]
+    out = list(labels)
+    for lab in set(labels):
+        idx = [i for i, x in enumerate(labels) if x == lab]
+        if len(idx) < 2:
+            continue
+        words = [_text(rows[i].get("statistic")).replace(",", " ").split() for i in idx]
+        common = set.intersection(*(set(w) for w in words))
+        for i, w in zip(idx, words):
+            extra = " ".join(x for x in w if x not in common)
+            out[i] = f"{lab} [{extra}]" if extra else f"{lab} [{idx.index(i) + 1}]"
+    return out
+
+
+def _counted(labels: list[str]) -> str:
+    seen = {}
+    for x in labels:
+        seen[x] = seen.get(x, 0) + 1
+    return ", ".join(x + (f" x{n}" if n > 1 else "") for x, n in seen.items())
+
+
+def family_rows(verdict: pd.DataFrame, family: str) -> dict[str, list[tuple[int, dict]]]:
+    """{claim: [(row index in verdict.csv, row), ...] in table order} for the claims of
+    ``family`` that have rows."""
+    recs = list(enumerate(verdict.to_dict("records")))
+    out = {c: [(i, r) for i, r in recs if r.get("claim") == c] for c in FAMILIES[family]}
+    return {c: rows for c, rows in out.items() if rows}
+
+
+def draw_family(verdict: pd.DataFrame, family: str, subtitle: str = ""):
+    """The figure of one family (module doc). Returns the Figure; its panels carry ``gid`` =
+    the claim, each drawn row a dot (Line2D, gid "row:<claim>:<index in verdict.csv>") and, if it
+    has an interval, a bar (gid "ci:...") so a test can read back what was drawn."""
+    p = figstyle.plt()
+    by_claim = family_rows(verdict, family)
+    if not by_claim:
+        return figstyle.draw_placeholder(f"verdict: {TITLES[family]}", "verdict.csv has no row of these claims")
+    inches = [0.75 + 0.26 * sum(row_estimate(r)[1] is not None for _, r in rows) if
+              any(row_estimate(r)[1] is not None for _, r in rows) else 0.45 for rows in by_claim.values()]
+    total = sum(inches) + 0.9
+    fig = p.figure(figsize=(11.0, total))
+    y0 = 1.0 - 0.7 / total
+    for (claim, rows), h_in in zip(by_claim.items(), inches):
+        labels = panel_labels([r for _, r in rows])
+        drawn, missing = [], []
+        for (ri, r), lab in zip(rows, labels):
+            stat, x, lo, hi = row_estimate(r)
+            (drawn if x is not None else missing).append((ri, r, stat, x, lo, hi, lab))
+        if not drawn:            # nothing to draw: the claim named in one line, no empty panel
+            ax = fig.add_axes([0.30, y0 - h_in / total, 0.42, h_in / total])
+            ax.set_gid(claim)
+            ax.axis("off")
+            ax.text(0.0, 0.5, textwrap.shorten(f"{claim}: no estimate (too few cells) for "
+                                                f"{_counted([m[-1] for m in missing])}", 140, placeholder=" ..."),
+                    transform=ax.transAxes, fontsize=7, color="0.35", va="center")
+            y0 -= h_in / total
+            continue
+        ax = fig.add_axes([0.30, y0 - (h_in - 0.45) / total, 0.42, (h_in - 0.8) / total])
+        ax.set_gid(claim)
+        y0 -= h_in / total
+        ys = list(range(len(drawn)))[::-1]
+        for yy, (ri, r, stat, x, lo, hi, lab) in zip(ys, drawn):
+            c = WORD_COLOUR.get(str(r.get("verdict")), "k")
+            if lo is not None and hi is not None:
+                ax.plot([lo, hi], [yy, yy], color=c, lw=2.2, alpha=0.55, solid_capstyle="butt", gid=f"ci:{claim}:{ri}")
+            ax.plot([x], [yy], "o", color=c, ms=5, gid=f"row:{claim}:{ri}")
+            ax.text(1.02, yy, _right(r), transform=ax.get_yaxis_transform(), va="center", fontsize=6.5, color=c)
+        nulls = {((0.0, "greater") if claim == GAIN_CLAIM else (_num(r.get("null_value")), r.get("rule")))
+                 for _, r, *_ in drawn}
+        for nv, rule in nulls:
+            if nv is None:
+                continue
+            if rule == "equivalence":
+                ax.axvspan(-abs(nv), abs(nv), color="tab:blue", alpha=0.08, lw=0)
+            else:
+                ax.axvline(nv, color="0.3", ls="--", lw=0.8)
+        ax.set_yticks(ys)
+        ax.set_yticklabels([d[-1] for d in drawn], fontsize=6.5)
+        ax.set_ylim(-0.7, len(drawn) - 0.3)
+        stat = drawn[0][2]
+        ax.set_xlabel(textwrap.shorten(str(stat), 95, placeholder=" ..."), fontsize=6.5)
+        title = claim + (f"   (no estimate: {_counted([m[-1] for m in missing])})" if missing else "")
+        ax.set_title(textwrap.shorten(title, 130, placeholder=" ..."), fontsize=7.5, loc="left")
+    fig.suptitle(f"verdict: {TITLES[family]}" + (f"\n{subtitle}" if subtitle else ""), fontsize=8.5, y=0.995)
+    handles = [p.Line2D([], [], marker="o", ls="-", color=c, label=w) for w, c in WORD_COLOUR.items()]
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.01, 0.998), fontsize=6.5, frameon=False, ncol=1)
+    return fig
+
+
+def verdict_figures(verdict: pd.DataFrame, fig_dir, subtitle: str = "") -> list[str]:
+    """Write figures/verdict_{family}.png for every family; the paths."""
+    from pathlib import Path
+    out = []
+    for fam in FAMILIES:
+        out += figstyle.save(draw_family(verdict, fam, subtitle), Path(fig_dir) / f"verdict_{fam}.png")
+    return out
