@@ -26,6 +26,8 @@ from geoanatomy.analysis.stats import (
     spearman_exact,
 )
 from geoanatomy.analysis.tables import read_table
+from geoanatomy.precursor.seal import seal
+from geoanatomy.analysis.summarize import run as summarize_run
 from geoanatomy.sizes import SIZES
 
 SIZE_NAMES = list(SIZES)
@@ -72,7 +74,7 @@ def write(tmp_path, pres) -> list[str]:
     for p in pres:
         f = tmp_path / p["run"] / "precursor.json"
         f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(json.dumps(p))
+        f.write_text(json.dumps(seal(p)))          # as the events stage writes it
         paths.append(str(f))
     return paths
 
@@ -435,6 +437,88 @@ def test_bad_input_names_file_and_field(tmp_path):
         load_precursors([dup, dup])
     from geoanatomy.cli.summarize import main
     assert main(["tables", "--precursors", str(tmp_path / "nothing.json"), "--out", str(tmp_path)]) == 2
+
+
+def _mutate(d, path, value):
+    """Set d[path] (dotted; a missing key is deleted with value DELETE)."""
+    *head, last = path.split(".")
+    for k in head:
+        d = d[k]
+    if value is DELETE:
+        del d[last]
+    else:
+        d[last] = value
+
+
+DELETE = object()
+
+
+@pytest.mark.parametrize("path, value, message", [
+    ("acquisition_step", -50, r"'acquisition_step' is -50, not a step"),
+    ("acquisition_step", 29.7, r"'acquisition_step' is 29.7, not a step"),
+    ("acquisition_step", 5000, r"'acquisition_step' is 5000, not a step .*1000"),
+    ("acquired", "no", r"'acquired' is 'no', not true or false"),
+    ("measures.rankme.floor", "low", r"'measures.rankme.floor' is 'low', not a finite number"),
+    ("measures.rankme.floor_step", DELETE, r"measure 'rankme' lacks \['floor_step'\]"),
+    ("task", "rev", r"'task' is 'rev' but the run name 'copy_L1_nano' says 'copy'"),
+    ("size", "giant", r"'size' is 'giant'; allowed"),
+    ("seed", 3, r"'seed' is 3 but the run name 'copy_L1_nano' says 0"),
+    ("measures.rankme.per_layer.block0.floor_step", True, r"'measures.rankme.per_layer.block0.floor_step' is True"),
+])
+def test_a_bad_field_in_a_sealed_precursor_is_refused_by_name(tmp_path, path, value, message):
+    """Each bad value is sealed as if a tool had written it: the field checks alone catch it."""
+    d = make_pre("copy", acq=100, tr=40)
+    _mutate(d, path, value)
+    f = write(tmp_path, [d])[0]
+    with pytest.raises(SummaryInputError, match=message) as e:
+        load_precursors([f])
+    assert "precursor.json" in str(e.value) and "snakemake" in str(e.value)
+
+
+def test_nan_and_hand_edits_in_a_precursor_are_refused(tmp_path):
+    f = Path(write(tmp_path, [make_pre("copy", acq=100, tr=40)])[0])
+    load_precursors([f])                                           # as written: accepted
+    text = f.read_text()
+    f.write_text(text.replace('"floor": 2.0', '"floor": NaN'))    # json.loads alone accepts NaN
+    with pytest.raises(SummaryInputError, match=r"not valid JSON \(NaN is not a JSON number"):
+        load_precursors([f])
+    f.write_text(text.replace('"acquisition_step": 100', '"acquisition_step": 90'))   # a plausible hand edit
+    with pytest.raises(SummaryInputError, match=r"does not match its content_sha256 seal.*rm .*precursor.json"):
+        load_precursors([f])
+    d = json.loads(text)
+    del d["content_sha256"]
+    f.write_text(json.dumps(d))
+    with pytest.raises(SummaryInputError, match="has no content_sha256 seal"):
+        load_precursors([f])
+
+
+def test_a_summary_refuses_to_pool_runs_of_different_settings_unless_allowed(tmp_path):
+    from geoanatomy.cli.summarize import main
+    a, b = make_pre("copy", acq=100, tr=40), make_pre("mod", acq=300, tr=100)
+    a["events_settings"], b["events_settings"] = {"persist": 3}, {"persist": 4}
+    write(tmp_path, [a, b])
+    args = ["tables", "--results", str(tmp_path)]
+    assert main(args) == 2
+    with pytest.raises(SummaryInputError, match=r"event settings events_settings.persist differ: 3 in copy_L1_nano.*"
+                                                r"4 in mod_L1_nano.*allow_mixed_settings"):
+        summarize_run("tables", sorted(str(x) for x in tmp_path.glob("*/precursor.json")), tmp_path / "s", settings())
+    # training settings are compared within a size: 600 vs 80 steps at nano
+    a["events_settings"] = b["events_settings"] = {"persist": 3}
+    a["train_settings"], b["train_settings"] = {"train": {"steps": 600}}, {"train": {"steps": 80}}
+    c = make_pre("rev", size="micro", acq=100, tr=40)
+    c["train_settings"], c["events_settings"] = {"train": {"steps": 80, "lr": 6e-4}}, {"persist": 3}
+    write(tmp_path, [a, b, c])
+    with pytest.raises(SummaryInputError, match=r"training settings train_settings.train.steps at size nano differ"):
+        summarize_run("tables", sorted(str(x) for x in tmp_path.glob("*/precursor.json")), tmp_path / "s", settings())
+    b["train_settings"] = {"train": {"steps": 600}}
+    write(tmp_path, [b])
+    summarize_run("tables", sorted(str(x) for x in tmp_path.glob("*/precursor.json")), tmp_path / "s", settings())
+    # stated: allowed, and the headers say so
+    b["train_settings"] = {"train": {"steps": 80}}
+    write(tmp_path, [b])
+    assert main(args + ["--settings", json.dumps({"allow_mixed_settings": True}), "--out", str(tmp_path / "mixed")]) == 0
+    assert "settings: MIXED (training settings train_settings.train.steps at size nano differ" in \
+        (tmp_path / "mixed" / "transitions.csv").read_text()
 
 
 def test_nan_free_json_outputs(tmp_path):

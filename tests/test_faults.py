@@ -254,6 +254,27 @@ def test_metrics_of_another_run_is_refused(copy_of_trained_run, trained_run):
         events_run(spec, run, cfg["events"], log=quiet)
 
 
+@pytest.mark.slow
+def test_tables_rewritten_with_a_valid_end_marker_are_still_checked(copy_of_trained_run):
+    """A tool that writes the table format (end marker and all): a duplicated row, a dropped
+    RankMe point, or a table made with other evaluation settings is refused by name."""
+    cfg, spec, run = copy_of_trained_run
+    df = read_table(run / "metrics.csv")
+    rows = df.to_dict("records")
+    (run / "metrics.csv").write_text(to_csv(rows + [rows[5]]))
+    with pytest.raises(TableError, match="rows sharing one .step, measure, layer, position, variant.*duplicated"):
+        events_run(spec, run, cfg["events"], log=quiet)
+    i = next(i for i, r in enumerate(rows) if r["measure"] == "rankme" and r["layer"] == "ln_final" and r["step"] > 0)
+    (run / "metrics.csv").write_text(to_csv(rows[:i] + rows[i + 1:]))
+    with pytest.raises(TableError, match=r"curve rankme ln_final .* lacks steps \[%d\].*dropped" % rows[i]["step"]):
+        events_run(spec, run, cfg["events"], log=quiet)
+    (run / "metrics.csv").write_text(to_csv(rows))
+    events_run(spec, run, cfg["events"], log=quiet)                       # intact: accepted
+    spec48 = run_spec(resolve({**cfg, "eval": {**cfg["eval"], "n_samples": 48}}), spec.name)
+    with pytest.raises(TableError, match=r"made with eval.n_samples \[%d\] but the config says 48" % cfg["eval"]["n_samples"]):
+        events_run(spec48, run, cfg["events"], log=quiet)
+
+
 def test_bad_precursor_message_says_how_to_rebuild(tmp_path):
     from geoanatomy.analysis.load import SummaryInputError, load_precursor
     p = tmp_path / "precursor.json"

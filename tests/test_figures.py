@@ -15,6 +15,7 @@ from geoanatomy.analysis.load import load_precursors
 from geoanatomy.cli.summarize import make_settings
 from geoanatomy.config import DEFAULTS
 from geoanatomy.plots import draw_run
+from geoanatomy.precursor.seal import seal
 from geoanatomy.precursor import difficulty, probe_entry, rankme_entry
 from geoanatomy.table import curve, read_table, write_table
 
@@ -113,7 +114,7 @@ def grid(tmp_path_factory):
             write_table(d / "probes.csv", prows)
             pdf = read_table(d / "probes.csv")
         pre = _precursor(run, task, level, size, seed, control, read_table(d / "metrics.csv"), pdf)
-        (d / "precursor.json").write_text(json.dumps(pre))
+        (d / "precursor.json").write_text(json.dumps(seal(pre)))
         paths.append(d / "precursor.json")
         metric_paths.append(d / "metrics.csv")
     pres = load_precursors(paths)

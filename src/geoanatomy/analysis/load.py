@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..files import read_json
+from ..precursor.seal import loads_strict, seal_problem
 from ..sizes import SIZES
-from ..spec import parse_run_name
+from ..spec import parse_mixture_name, parse_run_name
 from ..tasks import LEVELS, TASKS
 
 REQUIRED = ("run", "task", "level", "size", "acquired", "acquisition_step", "difficulty", "measures")
@@ -45,10 +45,101 @@ def _redo(p: Path) -> str:
     return f"delete it (rm {p}) and run snakemake again, which rebuilds it from the run's tables"
 
 
+# Fields by kind, wherever they appear in a record (top level, measure entries, per layer):
+# every key ending in ``_step`` is a step (null, or an integer 0 <= step <= the run's steps);
+# these are numbers (null or finite) and booleans (true or false; null only where named).
+NUMBER_KEYS = frozenset({"init", "floor", "final", "change", "peak", "global_floor", "global_peak",
+                         "final_accuracy", "max_accuracy", "chance_accuracy", "first_token_chance",
+                         "baseline_logprob_per_token", "rank_corr_with_rankme", "n_params"})
+BOOL_KEYS = frozenset({"acquired", "diverged", "collapsed", "risen", "precursor", "at_window_end",
+                       "constant_by_construction", "changed", "before_behaviour"})
+NULLABLE_BOOLS = frozenset({"precursor", "changed", "before_behaviour"})
+# settings, not results: a key like events_settings.easy_max_step is a threshold, not a step
+SETTINGS_KEYS = frozenset({"events_settings", "train_settings", "eval", "machine", "level_params", "baselines",
+                           "difficulty_source", "mixture"})
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def record_problems(d: dict) -> list[str]:
+    """What is wrong with a precursor record's fields (types, ranges, the run name against its
+    fields), one phrase each naming the field; [] when nothing is."""
+    out = []
+    steps = d.get("steps")
+    if steps is not None and not (_is_int(steps) and steps >= 0):
+        out.append(f"'steps' is {steps!r}, not a non-negative integer")
+        steps = None
+
+    def walk(x, where: str):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                here = f"{where}.{k}" if where else k
+                if not where and k in SETTINGS_KEYS:
+                    continue
+                if k.endswith("_step") or k == "step":
+                    if v is not None and not (_is_int(v) and v >= 0 and (steps is None or v <= steps)):
+                        out.append(f"'{here}' is {v!r}, not a step (null or an integer from 0 to the run's "
+                                   f"{steps if steps is not None else 'last'} step)")
+                elif k in NUMBER_KEYS:
+                    if v is not None and not _is_number(v):
+                        out.append(f"'{here}' is {v!r}, not a finite number or null")
+                elif k in BOOL_KEYS:
+                    if not isinstance(v, bool) and not (v is None and k in NULLABLE_BOOLS):
+                        out.append(f"'{here}' is {v!r}, not true or false")
+                elif isinstance(v, (dict, list)):
+                    walk(v, here)
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, f"{where}[{i}]")
+
+    walk(d, "")
+    if not isinstance(d.get("run"), str) or not d.get("run"):
+        out.append(f"'run' is {d.get('run')!r}, not a run name")
+        return out
+    if d.get("level") is not None:                     # an algorithmic run or mixture unit (Pythia: no level)
+        for key, allowed in (("task", TASKS), ("level", LEVELS), ("size", list(SIZES))):
+            if d.get(key) not in allowed:
+                out.append(f"'{key}' is {d.get(key)!r}; allowed: {allowed}")
+        named = parse_run_name(d["run"]) or parse_mixture_name(d["run"])
+        if named is None or named.get("task") is None:
+            out.append(f"'run' {d['run']!r} is not a run name (TASK_LEVEL_SIZE[_shuffled][_sN]) or a mixture unit")
+        else:
+            for key in ("task", "level", "size", "seed", "control"):
+                have = d.get(key, 0 if key == "seed" else "")
+                have = "" if key == "control" and have is None else have
+                if key in named and named[key] != have and not (key == "seed" and named.get("mixture")):
+                    out.append(f"'{key}' is {have!r} but the run name {d['run']!r} says {named[key]!r}")
+    if d.get("acquired") is True and d.get("acquisition_step") is None:
+        out.append("acquired but 'acquisition_step' is null")
+    if d.get("acquired") is False and d.get("acquisition_step") is not None:
+        out.append(f"not acquired but 'acquisition_step' is {d['acquisition_step']!r}")
+    for name, e in (d.get("measures") or {}).items() if isinstance(d.get("measures"), dict) else ():
+        if is_curve_measure(e):
+            need = ("peak_step", "risen") if e.get("direction") == "rise" else ("floor_step", "collapsed")
+            miss = [k for k in ("transition_step",) + need if k not in e]
+            if miss:
+                out.append(f"measure '{name}' lacks {miss}")
+    return out
+
+
 def load_precursor(path: str | Path) -> dict:
-    """One precursor.json as a dict, checked for the fields the analysis needs."""
+    """One precursor.json as a dict, parsed strictly (no NaN or Infinity), its seal checked
+    (``precursor.seal``: a hand edit is detected) and its fields checked (``record_problems``:
+    types, ranges, the run name against its fields). Every error names the file and says how
+    to rebuild it."""
     p = Path(path)
-    d = read_json(p, SummaryInputError, "", f"; {_redo(p)}")
+    try:
+        d = loads_strict(p.read_text())
+    except OSError as e:
+        raise SummaryInputError(f"{p} cannot be read ({e.strerror or e}); {_redo(p)}") from e
+    except ValueError as e:          # JSONDecodeError is a ValueError; so is NaN / Infinity
+        raise SummaryInputError(f"{p} is not valid JSON ({e}); {_redo(p)}") from e
     if not isinstance(d, dict):
         raise SummaryInputError(f"{p}: top level must be an object, got {type(d).__name__}")
     missing = [k for k in REQUIRED if k not in d]
@@ -60,6 +151,13 @@ def load_precursor(path: str | Path) -> dict:
         raise SummaryInputError(f"{p}: field 'difficulty' is {d['difficulty']!r}; allowed: {DIFFICULTIES}")
     if d["acquired"] and not _is_step(d["acquisition_step"]):
         raise SummaryInputError(f"{p}: acquired but 'acquisition_step' is {d['acquisition_step']!r}")
+    bad = record_problems(d)
+    if bad:
+        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+        raise SummaryInputError(f"{p}: {'; '.join(bad[:3])}{more}; {_redo(p)}")
+    why = seal_problem(d)
+    if why:
+        raise SummaryInputError(f"{p}: {why}; {_redo(p)}")
     if d["level"] is None:          # Pythia per-benchmark results have no level
         d["level"] = "-"
     d["_path"] = str(p)
@@ -195,3 +293,66 @@ def class_counts(pres: list[dict]) -> dict:
     for p in pres:
         c[p["difficulty"]] += 1
     return c
+
+
+# ------------------------------------------------------------------ pooling
+# What must be the same for runs to be pooled into one summary: the event definitions across
+# every run; the training and evaluation settings within a size (sizes may differ by
+# size_overrides / eval.n_samples_by_size, which the config states per size).
+POOLED = (("events_settings", None, "event settings"), ("train_settings", "size", "training settings"),
+          ("eval", "size", "evaluation settings"))
+_EVAL_KEYS = ("n_samples", "split", "positions")
+
+
+def _flat(d, prefix="") -> dict:
+    if not isinstance(d, dict):
+        return {prefix or "value": d}
+    out = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)) if isinstance(v, dict) else {f"{prefix}.{k}" if prefix else str(k): v})
+    return out
+
+
+def settings_mix(pres: list[dict]) -> list[str]:
+    """The settings that differ between runs that would be pooled (``POOLED``), one line each
+    naming the setting, its values and runs: [] when the runs agree."""
+    out = []
+    for key, within, what in POOLED:
+        groups: dict = {}
+        for p in pres:
+            groups.setdefault(p.get(within) if within else None, []).append(p)
+        for g, runs in groups.items():
+            flat = {}
+            for p in runs:
+                v = p.get(key)
+                if key == "eval" and isinstance(v, dict):
+                    v = {k: v.get(k) for k in _EVAL_KEYS if k in v}
+                for k, x in _flat(v or {}).items():
+                    flat.setdefault(k, {}).setdefault(json_key(x), []).append(p["run"])
+                for k in set(flat) - set(_flat(v or {})):      # a setting this run does not record
+                    flat[k].setdefault("(not recorded)", []).append(p["run"])
+            for k, vals in sorted(flat.items()):
+                if len(vals) > 1:
+                    where = f" at {within} {g}" if within else ""
+                    shown = "; ".join(f"{v} in {', '.join(r[:3])}{' ...' if len(r) > 3 else ''} ({len(r)} runs)"
+                                      for v, r in vals.items())
+                    out.append(f"{what} {key}.{k}{where} differ: {shown}")
+    return out
+
+
+def json_key(x) -> str:
+    import json
+    return json.dumps(x, sort_keys=True)
+
+
+def check_pooling(pres: list[dict], allow: bool) -> list[str]:
+    """Refuse (SummaryInputError naming runs and settings) to pool runs whose settings differ,
+    unless ``allow`` (summary.allow_mixed_settings); returns the differences (for the headers)."""
+    mix = settings_mix(pres)
+    if mix and not allow:
+        more = f" (and {len(mix) - 3} more)" if len(mix) > 3 else ""
+        raise SummaryInputError(
+            "the runs of this summary were made with different settings, so their numbers do not pool: "
+            + " | ".join(mix[:3]) + more + ". Summarize each setting's runs on its own (--precursors), or set "
+            "summary.allow_mixed_settings: true to pool them anyway (every summary header then lists the mix)")
+    return mix

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..files import atomic_write_json, atomic_write_text
 from . import behaviour, figures_runs, figures_summary, floors, parts, power, prediction, protocols, rates, scale, topdown
 from . import figures_verdict, verdict
-from .load import class_counts, load_precursors
+from .load import check_pooling, class_counts, load_precursors, settings_mix
 from .tables import header_lines, read_table, tables_html, write_csv
 
 
@@ -57,7 +57,8 @@ def _n_line(pres) -> str:
     c = class_counts(pres)
     return (f"n = {len(pres)} runs ({', '.join(f'{k} {v}' for k, v in c.items())}); "
             f"sizes {sorted({p['size'] for p in pres})}; acquired {sum(bool(p['acquired']) for p in pres)}, "
-            f"never acquired {sum(not p['acquired'] for p in pres)}; {machines_line(pres)}")
+            f"never acquired {sum(not p['acquired'] for p in pres)}; {machines_line(pres)}"
+            + (f"; settings: MIXED ({'; '.join(mix)})" if (mix := settings_mix(pres)) else ""))
 
 
 def _provenance(pres, st) -> dict:
@@ -298,6 +299,7 @@ def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_jso
     units = load_precursors(precursors) if p.reads_runs else []
     if p.reads_runs and not units:
         raise ValueError("summarize: no precursor.json files given")
+    check_pooling(units, bool(st.get("allow_mixed_settings", False)))   # refuses a silent mix of settings
     pres, mix = protocols.split(units)            # mixture units: verdict and protocols only
     files = globals()[p.writer](Job(units, pres, mix, Path(out), st, tuple(metrics or ()), pythia, scale_json))
     if p.reads_runs:

@@ -370,10 +370,10 @@ class Monitor:
                 self.log(f"[monitor] {self.run} final: RankMe {name}: collapse {st['collapse_step']}, floor "
                          f"{st['floor_step']}, recovery {st['recovery_step']} ({st['status']})")
         if self.out_dir is not None:
-            from ..files import atomic_write_json
+            from ..precursor.seal import write_sealed
             from ..scan.report import plot_report
             self.write_table()
-            atomic_write_json(self.out_dir / "precursor.json", pre)
+            pre = write_sealed(self.out_dir / "precursor.json", pre)
             plot_report(self.table(), pre, self.out_dir / "trajectory.png")
         return pre
 

@@ -127,7 +127,7 @@ def build_precursor(df, run: str, bench: str, extract: dict, dups: dict, e: dict
 def run_events(run_dir: str | Path, benchmarks: list[str], e: dict, log=print) -> dict[str, dict]:
     """precursor.json + trajectory.png for every benchmark of one model."""
     from ..table import read_table
-    from ..files import atomic_write_json
+    from ..precursor.seal import write_sealed
     from .plot import plot_pythia_run
 
     run_dir = Path(run_dir)
@@ -139,7 +139,7 @@ def run_events(run_dir: str | Path, benchmarks: list[str], e: dict, log=print) -
     for bench in benchmarks:
         sub = df[df["run"] == f"{run}_{bench}"]
         pre = build_precursor(sub, run, bench, extract, dups, e)
-        atomic_write_json(run_dir / bench / "precursor.json", pre)
+        pre = write_sealed(run_dir / bench / "precursor.json", pre)
         plot_pythia_run(sub, pre, run_dir / bench / "trajectory.png", [d["step"] for d in dups["duplicates"]])
         rm = pre["measures"]["rankme"]
         log(f"[pythia events] {pre['run']}: acquisition {pre['acquisition_step']}, final accuracy "

@@ -47,6 +47,7 @@ import time
 from pathlib import Path
 
 from ..files import atomic_write_json, json_safe
+from ..precursor.seal import write_sealed
 from ..spec import settings_hash
 from ..table import read_table, write_table
 
@@ -179,7 +180,7 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
                                                                   "n": len(probe_set.encoded)},
                               "scoring": scoring if probe_set.kind == "benchmark" else None,
                               "model": model_info})
-    atomic_write_json(out_dir / "precursor.json", pre)
+    pre = write_sealed(out_dir / "precursor.json", pre)
     plot_report(df, pre, out_dir / "trajectory.png")
     atomic_write_json(out_dir / "scan.json", json_safe({
         "run": run, "source": str(root.resolve()), "checkpoints": [f for _, f in ckpts],

@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from ..baselines import training_baselines
-from ..files import atomic_write_json, json_safe
+from ..files import json_safe
 from ..precursor import events_record, rankme_entry  # noqa: F401 (rankme_entry: re-exported)
+from ..precursor.seal import write_sealed
 from ..spec import RunSpec
 from ..table import read_table
 from .common import run_record, task_data, training_dir
@@ -32,7 +33,9 @@ def build_precursor(spec: RunSpec, train_summary: dict, df, cfg_events: dict, me
     distinct = int(np.unique(data.eval_set(n_eval), axis=0).shape[0])
     facts = {"run": spec.name, "task": spec.task, "level": spec.level, "size": spec.size,
              "seed": spec.seed, "control": spec.control, "level_params": spec.level_params,
-             "n_params": train_summary.get("n_params"), "steps": spec.train["steps"]}
+             "n_params": train_summary.get("n_params"), "steps": spec.train["steps"],
+             # what the summary compares before pooling runs (analysis.load.check_pooling)
+             "train_settings": {"train": spec.train, "data": spec.data, "block_size": spec.block_size}}
     out = events_record(facts, df, cfg_events, base, n_eval, float(spec.eval["rankme_eps"]),
                         diverged=train_summary.get("diverged", False), measures_df=measures_df, probes_df=probes_df,
                         n_eval_distinct=distinct)
@@ -71,6 +74,7 @@ def precursor_of_run(spec: RunSpec, run_dir: str | Path, cfg_events: dict):
               if k == "metrics" or (run_dir / f"{k}.csv").exists()}
     for k, df in tables.items():
         check_table_against_record(df, run_dir / f"{k}.csv", spec.name, recorded, exact=(k == "metrics"))
+    check_table_against_spec(tables["metrics"], run_dir / "metrics.csv", int(spec.eval["n_samples"]))
     extra = {f"{k}_df": tables[k] for k in ("measures", "probes") if k in tables}
     return build_precursor(spec, summary, tables["metrics"], cfg_events, **extra), tables["metrics"]
 
@@ -91,6 +95,34 @@ def check_table_against_record(df, path: Path, run: str, recorded: list[int], ex
     if not exact and not set(steps) <= set(recorded):
         raise TableError(f"table {path} has steps that are not checkpoints of this run: "
                          f"{sorted(set(steps) - set(recorded))[:5]}; {fix}")
+    if not len(df):
+        return
+    key = ["step", "measure", "layer", "position", "variant"]
+    dup = df[df.duplicated(key, keep=False)]
+    if len(dup):
+        r = dup.iloc[0]
+        raise TableError(f"table {path} has {len(dup)} rows sharing one (step, measure, layer, position, variant), "
+                         f"e.g. step {r['step']} {r['measure']} {r['layer']} {r['position']} {r['variant']}: "
+                         f"a row was duplicated; {fix}")
+    all_steps = set(steps)
+    for curve, g in df.groupby(key[1:], sort=False, dropna=False):
+        have = set(int(x) for x in g["step"])
+        if have != all_steps:
+            raise TableError(f"table {path}: curve {' '.join(map(str, curve))} lacks steps "
+                             f"{sorted(all_steps - have)[:5]} that the table's other curves have "
+                             f"(a row was dropped); {fix}")
+
+
+def check_table_against_spec(df, path: Path, n_samples: int) -> None:
+    """metrics.csv must have been made with the evaluation settings the events are read with:
+    its RankMe rows' ``n_samples`` is eval.n_samples."""
+    from ..table import TableError
+    rm = df[df["measure"] == "rankme"] if len(df) else df
+    got = sorted(set(int(x) for x in rm["n_samples"])) if len(rm) else []
+    if got and got != [int(n_samples)]:
+        raise TableError(f"table {path} was made with eval.n_samples {got} but the config says {n_samples}: "
+                         f"recompute it with the config's settings (`geoanatomy clean-run {path.parent}`, then "
+                         f"snakemake), or read it with the config it was made with")
 
 
 def run(spec: RunSpec, run_dir: str | Path, cfg_events: dict, log=print) -> dict:
@@ -99,7 +131,7 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_events: dict, log=print) -> dict
     from ..plots import plot_run
     run_dir = Path(run_dir)
     pre, df = precursor_of_run(spec, run_dir, cfg_events)
-    atomic_write_json(run_dir / "precursor.json", pre)
+    pre = write_sealed(run_dir / "precursor.json", pre)
     plot_run(df, pre, run_dir / "trajectory.png")
     rm = pre["measures"]["rankme"]
     log(f"[events] {spec.name}: {pre['difficulty']}, acquisition {pre['acquisition_step']}, "
