@@ -354,3 +354,41 @@ def test_atomic_writes_get_normal_permissions(tmp_path):
         os.umask(umask)
     assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o644
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--spec", "not json"], "geoanatomy train: --spec is not valid JSON"),
+    (["train", "--spec", "{}"], "geoanatomy train: --spec lacks ['stage', 'run', 'results_dir']"),
+    (["train", "--spec", '{"stage": "train", "run": {"x": 1}, "results_dir": "r"}'], "field 'run' is not a run spec"),
+    (["summarize", "tables", "--results", "RESULTS", "--settings", '{"alpha": "x"}'],
+     "config field 'summary.alpha': 'x' is not of type 'number'"),
+])
+def test_cli_errors_are_one_line_and_exit_2(tmp_path, argv, message):
+    argv = [a.replace("RESULTS", str(tmp_path)) for a in argv]
+    r = subprocess.run([sys.executable, "-m", "geoanatomy.cli", *argv], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_stage_run_before_training_is_one_line(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("grid:\n  - {tasks: [add], levels: [L1], sizes: [nano]}\nresults_dir: results\n")
+    r = subprocess.run([sys.executable, "-m", "geoanatomy.cli", "metrics", "--config", str(cfg), "--run", "add_L1_nano"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "geoanatomy metrics: no checkpoints in results/add_L1_nano/checkpoints: run the training job first" in r.stderr
+
+
+def test_a_full_disk_names_the_file_being_written(tmp_path, monkeypatch):
+    import errno
+    from geoanatomy import files
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(files.os, "fsync", full)
+    target = tmp_path / "results" / "x.csv"
+    with pytest.raises(OSError, match=r"No space left on device while writing .*results/x.csv") as e:
+        files.atomic_write_text(target, "a,b\n")
+    assert e.value.errno == errno.ENOSPC and not target.exists()
+    assert not list(target.parent.glob(".*.tmp"))                     # no temporary file left behind

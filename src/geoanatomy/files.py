@@ -14,8 +14,11 @@ from pathlib import Path
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to a temporary file beside ``path`` and rename it into place."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise _named(e, path) from e
     try:
         umask = os.umask(0)
         os.umask(umask)
@@ -25,10 +28,17 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise _named(e, path) from e
         raise
+
+
+def _named(e: OSError, path: Path) -> OSError:
+    """The same error naming the file being written (a full disk says only 'No space left')."""
+    return type(e)(e.errno, f"{e.strerror or e} while writing {path}", str(path))
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -151,6 +151,19 @@ class JobSpec:
 
     @classmethod
     def from_json(cls, text: str) -> "JobSpec":
-        d = json.loads(text)
-        return cls(stage=d["stage"], run=RunSpec(**d["run"]), results_dir=d["results_dir"],
+        """The job of a ``--spec`` JSON (what the rules pass); ValueError naming what is wrong."""
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--spec is not valid JSON ({e}); the rules pass it, or use --config and --run") from None
+        if not isinstance(d, dict):
+            raise ValueError(f"--spec must be a JSON object, got {type(d).__name__}")
+        missing = [k for k in ("stage", "run", "results_dir") if k not in d]
+        if missing:
+            raise ValueError(f"--spec lacks {missing}; the rules pass a complete one, or use --config and --run")
+        try:
+            run = RunSpec(**d["run"])
+        except TypeError as e:
+            raise ValueError(f"--spec: field 'run' is not a run spec ({e})") from None
+        return cls(stage=d["stage"], run=run, results_dir=d["results_dir"],
                    device=d.get("device", "auto"), blocks=d.get("blocks", {}))

@@ -122,12 +122,33 @@ def main(argv=None) -> int:
         return classes_main(argv[1:])
     args = _parser().parse_args(argv)
 
-    from ..errors import ConfigError
     try:
         return _dispatch(args)
-    except ConfigError as e:
-        print(f"geoanatomy: {e}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as e:
+        return user_error(f"geoanatomy {args.cmd}", e)
+
+
+def _user_errors() -> tuple:
+    """The errors a command turns into one line and exit 2: bad input (config, --spec, a file a
+    stage reads), a failed write (the file named). Anything else is a bug: a traceback."""
+    from ..classes import ClassFileError
+    from ..errors import CheckpointError, ConfigError
+    from ..table import TableError
+    return (ConfigError, CheckpointError, TableError, ClassFileError, ValueError, OSError, KeyError)
+
+
+def user_error(prefix: str, e: BaseException) -> int:
+    """Print ``prefix: message`` (one line) and return 2; GEOANATOMY_TRACEBACK=1 re-raises."""
+    if os.environ.get("GEOANATOMY_TRACEBACK"):
+        raise e
+    msg = " ".join(str(e).split()) or type(e).__name__
+    if isinstance(e, KeyError):
+        msg = f"missing field {msg}"
+    print(f"{prefix}: {msg}", file=sys.stderr)
+    return 2
+
+
+USER_ERRORS = _user_errors()
 
 
 def _dispatch(args) -> int:

@@ -36,6 +36,11 @@ def make_settings(user: dict | None = None) -> dict:
     extra = sorted(set(user or {}) - set(out))
     if extra:
         raise ValueError(f"summary settings: unknown keys {extra}; allowed: {sorted(out)}")
+    if user:                     # types and ranges: the config schema's summary block
+        from ..config.schema import load_schema, validate_schema
+        sch = load_schema()
+        validate_schema({"summary": user}, {"$defs": sch.get("$defs", {}), "type": "object",
+                                            "properties": {"summary": sch["properties"]["summary"]}})
     out.update(user or {})
     return out
 
@@ -104,8 +109,8 @@ def main(argv=None) -> int:
         for part in parts:
             scale_json = args.scale_json or (str(out / "scale_invariance.json") if args.part == "all" else None)
             run(part, pre, out, st, metrics=met or [], pythia=args.pythia, scale_json=scale_json)
-    except (SummaryInputError, ValueError) as e:
-        print(f"geoanatomy summarize: {e}", file=sys.stderr)
+    except (SummaryInputError, ValueError, OSError) as e:
+        print(f"geoanatomy summarize: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     return 0
 
