@@ -313,6 +313,70 @@ def test_resume_continues_the_table(tmp_path):
     assert b.trackers and all(t.steps == [0, 2, 4, 6, 8] for t in b.trackers.values())
 
 
+def test_an_unwritable_out_dir_never_stops_training_and_close_retries(tmp_path):
+    """out_dir is a file: every flush fails. The loop runs to the end, the failure is a
+    warning, rows stay in memory; once the folder is writable, close() writes them all."""
+    model, data = _task_model()
+    blocked = tmp_path / "out"
+    blocked.write_text("a file, not a folder")
+    mon = Monitor(Probe.from_task(data, 32), every=1, out_dir=blocked, flush_every=2, log=None)
+    with pytest.warns(RuntimeWarning, match=r"could not write .*out/metrics.csv.*stay in memory"):
+        _train(model, data, mon, 12)
+    assert mon.measured == list(range(13)) and mon.problems
+    blocked.unlink()
+    mon.close()
+    assert sorted(set(read_table(blocked / "metrics.csv")["step"])) == list(range(13))
+    strict = Monitor(Probe.from_task(data, 32), every=1, out_dir=tmp_path / "f", flush_every=1, log=None, strict=True)
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(OSError):
+        strict.step(model, 0)
+
+
+def test_a_failing_probe_forward_is_a_warning_not_an_exception():
+    model, data = _task_model()
+
+    def broken(model, ids, am):
+        raise RuntimeError("probe forward exploded")
+    mon = Monitor(Probe.from_task(data, 16), every=1, forward_fn=broken, log=None)
+    with pytest.warns(RuntimeWarning, match="measurement at step 0 failed .RuntimeError: probe forward exploded"):
+        assert mon.step(model, 0) is False
+    with pytest.raises(RuntimeError, match="exploded"):
+        Monitor(Probe.from_task(data, 16), every=1, forward_fn=broken, log=None, strict=True).step(model, 0)
+
+
+def test_events_settings_are_checked_like_the_config():
+    ids = torch.randint(0, 10, (8, 6))
+    with pytest.raises(ValueError, match=r"'events.persist': '3' is not of type 'integer'"):
+        Monitor(ids, events={"persist": "3"}, log=None)
+    with pytest.raises(ValueError, match=r"'persits' was unexpected"):
+        Monitor(ids, events={"persits": 3}, log=None)
+
+
+def test_resume_refuses_another_run_or_another_probe(tmp_path):
+    model, data = _task_model()
+    a = Monitor(Probe.from_task(data, 20), every=2, out_dir=tmp_path, run="first", flush_every=1, log=None)
+    _train(model, data, a, 4)
+    a.close()
+    with pytest.raises(ValueError, match=r"table of run\(s\) \['first'\], not of 'second'"):
+        Monitor(Probe.from_task(data, 20), out_dir=tmp_path, run="second", resume=True, log=None)
+    with pytest.raises(ValueError, match=r"probe of \[20\] rows, this probe has 7"):
+        Monitor(Probe.from_task(data, 7), out_dir=tmp_path, run="first", resume=True, log=None)
+
+
+def test_a_changing_hidden_size_and_a_restarting_step_counter_are_named():
+    from geoanatomy.model import GPT, ModelConfig
+    model, data = _task_model()
+    mon = Monitor(Probe.from_task(data, 16), every=1, log=None)
+    mon.step(model, 0)
+    mon.step(model, 1)
+    wider = GPT(ModelConfig(n_layer=2, d_model=48, n_head=2))
+    with pytest.warns(RuntimeWarning, match="hidden size changed from 32 to 48"):
+        assert mon.step(wider, 2) is False
+    with pytest.warns(RuntimeWarning, match="step counter went back"):
+        assert mon.step(model, 0) is False                       # epoch 2 of a per-epoch counter
+    assert mon.measured == [0, 1]
+
+
 # ------------------------------------------------------------------ Hugging Face models
 def _gpt2(vocab=64, layers=2, d=32):
     transformers = pytest.importorskip("transformers")

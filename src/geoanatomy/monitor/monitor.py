@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import time
+import warnings
 from pathlib import Path
 from collections.abc import Callable, Iterable
 
@@ -50,6 +52,24 @@ def log_then_every(k: int = DEFAULT_EVERY, ratio: float = 1.5) -> LogThenEvery:
     return LogThenEvery(k, ratio)
 
 
+def check_events(events: dict | None) -> dict | None:
+    """The monitor's ``events`` settings checked like the config's ``events`` block (unknown
+    keys and wrong types are a ValueError naming the key; the schema is the config's)."""
+    if not events:
+        return events
+    if not isinstance(events, dict):
+        raise ValueError(f"Monitor(events=...) must be a dict of events settings, got {type(events).__name__}")
+    from ..config.schema import load_schema, validate_schema
+    from ..errors import ConfigError
+    sch = load_schema()
+    try:
+        validate_schema({"events": events}, {"$defs": sch.get("$defs", {}), "type": "object",
+                                             "properties": {"events": sch["properties"]["events"]}})
+    except ConfigError as e:
+        raise ValueError(f"Monitor(events=...): {str(e).replace('config field ', '')}") from None
+    return events
+
+
 # ------------------------------------------------------------------------------ the monitor
 class Monitor:
     """Records RankMe per layer and the probe loss every ``every`` steps and reports the
@@ -66,14 +86,24 @@ class Monitor:
                  "all" (every layer and position)
     forward_fn   for models that are neither the project's GPT nor a HF causal LM
     resume       continue the table already in ``out_dir`` (rows at steps >= the first
-                 step measured now are dropped), e.g. after restarting from a checkpoint
+                 step measured now are dropped), e.g. after restarting from a checkpoint;
+                 refused when that table is another run's or another probe's
     log          one line per event (None: silent)
+    strict       False (default): the monitor never raises into the training loop: a failed
+                 measurement (the probe's forward pass, a hidden size that changed) or a failed
+                 write becomes a warning (``warnings`` and the ``geoanatomy.monitor`` logger),
+                 rows stay in memory and the write is retried at ``close()``; True: raise
     """
 
     def __init__(self, probe, every: int | Iterable[int] | Callable[[int], bool] = DEFAULT_EVERY, out_dir: str | Path | None = None,
                  run: str = "monitor", events: dict | None = None, track: str = "headline", eps: float = 1e-7,
                  forward_fn: Callable | None = None, flush_every: int = 10, resume: bool = False,
-                 log: Callable[[str], None] | None = print):
+                 log: Callable[[str], None] | None = print, strict: bool = False):
+        self.strict = bool(strict)
+        self.problems: list[str] = []                 # what went wrong and was warned about
+        self._warned_order = False
+        self._d: int | None = None
+        events = check_events(events)
         self.probe = probe if isinstance(probe, Probe) else Probe(probe)
         if isinstance(every, (int, np.integer)):
             if every < 1:
@@ -109,10 +139,25 @@ class Monitor:
 
     # -------------------------------------------------------------- schedule
     def due(self, step: int) -> bool:
-        """Whether ``step`` is a measurement step."""
+        """Whether ``step`` is a measurement step (never one at or before the last measured:
+        a step counter that goes back, e.g. one restarting each epoch, is warned about once)."""
         if self.measured and step <= self.measured[-1]:
+            if step < self.measured[-1] and not self._warned_order:
+                self._warned_order = True
+                self._problem(f"step {step} comes after step {self.measured[-1]} was measured: the step counter "
+                              f"went back (one that restarts each epoch?); pass the global step (updates done "
+                              f"so far); steps up to {self.measured[-1]} are not measured again")
             return False
         return bool(self._due(int(step)))
+
+    def _problem(self, msg: str, exc: BaseException | None = None) -> None:
+        """Warn (warnings and logging) about something that went wrong; raise when strict."""
+        if self.strict and exc is not None:
+            raise exc
+        text = f"[monitor] {self.run}: {msg}"
+        self.problems.append(text)
+        warnings.warn(text, RuntimeWarning, stacklevel=3)
+        logging.getLogger("geoanatomy.monitor").warning(text)
 
     def add_train_loss(self, loss: float) -> None:
         """A training batch loss, averaged into the next measurement's ``train_loss`` row."""
@@ -126,7 +171,12 @@ class Monitor:
             self.add_train_loss(loss)
         if not self.due(step):
             return False
-        self.measure(model, step)
+        try:
+            self.measure(model, step)
+        except Exception as e:          # noqa: BLE001 (never into the user's loop unless strict)
+            self._problem(f"measurement at step {step} failed ({type(e).__name__}: {e}); training goes on, "
+                          f"this step is not in the table (Monitor(strict=True) raises instead)", e)
+            return False
         return True
 
     # -------------------------------------------------------------- measuring
@@ -141,7 +191,7 @@ class Monitor:
         self.measured.append(int(step))
         self._track(rows, log=True)
         if self.out_dir is not None and self.flush_every > 0 and len(self.measured) % self.flush_every == 0:
-            self.write_table()
+            self._write_or_keep()
         self.cpu_seconds += time.process_time() - c0
         self.wall_seconds += time.perf_counter() - w0
         return rows
@@ -161,6 +211,11 @@ class Monitor:
             logits, names, hidden = self.forward_fn(model, ids, am)
         finally:
             model.train(was)
+        d_now = int(hidden[0].shape[-1])
+        if self._d is not None and d_now != self._d:
+            raise ValueError(f"the hidden size changed from {self._d} to {d_now}: one monitor follows one model "
+                             f"(a new model needs its own Monitor and out_dir)")
+        self._d = d_now
         self.names = list(names)
         B = ids.shape[0]
         base = {"run": self.run, "step": step}
@@ -308,7 +363,16 @@ class Monitor:
         if self.out_dir is None or not (self.out_dir / "metrics.csv").is_file():
             return []
         from ..table import COLUMNS, read_table
-        df = read_table(self.out_dir / "metrics.csv")
+        path = self.out_dir / "metrics.csv"
+        df = read_table(path)
+        runs = sorted(set(df["run"].astype(str)))
+        if runs and runs != [self.run]:
+            raise ValueError(f"Monitor(resume=True): {path} is the table of run(s) {runs}, not of {self.run!r}; "
+                             f"give this run its own out_dir")
+        n = sorted(set(int(x) for x in df.loc[df["measure"] == "rankme", "n_samples"]))
+        if n and n != [len(self.probe)]:
+            raise ValueError(f"Monitor(resume=True): {path} was measured on a probe of {n} rows, this probe has "
+                             f"{len(self.probe)}: one table, one probe (give the new probe its own out_dir)")
         rows = []
         for rec in df[COLUMNS].to_dict("records"):
             rec["step"], rec["layer_index"], rec["n_samples"] = (int(rec["step"]), int(rec["layer_index"]),
@@ -333,6 +397,16 @@ class Monitor:
         from ..table import write_table
         write_table(self.out_dir / "metrics.csv", self.rows)
         return self.out_dir / "metrics.csv"
+
+    def _write_or_keep(self) -> bool:
+        """Write the table; on failure keep the rows in memory, warn, and retry at close()."""
+        try:
+            self.write_table()
+            return True
+        except OSError as e:
+            self._problem(f"could not write {self.out_dir / 'metrics.csv'} ({e}); the rows stay in memory and "
+                          f"close() tries again", e)
+            return False
 
     def overhead(self) -> dict:
         """Seconds spent in the monitor (CPU seconds of this process and wall seconds)."""
@@ -361,7 +435,10 @@ class Monitor:
         headline curves, write metrics.csv, precursor.json and trajectory.png to ``out_dir``;
         returns the precursor dict (None when nothing was measured)."""
         if model is not None and step is not None and (not self.measured or self.measured[-1] < step):
-            self.measure(model, step)
+            try:
+                self.measure(model, step)
+            except Exception as e:      # noqa: BLE001
+                self._problem(f"the final measurement at step {step} failed ({type(e).__name__}: {e})", e)
         if not self.rows:
             return None
         pre = self.report()
@@ -369,12 +446,14 @@ class Monitor:
             for name, st in pre["online"]["final"].items():
                 self.log(f"[monitor] {self.run} final: RankMe {name}: collapse {st['collapse_step']}, floor "
                          f"{st['floor_step']}, recovery {st['recovery_step']} ({st['status']})")
-        if self.out_dir is not None:
+        if self.out_dir is not None and self._write_or_keep():
             from ..precursor.seal import write_sealed
             from ..scan.report import plot_report
-            self.write_table()
-            pre = write_sealed(self.out_dir / "precursor.json", pre)
-            plot_report(self.table(), pre, self.out_dir / "trajectory.png")
+            try:
+                pre = write_sealed(self.out_dir / "precursor.json", pre)
+                plot_report(self.table(), pre, self.out_dir / "trajectory.png")
+            except OSError as e:
+                self._problem(f"could not write the report into {self.out_dir} ({e}); monitor.report() returns it", e)
         return pre
 
     # -------------------------------------------------------------- Hugging Face Trainer
