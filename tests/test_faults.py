@@ -392,3 +392,23 @@ def test_a_full_disk_names_the_file_being_written(tmp_path, monkeypatch):
         files.atomic_write_text(target, "a,b\n")
     assert e.value.errno == errno.ENOSPC and not target.exists()
     assert not list(target.parent.glob(".*.tmp"))                     # no temporary file left behind
+
+
+@pytest.mark.parametrize("cmd", [[], ["validate"], ["runs"], ["train"], ["metrics"], ["clean-run"], ["summarize"],
+                                 ["scan"], ["export"], ["classes"], ["pythia"]])
+def test_cli_help_is_for_users(cmd):
+    """Every command's --help: no reST markup, every option described (an option alone on its
+    line must have its description on the next one), examples where the top level lists them."""
+    import re
+    r = subprocess.run([sys.executable, "-m", "geoanatomy.cli", *cmd, "--help"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "``" not in r.stdout
+    lines = r.stdout.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.strip().startswith("options:")), len(lines))
+    bare = [ln.strip() for i, ln in enumerate(lines[start:], start)
+            if re.match(r"^  (-\w, )?--[\w-]+( [A-Z_]+| \{[^}]*\})?$", ln)
+            and not (i + 1 < len(lines) and lines[i + 1].startswith("        "))]
+    assert not bare, f"options without a description: {bare}"
+    if not cmd:
+        assert "examples:" in r.stdout and "geoanatomy train --config config.yaml --run mod_L3_nano" in r.stdout

@@ -78,24 +78,72 @@ DELEGATED = {
 }
 
 
+def plain(doc: str) -> str:
+    """A module docstring as --help text: the reST literal markup dropped."""
+    return (doc or "").replace("``", "")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (a batch size or thread count of 0 is refused by name)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v} is not >= 1")
+    return v
+
+
+USAGE = """Watch transformers learn: train on algorithmic tasks, measure representation geometry at
+every checkpoint, and test whether geometry changes before behaviour. Snakemake runs the whole
+grid (snakemake --cores 2); these commands run one piece.
+
+examples:
+  geoanatomy validate --config config.yaml          check a config before a long run
+  geoanatomy runs --config config.yaml              list the runs of its grid
+  geoanatomy train --config config.yaml --run mod_L3_nano
+  geoanatomy metrics --config config.yaml --run mod_L3_nano
+  geoanatomy clean-run results/mod_L3_nano          recompute one run's tables
+  geoanatomy summarize all --results results        the cross-run summary (results/summary/)
+  geoanatomy scan out/checkpoints --probe probe.txt the events of any Hugging Face checkpoints
+  geoanatomy export results/mod_L3_nano             a run as Hugging Face GPT-2 folders
+
+Errors are one line naming the argument, file or value (exit 2); GEOANATOMY_TRACEBACK=1 shows
+the traceback. Documentation: docs/ in the repository (docs/running.md first)."""
+
+STAGE_HELP = {
+    "train": "train one run: checkpoints/ and train.json (resumes from its newest checkpoint)",
+    "metrics": "one run's accuracy, loss and RankMe at every checkpoint: metrics.csv",
+    "measures": "one run's gradient ranks, Hessian and LLC at fixed checkpoints: measures.csv",
+    "probes": "one run's linear probes per layer at every checkpoint: probes.csv",
+    "events": "one run's events (acquisition, collapse, floor, precursor): precursor.json",
+    "prune": "remove a finished run's analysis checkpoints (keep_checkpoints: final)",
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     from .. import __version__
-    ap = argparse.ArgumentParser(prog="geoanatomy", description=__doc__,
+    ap = argparse.ArgumentParser(prog="geoanatomy", description=USAGE,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--version", action="version", version=f"geoanatomy {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
-    for name, what in (("validate", "check a config file (schema and semantic checks)"),
-                       ("runs", "print the run names of a config's grid")):
-        p = sub.add_parser(name, help=what)
-        p.add_argument("--config", required=True)
+    for name, what in (("validate", "check a config file (schema and semantic checks) before any work"),
+                       ("runs", "print the run names of a config's grid, one per line")):
+        p = sub.add_parser(name, help=what, description=what)
+        p.add_argument("--config", required=True, help="a config file (YAML or JSON), e.g. config.yaml")
     for name in STAGES:
-        p = sub.add_parser(name, help=f"run the {name} stage of one run (what the rule calls)")
-        p.add_argument("--config")
-        p.add_argument("--run")
-        p.add_argument("--spec")
-        p.add_argument("--threads", type=int, default=1)
-        p.add_argument("--device", default=None, help="auto | cpu | cuda[:N] (default: from config)")
-    p = sub.add_parser("clean-run", help="delete a run's derived files so snakemake recomputes it")
+        what = STAGE_HELP.get(name, f"run the {name} stage of one run")
+        p = sub.add_parser(name, help=what, description=what + ". Give --config and --run, or --spec.",
+                           epilog=f"example: geoanatomy {name} --config config.yaml --run mod_L3_nano")
+        p.add_argument("--config", help="the config file whose grid holds the run")
+        p.add_argument("--run", help="the run's name, e.g. mod_L3_nano (geoanatomy runs --config ... lists them)")
+        p.add_argument("--spec", help="the job as JSON, instead of --config and --run (what a Snakemake rule passes)")
+        p.add_argument("--threads", type=positive_int, default=1, help="CPU threads for this job (default 1)")
+        p.add_argument("--device", default=None, help="auto | cpu | cuda[:N] (default: the config's device)")
+    p = sub.add_parser("clean-run", help="delete a run's derived files so snakemake recomputes it",
+                       description="delete a run's tables, precursor.json, figure and train.json (not its "
+                                   "checkpoints: training resumes) so the next snakemake recomputes that run",
+                       epilog="example: geoanatomy clean-run results/mod_L3_nano")
     p.add_argument("run_dir", help="a run folder, results/TASK_LEVEL_SIZE")
     p.add_argument("--checkpoints", action="store_true", help="also delete checkpoints (retrain from scratch)")
     for name, what in DELEGATED.items():  # listed here; parsed by their own modules

@@ -7,6 +7,8 @@
 """
 from __future__ import annotations
 
+from . import plain, positive_int  # noqa: F401
+
 import argparse
 import json
 import sys
@@ -29,7 +31,7 @@ def _spec(args, kind: str) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="geoanatomy pythia", description=__doc__,
+    ap = argparse.ArgumentParser(prog="geoanatomy pythia", description=plain(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("revisions", help="print the 154 published Pythia revisions")
@@ -38,7 +40,7 @@ def main(argv=None) -> int:
         p.add_argument("--config")
         p.add_argument("--model", help="model name, e.g. 160m (run pythia_160m)")
         p.add_argument("--spec")
-        p.add_argument("--threads", type=int, default=1)
+        p.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1)")
         if name == "extract":
             p.add_argument("--device", default=None, help="auto | cpu | cuda[:N] (default: pythia.device)")
     args = ap.parse_args(argv)

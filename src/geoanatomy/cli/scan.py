@@ -11,13 +11,15 @@ code, safetensors or ``torch.load(weights_only=True)``.
 """
 from __future__ import annotations
 
+from . import plain, positive_int  # noqa: F401
+
 import argparse
 import sys
 
 
 def _parser() -> argparse.ArgumentParser:
     from ..pythia.settings import BENCHMARKS
-    ap = argparse.ArgumentParser(prog="geoanatomy scan", description=__doc__,
+    ap = argparse.ArgumentParser(prog="geoanatomy scan", description=plain(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir", help="folder with stepN/ or checkpoint-N/ sub-folders of a HF causal LM")
     ap.add_argument("--probe", required=True,
@@ -32,9 +34,10 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--layer", default=None, help="headline layer (default: final_ln_post, the last)")
     ap.add_argument("--scoring", choices=["sum", "mean"], default="sum", help="benchmark accuracy scoring")
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda[:N]")
-    ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
-    ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
+                    help="dtype the checkpoints are loaded in (default float32)")
+    ap.add_argument("--batch-size", type=positive_int, default=16, help="probe rows per forward pass (default 16)")
+    ap.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1)")
     ap.add_argument("--config", default=None, help="a config file whose `events:` block sets the thresholds")
     return ap
 

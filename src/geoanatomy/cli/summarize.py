@@ -17,6 +17,8 @@ resolved block, so a settings change reruns the summary jobs).
 """
 from __future__ import annotations
 
+from . import plain, positive_int  # noqa: F401
+
 import argparse
 import json
 import os
@@ -46,7 +48,7 @@ def make_settings(user: dict | None = None) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="geoanatomy summarize", description=__doc__,
+    ap = argparse.ArgumentParser(prog="geoanatomy summarize", description=plain(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("part", choices=PARTS)
     ap.add_argument("--precursors", nargs="*", default=None, help="per-run precursor.json files")
@@ -56,7 +58,7 @@ def main(argv=None) -> int:
     ap.add_argument("--scale-json", default=None, help="scale_invariance.json for the rho-matrix figure")
     ap.add_argument("--out", default=None, help="output folder (default RESULTS/summary)")
     ap.add_argument("--settings", default=None, help="JSON object: the summary: config block")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1)")
     ap.add_argument("--seed-half", choices=("A", "B"), default=None,
                     help="only the runs of one seed half (within a cell, seeds ascending: even positions A, "
                          "odd B; the split of verdict.csv's stability check); give --out as well")
