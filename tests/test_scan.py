@@ -227,3 +227,62 @@ def test_loading_refuses_pickled_code_and_remote_code(gpt2_dir, tmp_path):
     (d / "checkpoint-0" / "config.json").write_text(json.dumps(cfg))
     m = load_causal_lm(d, "checkpoint-0")
     assert type(m).__name__ == "GPT2LMHeadModel"
+
+
+@pytest.mark.slow
+def test_scan_refuses_mixed_architectures_and_oversized_configs_before_building(tmp_path, tok, prompt_file):
+    root = tmp_path / "mixed"
+    _save_run(root, "gpt2", "checkpoint", tok, steps=[0, 4])
+    _save_run(root, "neox", "checkpoint", tok, steps=[8])
+    with pytest.raises(ScanError, match=r"2 architectures.*gpt2 2 layers, width 32: checkpoint-0, checkpoint-4.*"
+                                        r"gpt_neox 2 layers, width 32: checkpoint-8"):
+        scan(root, str(prompt_file), tmp_path / "o1", device="cpu", log=lambda m: None)
+    big = tmp_path / "big"
+    _save_run(big, "gpt2", "checkpoint", tok, steps=[0, 2])
+    cfg = json.loads((big / "checkpoint-0" / "config.json").read_text())
+    (big / "checkpoint-0" / "config.json").write_text(json.dumps({**cfg, "n_layer": 200000, "n_embd": 4096}))
+    import time
+    t0 = time.time()
+    with pytest.raises(ScanError, match=r"checkpoint-0/config.json describes a model of up to .* refusing to build"):
+        scan(big, str(prompt_file), tmp_path / "o2", device="cpu", log=lambda m: None)
+    assert time.time() - t0 < 60                                  # refused from config.json, nothing built
+
+
+@pytest.mark.slow
+def test_scan_names_skipped_folders_flags_non_finite_and_keys_its_cache_on_content(tmp_path, tok, prompt_file):
+    import shutil
+    from safetensors.torch import load_file, save_file
+    root = _save_run(tmp_path / "run", "gpt2", "checkpoint", tok, steps=[0, 2, 4, 8])
+    (root / "checkpoint-abc").mkdir()
+    (root / "step-5").mkdir()
+    (root / "checkpoint-16").mkdir()                              # no config.json
+    w = root / "checkpoint-4" / "model.safetensors"
+    t = load_file(w)
+    k = next(k for k in t if t[k].is_floating_point())
+    t[k][0] = float("nan")
+    save_file(t, w, metadata={"format": "pt"})
+    lines = []
+    out = tmp_path / "out"
+    pre = scan(root, str(prompt_file), out, device="cpu", log=lines.append)
+    for name in ("checkpoint-abc", "step-5", "checkpoint-16"):
+        assert any(f"skipped {name}/" in ln for ln in lines), lines
+    info = json.loads((out / "scan.json").read_text())
+    assert {d["folder"] for d in info["skipped_folders"]} == {"checkpoint-abc", "step-5", "checkpoint-16"}
+    assert info["non_finite_checkpoints"] == ["checkpoint-4"] == pre["non_finite_checkpoints"]
+    assert sorted(set(read_table(out / "metrics.csv")["step"])) == [0, 2, 8]
+    # a copy of the folder (new mtimes, same bytes) reuses every partial
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    shutil.copytree(out / "partial", tmp_path / "out2" / "partial")
+    lines.clear()
+    scan(copy, str(prompt_file), tmp_path / "out2", device="cpu", log=lines.append)
+    assert sum("reused" in ln for ln in lines) == 3
+    # an edited partial is measured again, not reused
+    part = tmp_path / "out2" / "partial" / "checkpoint-8.json"
+    d = json.loads(part.read_text())
+    d["rows"][0]["value"] = 123.0
+    part.write_text(json.dumps(d))
+    lines.clear()
+    scan(copy, str(prompt_file), tmp_path / "out2", device="cpu", log=lines.append)
+    assert sum("reused" in ln for ln in lines) == 2
+    assert 123.0 not in set(read_table(tmp_path / "out2" / "metrics.csv")["value"])

@@ -27,7 +27,14 @@ Outputs in ``OUT`` (default ``DIR/geoanatomy_scan``): ``metrics.csv``, ``precurs
 (``scan.report``), ``trajectory.png``, ``scan.json`` (provenance and timings) and
 ``partial/<checkpoint>.json``, one per measured checkpoint: a rerun reuses every partial
 whose settings (probe set content, dtype, batch size, eps, scoring) and weight files (names,
-sizes, modification times) are unchanged, so an interrupted scan resumes where it stopped.
+sizes, content sha256) are unchanged and whose own seal checks, so an interrupted scan resumes
+where it stopped and an edited partial is measured again.
+
+Refused before any model is built: checkpoints of more than one architecture (model type,
+layers, width from config.json) and a config.json describing more than ``MAX_PARAMS``
+parameters. Named in the log, scan.json and precursor.json: folders that look like
+checkpoints but are not used (``checkpoint-abc``, ``step-5``, no config.json) and checkpoints
+with non-finite weights (not measured).
 
 Precision: weights load in ``--dtype`` and are cast to float32 for measuring
 (``pythia.loading.for_scoring``); log-probabilities and losses are float64 (the output
@@ -52,7 +59,9 @@ from ..spec import settings_hash
 from ..table import read_table, write_table
 
 CKPT_DIR = re.compile(r"^(?:step|checkpoint-)(0|[1-9][0-9]*)$")
-SCAN_VERSION = 1
+LOOKS_LIKE = re.compile(r"^(?:step|checkpoint)[-_]?", re.I)      # a folder meant as a checkpoint
+SCAN_VERSION = 2                   # 2: the cache is keyed on the weight files' content hashes
+MAX_PARAMS = 20_000_000_000        # refuse to build a model larger than this (from config.json)
 
 
 from ..pythia.measure import (ProbeSet, ScanError, benchmark_rows, geometry_rows_of,  # noqa: F401 (re-exported)
@@ -60,16 +69,26 @@ from ..pythia.measure import (ProbeSet, ScanError, benchmark_rows, geometry_rows
 
 
 # ---------------------------------------------------------------------------- the folder
-def find_checkpoints(root: str | Path) -> list[tuple[int, str]]:
+def find_checkpoints(root: str | Path, skipped: list | None = None) -> list[tuple[int, str]]:
     """[(step, folder name)] of ``root``'s ``stepN`` / ``checkpoint-N`` sub-folders holding a
-    config.json, by step. Two folders with one step (``step5`` and ``checkpoint-5``) are an error."""
+    config.json, by step. Two folders with one step (``step5`` and ``checkpoint-5``) are an error.
+    Folders that look like checkpoints but are not used (``checkpoint-abc``, ``step-5``, one
+    without config.json) are appended to ``skipped`` as (name, reason)."""
     root = Path(root)
     if not root.is_dir():
         raise ScanError(f"{root}: no such folder")
     found: dict[int, str] = {}
     for d in sorted(root.iterdir()):
         m = CKPT_DIR.match(d.name)
-        if not (m and d.is_dir() and (d / "config.json").is_file()):
+        if not d.is_dir():
+            continue
+        if not m:
+            if LOOKS_LIKE.match(d.name) and skipped is not None:
+                skipped.append((d.name, "not named stepN or checkpoint-N (N a step without leading zeros)"))
+            continue
+        if not (d / "config.json").is_file():
+            if skipped is not None:
+                skipped.append((d.name, "no config.json"))
             continue
         s = int(m.group(1))
         if s in found:
@@ -80,27 +99,54 @@ def find_checkpoints(root: str | Path) -> list[tuple[int, str]]:
     return sorted(found.items())
 
 
+def config_size(folder: Path) -> dict:
+    """(model_type, layers, width, an upper estimate of parameters) from config.json alone, before
+    any model is built: 12 L d^2 + 2 V d + P d (blocks, untied embeddings, positions)."""
+    try:
+        c = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError) as e:
+        raise ScanError(f"{folder}/config.json: cannot read it ({e})") from e
+    get = lambda *ks: next((c[k] for k in ks if isinstance(c.get(k), int) and not isinstance(c.get(k), bool)), None)
+    L = get("n_layer", "num_hidden_layers", "num_layers")
+    d = get("n_embd", "hidden_size", "d_model")
+    V = get("vocab_size") or 0
+    P = get("n_positions", "max_position_embeddings") or 0
+    if L is None or d is None or L < 1 or d < 1:
+        raise ScanError(f"{folder}/config.json: no layer count or width (n_layer/num_hidden_layers, "
+                        f"n_embd/hidden_size)")
+    return {"model_type": c.get("model_type"), "n_layer": L, "d_model": d,
+            "params_bound": 12 * L * d * d + 2 * V * d + P * d}
+
+
 def _determines_weights(name: str) -> bool:
     return name == "config.json" or name.endswith((".safetensors", ".index.json")) or name.startswith("pytorch_model")
 
 
 def weights_identity(folder: Path) -> list:
-    """(name, size, mtime_ns) of the files that determine a checkpoint: config.json and the
-    weight files (``*.safetensors``, ``pytorch_model*``, shard indexes)."""
+    """(name, size, sha256) of the files that determine a checkpoint: config.json and the
+    weight files (``*.safetensors``, ``pytorch_model*``, shard indexes). A content hash, so a
+    copy (``cp -a``) or a touched file is still recognised and an edited one is not."""
+    import hashlib
     out = []
     for f in sorted(folder.iterdir()):
         if f.is_file() and _determines_weights(f.name):
-            st = f.stat()
-            out.append([f.name, st.st_size, st.st_mtime_ns])
+            h = hashlib.sha256()
+            with open(f, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 22), b""):
+                    h.update(block)
+            out.append([f.name, f.stat().st_size, h.hexdigest()])
     return out
 
 
 def _load_partial(path: Path, key: str, ident: list) -> dict | None:
+    """A cached checkpoint result, if it was made with these settings from these weight files
+    and is unedited (its seal checks); else None (the checkpoint is measured again)."""
+    from ..precursor.seal import seal_problem
     try:
         d = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    if d.get("numbers_key") != key or d.get("weights") != ident:
+    if not isinstance(d, dict) or seal_problem(d) or d.get("numbers_key") != key or d.get("weights") != ident:
         return None
     for r in d["rows"]:                 # strict JSON stored NaN as null
         if r["value"] is None:
@@ -126,7 +172,24 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
     out_dir = Path(out_dir) if out_dir is not None else root / "geoanatomy_scan"
     run = run or root.resolve().name
     device = pick_device(device)
-    ckpts = find_checkpoints(root)
+    skipped: list = []
+    ckpts = find_checkpoints(root, skipped)
+    for name, why in skipped:
+        log(f"[scan] {run}: skipped {name}/: {why}")
+    sizes = {folder: config_size(root / folder) for _, folder in ckpts}    # before any model is built
+    big = {f: v["params_bound"] for f, v in sizes.items() if v["params_bound"] > MAX_PARAMS}
+    if big:
+        f, n = next(iter(big.items()))
+        raise ScanError(f"{root / f}/config.json describes a model of up to {n:.3g} parameters (more than "
+                        f"{MAX_PARAMS:.3g}); refusing to build it")
+    arch = {(v["model_type"], v["n_layer"], v["d_model"]) for v in sizes.values()}
+    if len(arch) > 1:
+        by = {}
+        for f, v in sizes.items():
+            by.setdefault((v["model_type"], v["n_layer"], v["d_model"]), []).append(f)
+        raise ScanError(f"{root}: the checkpoints are of {len(arch)} architectures, one curve cannot mix them: "
+                        + "; ".join(f"{t} {L} layers, width {d}: {', '.join(fs[:3])}" for (t, L, d), fs in by.items())
+                        + ". Scan each architecture's folders on their own")
     tok = load_tokenizer_for(root, ckpts[-1][1], tokenizer)
     probe_set = load_probe_set(probe, tok, n_items, seed)
     key = settings_hash({"probe": probe_set.identity(), "dtype": dtype, "batch_size": batch_size, "eps": eps,
@@ -137,6 +200,7 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
     rows: list[dict] = []
     timing: dict = {}
     model_info = None
+    non_finite: list[str] = []
     t_all = time.time()
     for step, folder in ckpts:
         ident = weights_identity(root / folder)
@@ -150,6 +214,12 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
         t0 = time.time()
         model = for_scoring(load_causal_lm(root, folder, dtype, device))     # float32 at least
         t_load = time.time() - t0
+        if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+            non_finite.append(folder)
+            log(f"[scan] {run} {folder}: WARNING: non-finite weights (NaN or inf); not measured, listed in "
+                f"scan.json and precursor.json as non_finite_checkpoints")
+            del model
+            continue
         c = model.config
         from ..hf import hidden_names
         info = {"model_type": c.model_type, "n_params": int(sum(p.numel() for p in model.parameters())),
@@ -165,12 +235,14 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
         tm = {"load_s": round(t_load, 3), "measure_s": round(t_meas, 3)}
-        atomic_write_json(part_dir / f"{folder}.json", json_safe({
+        write_sealed(part_dir / f"{folder}.json", json_safe({
             "numbers_key": key, "folder": folder, "step": step, "weights": ident, "timing": tm,
             "model": info, "rows": r}))
         rows += r
         timing[folder] = tm
         log(f"[scan] {run} {folder}: load {t_load:.1f} s, measure {t_meas:.1f} s")
+    if not rows:
+        raise ScanError(f"{root}: no checkpoint could be measured (non-finite weights in {non_finite})")
     rows.sort(key=lambda x: x["step"])                 # stable: the row order within a step is kept
     write_table(out_dir / "metrics.csv", rows)
     df = read_table(out_dir / "metrics.csv")
@@ -179,7 +251,8 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
                        extra={"source": str(root), "probe_set": {"name": probe_set.name, "kind": probe_set.kind,
                                                                   "n": len(probe_set.encoded)},
                               "scoring": scoring if probe_set.kind == "benchmark" else None,
-                              "model": model_info})
+                              "model": model_info, "non_finite_checkpoints": non_finite,
+                              "skipped_folders": [{"folder": n, "reason": w} for n, w in skipped]})
     pre = write_sealed(out_dir / "precursor.json", pre)
     plot_report(df, pre, out_dir / "trajectory.png")
     atomic_write_json(out_dir / "scan.json", json_safe({
@@ -187,7 +260,8 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
         "steps": [s for s, _ in ckpts], "probe_set": {"name": probe_set.name, "kind": probe_set.kind,
                                                        "n": len(probe_set.encoded), "sha256": probe_set.identity()},
         "device": device, "dtype": dtype, "batch_size": batch_size, "eps": eps, "scoring": scoring,
-        "numbers_key": key, "model": model_info, "timing": timing, "wall_seconds": round(time.time() - t_all, 2),
+        "numbers_key": key, "model": model_info, "timing": timing, "non_finite_checkpoints": non_finite,
+        "skipped_folders": [{"folder": n, "reason": w} for n, w in skipped], "wall_seconds": round(time.time() - t_all, 2),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "python": platform.python_version()},
         "safety": "local files only, trust_remote_code=False, safetensors or torch.load(weights_only=True)"}))
