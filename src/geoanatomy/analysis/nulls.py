@@ -31,6 +31,8 @@ cluster bootstrap
 from __future__ import annotations
 
 import math
+import warnings
+from functools import lru_cache
 from itertools import permutations
 
 import numpy as np
@@ -98,13 +100,7 @@ def permutation_null(t_tr, t_acq, groups, in_class_fn, min_gap_frac: float, n_re
             for ix in idx_by_group:
                 order[ix] = rng.permutation(ix)
             perms.append(order)
-    ks, leads = [], []
-    for order in perms:
-        a = t_acq[np.asarray(order)]
-        k, _, lead = _stats(t_tr, a, in_class_fn(a), min_gap_frac)
-        ks.append(k)
-        leads.append(lead)
-    ks, leads = np.asarray(ks), np.asarray(leads, dtype=float)
+    ks, leads = _perm_stats(t_tr, t_acq, np.asarray(perms, dtype=np.int64), in_class_fn, min_gap_frac)
     R = len(perms)
     # one convention in both branches: a permutation whose class has no lead (NaN) counts as
     # not reaching the observed lead, and the denominator is every arrangement drawn; the
@@ -118,6 +114,22 @@ def permutation_null(t_tr, t_acq, groups, in_class_fn, min_gap_frac: float, n_re
         p_lead = float((1 + np.sum(ge_lead)) / (1 + R)) if ge_lead is not None else None
     return {"k": k_obs, "n": n_obs, "median_lead": lead_obs, "p_rate": p_k, "p_median_lead": p_lead,
             "null_mean_k": float(ks.mean()), "n_permutations": R, "method": method}
+
+
+def _perm_stats(t_tr, t_acq, perms, in_class_fn, min_gap_frac, chunk: int = 4096):
+    """``_stats`` of every arrangement at once: perms (R, n) -> precursor counts (R,) and median
+    leads (R,), NaN where the class has no lead (the same numbers as one ``_stats`` per row)."""
+    ks, leads = [], []
+    for c0 in range(0, len(perms), chunk):
+        a = t_acq[perms[c0:c0 + chunk]]                                   # (r, n)
+        ic = np.broadcast_to(np.asarray(in_class_fn(a), dtype=bool), a.shape)
+        ks.append((is_precursor(t_tr[None, :], a, min_gap_frac) & ic).sum(axis=1))
+        lead = np.where(ic, a - t_tr[None, :], np.nan)
+        lead[~np.isfinite(lead)] = np.nan
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)               # all-NaN rows: no lead
+            leads.append(np.nanmedian(lead, axis=1))
+    return np.concatenate(ks).astype(np.int64), np.concatenate(leads).astype(float)
 
 
 def _all_group_perms(idx_by_group, n):
@@ -173,6 +185,22 @@ def paired_lead(t_tr, t_ref, n_resamples: int = 10_000, seed: int = 0) -> dict:
 CELLS = ("task", "level", "size")
 
 
+@lru_cache(maxsize=512)
+def _cluster_draws(sizes: tuple, n_resamples: int, seed: int) -> tuple:
+    """The resamples of a cluster bootstrap over cells of ``sizes`` runs each: per resample the
+    (cell, offset in the cell) of every drawn run, as flat arrays. Depends on the cell sizes
+    alone, so every measure and class with the same cells reuses one set of draws (the same
+    numbers as drawing them again: same generator, same calls, same order)."""
+    rng = np.random.default_rng(seed)
+    sz = np.asarray(sizes)
+    out = []
+    for _ in range(n_resamples):
+        pick = rng.integers(0, len(sizes), len(sizes))
+        within = [rng.integers(0, sz[i], sz[i]) for i in pick]
+        out.append((np.repeat(pick, sz[pick]), np.concatenate(within)))
+    return tuple(out)
+
+
 def cluster_bootstrap(df: pd.DataFrame, stat, n_resamples: int = 2000, seed: int = 0,
                       cell_cols=CELLS) -> tuple:
     """Percentile 95% interval of ``stat(idx)`` (idx: positions into ``df``): cells resampled
@@ -180,15 +208,13 @@ def cluster_bootstrap(df: pd.DataFrame, stat, n_resamples: int = 2000, seed: int
     works on positions so that statistics of per-run numbers stay numpy-fast."""
     if not len(df):
         return (None, None)
-    rng = np.random.default_rng(seed)
     codes = df.groupby(list(cell_cols), sort=True).ngroup().to_numpy()
-    groups = [np.flatnonzero(codes == g) for g in range(codes.max() + 1)]
-    sizes = np.array([len(g) for g in groups])
+    order = np.argsort(codes, kind="stable")            # the positions of cell g: order[start[g]:start[g+1]]
+    sizes = np.bincount(codes, minlength=codes.max() + 1)
+    start = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     vals = []
-    for _ in range(n_resamples):
-        pick = rng.integers(0, len(groups), len(groups))
-        idx = np.concatenate([groups[i][rng.integers(0, sizes[i], sizes[i])] for i in pick])
-        v = stat(idx)
+    for cell, off in _cluster_draws(tuple(int(x) for x in sizes), int(n_resamples), int(seed)):
+        v = stat(order[start[cell] + off])
         if v is not None and np.isfinite(v):
             vals.append(v)
     if not vals:

@@ -25,6 +25,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..analysis.parts import BY_NAME as _PARTS_BY_NAME
 from ..analysis.parts import PARTS as _PARTS
 
 PARTS = [p.name for p in _PARTS] + ["all"]
@@ -87,7 +88,8 @@ def main(argv=None) -> int:
     if not args.out:
         print("geoanatomy summarize: give --out DIR (or --results DIR)", file=sys.stderr)
         return 2
-    if args.part != "html" and not pre:
+    needs_runs = args.part == "all" or _PARTS_BY_NAME[args.part].reads_runs
+    if needs_runs and not pre:
         print("geoanatomy summarize: no precursor.json files (give --precursors or --results)", file=sys.stderr)
         return 2
     if args.seed_half:
