@@ -15,6 +15,7 @@ import yaml
 
 from conftest import REPO
 from geoanatomy.config import ConfigError, load_config, resolve, run_names, run_spec
+from geoanatomy.tasks import TASKS
 
 NAN, INF = float("nan"), float("inf")
 
@@ -208,6 +209,33 @@ def test_shipped_configs_are_valid():
     from geoanatomy.schedule import checkpoint_steps
     ck = paper["train"]["checkpoints"]
     assert 206 <= len(checkpoint_steps(paper["train"]["steps"], ck["n_log"], ck["log_end"], ck["n_uniform"])) <= 256
+
+
+def test_study_grid_is_the_documented_design_with_classes_fixed_on_disjoint_seeds():
+    """config/study.yaml: every task at every level at nano, every task at L3 at micro, two
+    seeds per cell, the shuffled controls; its class file (checked by load_config against its
+    sha256) comes from config/study_calibration.yaml, whose seeds are disjoint from the study's
+    and whose cells are the study's."""
+    from geoanatomy.spec import parse_run_name
+    study = load_config(REPO / "config" / "study.yaml", workdir=REPO)
+    cal = load_config(REPO / "config" / "study_calibration.yaml", workdir=REPO)
+    runs = [parse_run_name(r) for r in run_names(study)]
+    cells = {}
+    for r in runs:
+        if not r["control"]:
+            cells.setdefault((r["task"], r["level"], r["size"]), set()).add(r["seed"])
+    assert len(cells) == 32 and all(s == {0, 1} for s in cells.values())
+    assert {(t, lv) for t, lv, z in cells if z == "nano"} == {(t, lv) for t in TASKS for lv in ("L1", "L2", "L3")}
+    assert {t for t, lv, z in cells if z == "micro" and lv == "L3"} == set(TASKS)
+    assert sorted(r["size"] for r in runs if r["control"]) == ["micro", "nano"]
+    cal_runs = [parse_run_name(r) for r in run_names(cal)]
+    assert {(r["task"], r["level"], r["size"]) for r in cal_runs} == set(cells)
+    assert not {r["seed"] for r in cal_runs} & {r["seed"] for r in runs}
+    assert study["events"]["classes_file"] == "config/study_classes.csv" and study["events"]["classes_sha256"]
+    for block in ("train", "eval", "data"):
+        assert study[block] == cal[block], block                      # classes hold for these settings
+    assert {k: v for k, v in study["events"].items() if not k.startswith("classes")} == \
+        {k: v for k, v in cal["events"].items() if not k.startswith("classes")}
 
 
 def test_config_yaml_level_table_matches_library_defaults():
@@ -500,8 +528,8 @@ def test_validate_and_snakemake_give_the_same_answer(tmp_path, monkeypatch, caps
         (tmp_path / name).write_bytes(data)
         assert main(["validate", "--config", str(tmp_path / name)]) == 2, name
         err = capsys.readouterr().err.strip()
-        assert err.startswith("geoanatomy: config "), err
-        said[name] = err.removeprefix("geoanatomy: ")
+        assert err.startswith("geoanatomy validate: config "), err
+        said[name] = err.removeprefix("geoanatomy validate: ")
     # a dry run never checks the device (it may plan for another machine); a local run does,
     # before any job
     calls = {name: ("--cores", "1", "--configfile", str(tmp_path / name), *(() if name == "gpu.yaml" else ("-n",)))
