@@ -40,10 +40,8 @@ def make_settings(user: dict | None = None) -> dict:
     if extra:
         raise ValueError(f"summary settings: unknown keys {extra}; allowed: {sorted(out)}")
     if user:                     # types and ranges: the config schema's summary block
-        from ..config.schema import load_schema, validate_schema
-        sch = load_schema()
-        validate_schema({"summary": user}, {"$defs": sch.get("$defs", {}), "type": "object",
-                                            "properties": {"summary": sch["properties"]["summary"]}})
+        from ..config.schema import validate_block
+        validate_block("summary", user)
     out.update(user or {})
     return out
 

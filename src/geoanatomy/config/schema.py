@@ -122,6 +122,15 @@ def validate_schema(cfg: dict, schema: dict | None = None) -> None:
     raise ConfigError(f"config field '{where}': {msg}" + (f" (got {_short(repr(e.instance), 120)})" if got else ""))
 
 
+def validate_block(name: str, value) -> None:
+    """Check one top-level block (``summary``, ``events``...) on its own against the config
+    schema (for settings given outside a config file: the summary's --settings, the monitor's
+    events); ConfigError naming the field, as for a config."""
+    sch = load_schema()
+    validate_schema({name: value}, {"$defs": sch.get("$defs", {}), "type": "object",
+                                    "properties": {name: sch["properties"][name]}})
+
+
 # ------------------------------------------------------------ value walk
 _PLAIN = (str, int, float, bool, type(None))
 

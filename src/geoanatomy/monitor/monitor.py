@@ -59,12 +59,10 @@ def check_events(events: dict | None) -> dict | None:
         return events
     if not isinstance(events, dict):
         raise ValueError(f"Monitor(events=...) must be a dict of events settings, got {type(events).__name__}")
-    from ..config.schema import load_schema, validate_schema
+    from ..config.schema import validate_block
     from ..errors import ConfigError
-    sch = load_schema()
     try:
-        validate_schema({"events": events}, {"$defs": sch.get("$defs", {}), "type": "object",
-                                             "properties": {"events": sch["properties"]["events"]}})
+        validate_block("events", events)
     except ConfigError as e:
         raise ValueError(f"Monitor(events=...): {str(e).replace('config field ', '')}") from None
     return events
