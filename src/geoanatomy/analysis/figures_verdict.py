@@ -144,7 +144,7 @@ def draw_family(verdict: pd.DataFrame, family: str, subtitle: str = ""):
             ax.set_gid(claim)
             ax.axis("off")
             ax.text(0.0, 0.5, textwrap.shorten(f"{claim}: no estimate (too few cells) for "
-                                                f"{_counted([m[-1] for m in missing])}", 140, placeholder=" ..."),
+                                                f"{_counted([m[-1] for m in missing])}", 115, placeholder=" ..."),
                     transform=ax.transAxes, fontsize=7, color="0.35", va="center")
             y0 -= h_in / total
             continue
