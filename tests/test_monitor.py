@@ -425,25 +425,104 @@ def test_hf_positions_and_layer_names():
 
 
 @pytest.mark.slow
-def test_trainer_callback_in_a_tiny_offline_trainer_run(tmp_path):
+@pytest.mark.parametrize("attach", [True, False])
+def test_trainer_callback_in_a_tiny_offline_trainer_run(tmp_path, attach):
+    """A real transformers.Trainer: the table, the scalars in log_history (and TensorBoard's
+    event files where tensorboard is installed), and train_loss credited to the measurement
+    whose interval holds the step the Trainer logged it at (its logs come after on_step_end)."""
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate")
+    try:
+        import tensorboard  # noqa: F401
+        report = ["tensorboard"] if attach else []
+    except ImportError:
+        report = []
     model = _gpt2()
     g = torch.Generator().manual_seed(1)
     data = [{"input_ids": x, "labels": x} for x in torch.randint(1, 64, (48, 12), generator=g)]
     probe = Probe(torch.randint(1, 64, (40, 12), generator=g))
     lines = []
-    mon = Monitor(probe, every=2, out_dir=tmp_path / "mon", run="hf_tiny", log=lines.append)
-    args = transformers.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=8, per_device_train_batch_size=8,
-                                          learning_rate=1e-3, logging_steps=2, save_strategy="no", report_to=[],
-                                          use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, seed=0)
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[mon.trainer_callback()])
+    mon = Monitor(probe, every=4, out_dir=tmp_path / "mon", run="hf_tiny", log=lines.append)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=10, per_device_train_batch_size=8,
+                                          learning_rate=1e-3, logging_steps=2, save_strategy="no", report_to=report,
+                                          use_cpu=True, disable_tqdm=True,
+                                          dataloader_num_workers=0, seed=0)
+    if attach:
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=data)
+        mon.attach(trainer)
+    else:
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[mon.trainer_callback()])
     trainer.train()
     df = read_table(tmp_path / "mon" / "metrics.csv")
-    assert sorted(set(df["step"])) == [0, 2, 4, 6, 8]
+    assert sorted(set(df["step"])) == [0, 4, 8, 10]                   # the last step measured at close
     assert set(df["layer"]) >= {"embed", "layer1", "layer2", "final_ln_post"}
-    assert "train_loss" in set(df["measure"])
+    # train_loss: measurement m averages the Trainer's losses logged at steps in (previous m, m]
+    logged = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}
+    assert sorted(logged) == [2, 4, 6, 8, 10]
+    tl = df[df.measure == "train_loss"].set_index("step")
+    assert sorted(tl.index) == [4, 8, 10]
+    for m, lo in ((4, 0), (8, 4), (10, 8)):
+        want = [v for s, v in logged.items() if lo < s <= m]
+        assert tl.loc[m, "value"] == pytest.approx(np.mean(want), rel=1e-6), m
+        assert tl.loc[m, "n_samples"] == len(want)
+    # the scalars in log_history, at each measured step, equal the table's headline rows
+    hist = [h for h in trainer.state.log_history if "geoanatomy/rankme_centred" in h]
+    assert [h["step"] for h in hist] == [0, 4, 8, 10]
+    layer, pos = mon.headline()
+    for h in hist:
+        row = df[(df.measure == "rankme") & (df.layer == layer) & (df.position == pos) & (df.variant == "centred")
+                 & (df.step == h["step"])]
+        assert h["geoanatomy/rankme_centred"] == pytest.approx(float(row["value"].iloc[0]), rel=1e-6)
+        assert {"geoanatomy/rankme_uncentred", "geoanatomy/mean_share", "geoanatomy/probe_loss"} <= set(h)
+    if report:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        runs = [p.parent for p in (tmp_path / "out").rglob("events.out.tfevents.*")]   # the Trainer's default log dir
+        tags, steps = set(), []
+        for r in set(runs):
+            acc = EventAccumulator(str(r))
+            acc.Reload()
+            tags |= set(acc.Tags()["scalars"])
+            if "train/geoanatomy/rankme_centred" in acc.Tags()["scalars"]:
+                steps += [e.step for e in acc.Scalars("train/geoanatomy/rankme_centred")]
+        assert "train/geoanatomy/rankme_centred" in tags and "train/geoanatomy/mean_share" in tags
+        assert sorted(steps) == [0, 4, 8, 10]
     pre = json.loads((tmp_path / "mon" / "precursor.json").read_text())
     assert pre["measures"]["rankme"]["layer"] == "final_ln_post" and pre["behaviour"]["kind"] == "loss"
     assert (tmp_path / "mon" / "trajectory.png").is_file()
     assert model.training                                          # the monitor put the model back
+
+
+def test_monitor_logs_through_logging_and_overhead_counts_close(caplog, tmp_path):
+    """Log lines reach the ``geoanatomy.monitor`` logger; overhead() includes close() (report,
+    files, figure); a curve that never fell gets no floor or gap in its closing line."""
+    import logging
+    model = _gpt2()
+    g = torch.Generator().manual_seed(2)
+    mon = Monitor(Probe(torch.randint(1, 64, (12, 8), generator=g)), every=1, out_dir=tmp_path / "m", run="r")
+    with caplog.at_level(logging.INFO, logger="geoanatomy.monitor"):
+        for s in range(3):
+            mon.step(model, s)
+        before = mon.overhead()["wall_seconds"]
+        mon.close(model, 2)                     # step 2 was measured: close() only reports and writes
+    oh = mon.overhead()
+    assert oh["close_wall_seconds"] > 0
+    assert oh["wall_seconds"] == pytest.approx(before + oh["close_wall_seconds"], abs=2e-4)
+    msgs = [r.getMessage() for r in caplog.records if r.name == "geoanatomy.monitor"]
+    finals = [m for m in msgs if "final:" in m]
+    assert finals and all("no collapse" in m and "floor" not in m for m in finals)   # 4 points: nothing fell
+
+
+def test_final_line_names_only_events_that_happened():
+    assert "floor" not in Monitor.final_line("x", {"collapsed": False, "collapse_step": None, "floor_step": 25,
+                                                   "recovery_step": None, "status": {}})
+    line = Monitor.final_line("x", {"collapsed": True, "collapse_step": 10, "floor_step": 25, "recovery_step": None,
+                                    "status": {"collapse": "provisional", "floor": "provisional"}})
+    assert "collapse at 10" in line and "floor at 25" in line and "no recovery" in line
+
+
+def test_a_probe_of_one_token_rows_is_refused_by_name():
+    with pytest.raises(ValueError, match="rows of 1 token: nothing to score"):
+        Probe(torch.ones(4, 1, dtype=torch.long))
+    with pytest.raises(ValueError, match="no probe row has a labelled token"):
+        Probe(torch.ones(4, 3, dtype=torch.long), labels=torch.full((4, 3), -100))
+    Probe(torch.ones(4, 3, dtype=torch.long), attention_mask=torch.tensor([[1, 1, 1]] * 3 + [[1, 0, 0]]))  # some rows: fine

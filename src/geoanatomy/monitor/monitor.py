@@ -96,7 +96,7 @@ class Monitor:
     def __init__(self, probe, every: int | Iterable[int] | Callable[[int], bool] = DEFAULT_EVERY, out_dir: str | Path | None = None,
                  run: str = "monitor", events: dict | None = None, track: str = "headline", eps: float = 1e-7,
                  forward_fn: Callable | None = None, flush_every: int = 10, resume: bool = False,
-                 log: Callable[[str], None] | None = print, strict: bool = False):
+                 log: Callable[[str], None] | None = None, strict: bool = False):
         self.strict = bool(strict)
         self.problems: list[str] = []                 # what went wrong and was warned about
         self._warned_order = False
@@ -121,7 +121,7 @@ class Monitor:
         self.e = {**DEFAULTS["events"], **(events or {})}
         self.forward_fn = forward_fn or model_forward
         self.flush_every = int(flush_every)
-        self.log = log
+        self.log = log                                # an extra sink besides the logger (e.g. print)
         self.rows: list[dict] = []
         self.event_log: list[dict] = []
         self.trackers: dict[tuple, OnlineCollapse] = {}
@@ -129,9 +129,12 @@ class Monitor:
         self.names: list[str] | None = None
         self.n_params: int | None = None
         self.measured: list[int] = []
-        self.cpu_seconds = 0.0
+        self.cpu_seconds = 0.0                        # in measure()
         self.wall_seconds = 0.0
+        self.close_cpu_seconds = 0.0                  # in close(): report, files, figure
+        self.close_wall_seconds = 0.0
         self._loss_sum, self._loss_n = 0.0, 0
+        self._loss_rows: dict[int, dict] = {}         # measurement step -> its train_loss row
         self._warned_cap = False
         self._resumed_rows = self._load_existing() if resume else []
 
@@ -157,16 +160,44 @@ class Monitor:
         warnings.warn(text, RuntimeWarning, stacklevel=3)
         logging.getLogger("geoanatomy.monitor").warning(text)
 
-    def add_train_loss(self, loss: float) -> None:
-        """A training batch loss, averaged into the next measurement's ``train_loss`` row."""
-        self._loss_sum += float(loss)
+    def _say(self, msg: str) -> None:
+        """One log line: to the ``geoanatomy.monitor`` logger (INFO) and to ``log`` when given."""
+        logging.getLogger("geoanatomy.monitor").info(msg)
+        if self.log:
+            self.log(msg)
+
+    def add_train_loss(self, loss: float, step: int | None = None) -> None:
+        """A training loss logged at ``step`` (the updates done when it was logged; None: the
+        next measurement). The ``train_loss`` row of measurement m averages the losses logged at
+        steps in (previous measurement, m]: a loss that arrives after m was measured but belongs
+        to it (a Trainer logs after its step callbacks run) updates m's row."""
+        loss = float(loss)
+        if step is not None and self.measured and int(step) <= self.measured[-1]:
+            later = [m for m in self.measured if m >= int(step)]
+            self._add_loss_to(later[0], loss)
+            return
+        self._loss_sum += loss
         self._loss_n += 1
+
+    def _add_loss_to(self, m: int, loss: float) -> None:
+        """Add one loss to measurement ``m``'s train_loss row (made if it has none)."""
+        acc = self._loss_rows.get(m)
+        if acc is None:
+            acc = {"run": self.run, "step": m, "measure": "train_loss", "layer": "output", "layer_index": -1,
+                   "position": "answer", "variant": "batch_average", "n_samples": 0, "value": 0.0,
+                   "settings": {"definition": "mean of the training losses logged at steps in (previous "
+                                              "measurement, this step]", "used_by_events": False}}
+            self._loss_rows[m] = acc
+            self.rows.append(acc)
+        n = acc["n_samples"]
+        acc["value"] = (acc["value"] * n + loss) / (n + 1)
+        acc["n_samples"] = n + 1
 
     def step(self, model, step: int, loss: float | None = None) -> bool:
         """Call once before training (step 0) and after every update (step = updates done).
         Measures when the step is due; returns whether it measured."""
         if loss is not None:
-            self.add_train_loss(loss)
+            self.add_train_loss(loss, step)
         if not self.due(step):
             return False
         try:
@@ -219,14 +250,16 @@ class Monitor:
         base = {"run": self.run, "step": step}
         rows = self._behaviour_rows(logits, ids, am, base)
         if self._loss_n:
-            rows.append({**base, "measure": "train_loss", "layer": "output", "layer_index": -1, "position": "answer",
-                         "variant": "batch_average", "n_samples": self._loss_n,
-                         "value": self._loss_sum / self._loss_n,
-                         "settings": {"averaged_since_previous_measurement": True, "used_by_events": False}})
+            row = {**base, "measure": "train_loss", "layer": "output", "layer_index": -1, "position": "answer",
+                   "variant": "batch_average", "n_samples": self._loss_n, "value": self._loss_sum / self._loss_n,
+                   "settings": {"definition": "mean of the training losses logged at steps in (previous "
+                                              "measurement, this step]", "used_by_events": False}}
+            self._loss_rows[step] = row
+            rows.append(row)
             self._loss_sum, self._loss_n = 0.0, 0
         d = hidden[0].shape[-1]
-        if B < d and not self._warned_cap and self.log:
-            self.log(f"[monitor] {self.run}: probe of {B} rows < d_model {d}: RankMe is capped at {B}")
+        if B < d and not self._warned_cap:
+            self._say(f"[monitor] {self.run}: probe of {B} rows < d_model {d}: RankMe is capped at {B}")
             self._warned_cap = True
         ar = torch.arange(B, device=device)
         for pos, (kind, where) in p.positions.items():
@@ -312,8 +345,8 @@ class Monitor:
             if rec["event"] == "acquisition":
                 rec["precursor"] = self._verdict(rec["step"])
             self.event_log.append(rec)
-            if log and self.log:
-                self.log(self.format(rec))
+            if log:
+                self._say(self.format(rec))
 
     def _verdict(self, t_acq: int) -> dict:
         layer, pos = self.headline()
@@ -346,6 +379,7 @@ class Monitor:
     def _replay(self, rows: list[dict]) -> None:
         """Rebuild the table and the trackers from earlier rows (resume), without logging."""
         self.rows = list(rows)
+        self._loss_rows = {int(r["step"]): r for r in self.rows if r["measure"] == "train_loss"}
         self.measured = sorted({int(r["step"]) for r in rows})
         for s in self.measured:
             step_rows = [r for r in rows if r["step"] == s]
@@ -353,8 +387,8 @@ class Monitor:
                 geo = sorted({(r["layer_index"], r["layer"]) for r in step_rows if r["measure"] == "rankme"})
                 self.names = [n for _, n in geo]
             self._track(step_rows, log=False)
-        if self.log and self.measured:
-            self.log(f"[monitor] {self.run}: resumed {len(self.measured)} measurements "
+        if self.measured:
+            self._say(f"[monitor] {self.run}: resumed {len(self.measured)} measurements "
                      f"(steps {self.measured[0]}..{self.measured[-1]}) from {self.out_dir / 'metrics.csv'}")
 
     def _load_existing(self) -> list[dict]:
@@ -407,9 +441,54 @@ class Monitor:
             return False
 
     def overhead(self) -> dict:
-        """Seconds spent in the monitor (CPU seconds of this process and wall seconds)."""
-        return {"measurements": len(self.measured), "cpu_seconds": round(self.cpu_seconds, 4),
-                "wall_seconds": round(self.wall_seconds, 4)}
+        """Seconds spent in the monitor, CPU seconds of this process and wall seconds: the
+        measurements (with their periodic table writes) plus ``close()`` (the final report,
+        files and figure), each also given apart."""
+        return {"measurements": len(self.measured),
+                "cpu_seconds": round(self.cpu_seconds + self.close_cpu_seconds, 4),
+                "wall_seconds": round(self.wall_seconds + self.close_wall_seconds, 4),
+                "measure_wall_seconds": round(self.wall_seconds, 4),
+                "close_wall_seconds": round(self.close_wall_seconds, 4)}
+
+    @staticmethod
+    def final_line(name: str, st: dict) -> str:
+        """The closing log line of one tracked curve: only the events that happened."""
+        if not st.get("collapsed"):
+            return f"[monitor] final: RankMe {name}: no collapse (the curve did not fall by collapse_drop)"
+        parts = [f"collapse at {st['collapse_step']}"]
+        if st.get("floor_step") is not None:
+            parts.append(f"floor at {st['floor_step']}")
+        parts.append(f"recovery at {st['recovery_step']}" if st.get("recovery_step") is not None else "no recovery")
+        status = {k: v for k, v in (st.get("status") or {}).items() if v}
+        return f"[monitor] final: RankMe {name}: {', '.join(parts)} ({', '.join(f'{k} {v}' for k, v in status.items())})"
+
+    def scalars(self) -> dict:
+        """The latest measurement as flat scalars for a logger (Trainer, TensorBoard, W&B,
+        MLflow): headline layer/position RankMe of both variants and its mean share, probe
+        loss and accuracy, and the step of each headline event that has happened so far."""
+        if not self.measured:
+            return {}
+        m = self.measured[-1]
+        layer, pos = self.headline()
+        out = {}
+        for r in self.rows:
+            if r["step"] != m:
+                continue
+            if r["measure"] in ("rankme", "mean_share") and r["layer"] == layer and r["position"] == pos:
+                key = r["measure"] if r["measure"] == "mean_share" else f"rankme_{r['variant']}"
+                out[f"geoanatomy/{key}"] = float(r["value"])
+            elif r["measure"] in ("loss", "accuracy", "accuracy_norm") and r["layer"] == "output":
+                out[f"geoanatomy/probe_{r['measure']}"] = float(r["value"])
+        tr = self.trackers.get((layer, pos, self.e["variant"]))
+        if tr is not None:
+            st = tr.state()
+            if st.get("collapsed"):
+                for e in OnlineCollapse.KEYS:
+                    if st.get(f"{e}_step") is not None:
+                        out[f"geoanatomy/{e}_step"] = int(st[f"{e}_step"])
+        if self.acq is not None and self.acq.step_found is not None:
+            out["geoanatomy/acquisition_step"] = int(self.acq.step_found)
+        return out
 
     def report(self) -> dict:
         """The precursor.json dict of the rows so far (``scan.report.build_report``)."""
@@ -431,7 +510,17 @@ class Monitor:
     def close(self, model=None, step: int | None = None) -> dict | None:
         """Measure ``step`` if it was not (with ``model``), log the final events of the tracked
         headline curves, write metrics.csv, precursor.json and trajectory.png to ``out_dir``;
-        returns the precursor dict (None when nothing was measured)."""
+        returns the precursor dict (None when nothing was measured). Its time is part of
+        ``overhead()``."""
+        c0, w0 = time.process_time(), time.perf_counter()
+        mc0, mw0 = self.cpu_seconds, self.wall_seconds      # a final measurement counts as one
+        try:
+            return self._close(model, step)
+        finally:
+            self.close_cpu_seconds += time.process_time() - c0 - (self.cpu_seconds - mc0)
+            self.close_wall_seconds += time.perf_counter() - w0 - (self.wall_seconds - mw0)
+
+    def _close(self, model, step):
         if model is not None and step is not None and (not self.measured or self.measured[-1] < step):
             try:
                 self.measure(model, step)
@@ -440,10 +529,8 @@ class Monitor:
         if not self.rows:
             return None
         pre = self.report()
-        if self.log:
-            for name, st in pre["online"]["final"].items():
-                self.log(f"[monitor] {self.run} final: RankMe {name}: collapse {st['collapse_step']}, floor "
-                         f"{st['floor_step']}, recovery {st['recovery_step']} ({st['status']})")
+        for name, st in pre["online"]["final"].items():
+            self._say(self.final_line(name, st))
         if self.out_dir is not None and self._write_or_keep():
             from ..precursor.seal import write_sealed
             from ..scan.report import plot_report
@@ -455,6 +542,14 @@ class Monitor:
         return pre
 
     # -------------------------------------------------------------- Hugging Face Trainer
-    def trainer_callback(self):
-        """A ``transformers.TrainerCallback`` running this monitor (package doc)."""
-        return trainer_callback(self)
+    def trainer_callback(self, trainer=None):
+        """A ``transformers.TrainerCallback`` running this monitor (``callback`` module doc);
+        with ``trainer`` its scalars go through ``trainer.log`` to every reporter."""
+        return trainer_callback(self, trainer)
+
+    def attach(self, trainer):
+        """Add this monitor's callback to a built ``transformers.Trainer`` (scalars and events
+        reach ``log_history`` and every ``report_to`` integration); returns the callback."""
+        cb = trainer_callback(self, trainer)
+        trainer.add_callback(cb)
+        return cb

@@ -28,10 +28,30 @@ class Probe:
         for what, t in (("attention_mask", self.attention_mask), ("labels", self.labels)):
             if t is not None and tuple(t.shape) != (B, T):
                 raise ValueError(f"{what} must have the shape of input_ids {(B, T)}, got {tuple(t.shape)}")
+        self._check_scored()
         self.chance = chance
         if not isinstance(positions, dict):
             positions = {_position_name(positions): positions}
         self.positions = {str(k): self._resolve(v) for k, v in positions.items()}
+
+    def _check_scored(self) -> None:
+        """Refuse a probe with no token to score: the loss is of the next token, so some row needs
+        a second token (labelled, when labels are given). Rows without one still give hidden
+        states; they are left out of the loss and accuracy."""
+        B, T = self.input_ids.shape
+        if self.labels is not None:
+            scored = (self.labels[:, 1:] != -100).sum(1)
+            what = "labelled token after its first position (labels are shifted inside; -100 = not scored)"
+        else:
+            scored = (self.input_ids[:, 1:] >= 0).sum(1) if self.attention_mask is None else \
+                self.attention_mask[:, 1:].bool().sum(1)
+            what = "second token (the loss is of the next token)"
+        none = torch.nonzero(scored == 0).flatten().tolist()
+        if T < 2:
+            raise ValueError(f"probe rows of {T} token: nothing to score, every row needs a {what}; "
+                             f"give rows of at least 2 tokens")
+        if len(none) == B:
+            raise ValueError(f"no probe row has a {what}: nothing to score")
 
     def _resolve(self, spec):
         """('index', LongTensor (B,)) or ('mask', BoolTensor (B, T))."""
