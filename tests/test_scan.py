@@ -286,3 +286,81 @@ def test_scan_names_skipped_folders_flags_non_finite_and_keys_its_cache_on_conte
     scan(copy, str(prompt_file), tmp_path / "out2", device="cpu", log=lines.append)
     assert sum("reused" in ln for ln in lines) == 2
     assert 123.0 not in set(read_table(tmp_path / "out2" / "metrics.csv")["value"])
+
+
+def test_prompt_completion_probe_scores_only_the_completion_like_masked_labels(gpt2_dir, tok, tmp_path):
+    """A .jsonl probe file of prompt/completion pairs: the loss equals transformers' own loss
+    with the prompt's labels set to -100, the accuracy is the exact match of the completion
+    under teacher forcing (from the logits by hand), the geometry is at the prompt's last
+    token; the plain prompt file of the same texts scores every token instead."""
+    pairs = [("The cat sat on", " the mat."), ("Two plus two is", " four."), ("Paris is the capital", " of France."),
+             ("Birds can", " fly."), ("Fish live in", " water.")]
+    f = tmp_path / "pairs.jsonl"
+    f.write_text("\n".join(json.dumps({"prompt": p, "completion": c}) for p, c in pairs) + "\n")
+    ps = load_probe_set(str(f), tok)
+    assert ps.kind == "completions" and len(ps.encoded) == 5
+    model = transformers.GPT2LMHeadModel.from_pretrained(gpt2_dir / "checkpoint-64").eval()
+    rows = measure_model(model, ps, run="r", step=64, batch_size=2)
+    by = {r["measure"]: r for r in rows if r["layer"] == "output"}
+    nll, n_tok, exact, right = 0.0, 0, [], 0
+    for p, c in ps.encoded:
+        ids = torch.tensor([p + c])
+        labels = ids.clone()
+        labels[0, :len(p)] = -100
+        with torch.no_grad():
+            out = model(ids, labels=labels)
+        nll += float(out.loss) * len(c)
+        n_tok += len(c)
+        hit = out.logits[0, len(p) - 1:-1].argmax(-1) == ids[0, len(p):]
+        exact.append(bool(hit.all()))
+        right += int(hit.sum())
+    assert by["loss"]["position"] == "completion" and by["loss"]["settings"]["n_tokens"] == n_tok
+    assert by["loss"]["value"] == pytest.approx(nll / n_tok, rel=1e-5)
+    assert by["accuracy"]["value"] == pytest.approx(np.mean(exact))
+    assert by["token_accuracy"]["value"] == pytest.approx(right / n_tok)
+    assert by["accuracy_norm"]["value"] == by["accuracy"]["value"]
+    # the geometry: the prompt's last token (not the completion's)
+    with torch.no_grad():
+        hs = [model(torch.tensor([p]), output_hidden_states=True).hidden_states[0][0, -1] for p, _ in ps.encoded]
+    from geoanatomy.measures.rankme import rankme
+    emb = next(r for r in rows if r["measure"] == "rankme" and r["layer"] == "embed" and r["variant"] == "uncentred")
+    with pytest.warns(UserWarning, match="capped"):                 # 5 rows < d = 32
+        ref = rankme(torch.stack(hs).double(), centred=False)
+    assert emb["value"] == pytest.approx(ref, rel=1e-6)
+    # the whole scan: behaviour is the completion accuracy, with the pipeline's acquisition rule
+    pre = scan(gpt2_dir, str(f), tmp_path / "out", device="cpu", log=lambda m: None)
+    assert pre["behaviour"]["kind"] == "accuracy" and pre["probe_set"]["kind"] == "completions"
+    assert json.loads((tmp_path / "out" / "scan.json").read_text())["probe_set"]["unknown_token_share"] is None
+    # every token scored with the plain prompt file of the joined texts: another loss
+    g = tmp_path / "joined.txt"
+    g.write_text("\n".join(p + c for p, c in pairs) + "\n")
+    plain = {r["measure"]: r for r in measure_model(model, load_probe_set(str(g), tok), run="r", step=64)
+             if r["layer"] == "output"}
+    assert plain["loss"]["settings"]["n_tokens"] > n_tok and "accuracy" not in plain
+
+
+def test_probe_file_errors_name_the_file_and_unknown_tokens_are_warned(tmp_path, tok):
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("caf\u00e9 au lait\nna\u00efve\n".encode("latin-1"))
+    with pytest.raises(ScanError, match=r"latin1.txt: not UTF-8 text \(byte 3, line 1"):
+        load_probe_set(str(bad), tok)
+    j = tmp_path / "p.jsonl"
+    j.write_text('{"prompt": "a", "completion": "b"}\n{"prompt": "a"}\n')
+    with pytest.raises(ScanError, match=r"p.jsonl line 2: needs string fields"):
+        load_probe_set(str(j), tok)
+    j.write_text('{"prompt": "a", "completion": "b"}\nnot json\n')
+    with pytest.raises(ScanError, match=r"p.jsonl line 2: not a JSON object"):
+        load_probe_set(str(j), tok)
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    wl = Tokenizer(models.WordLevel({"[UNK]": 0, "the": 1, "cat": 2}, unk_token="[UNK]"))
+    wl.pre_tokenizer = pre_tokenizers.Whitespace()
+    word_tok = transformers.PreTrainedTokenizerFast(tokenizer_object=wl, unk_token="[UNK]")
+    f = tmp_path / "words.txt"
+    f.write_text("the cat sat\nthe dog ran far\n")
+    said = []
+    ps = load_probe_set(str(f), word_tok, log=said.append)
+    assert ps.unknown_share == pytest.approx(4 / 7)
+    assert len(said) == 1 and "57% of the tokens" in said[0] and "words.txt" in said[0] and "[UNK]" in said[0]
+    f.write_text("the cat\ncat the\n")
+    said.clear()
+    assert load_probe_set(str(f), word_tok, log=said.append).unknown_share == 0 and not said

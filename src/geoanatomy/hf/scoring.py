@@ -101,17 +101,29 @@ def score_items(model, encoded, batch_size: int = 16, device: str = "cpu") -> di
 
 
 @torch.no_grad()
-def prompt_states(model, prompts: list[list[int]], batch_size: int = 16, device: str = "cpu") -> dict:
-    """Next-token loss and last-token hidden states of token-id prompts.
+def prompt_states(model, prompts: list[list[int]], batch_size: int = 16, device: str = "cpu",
+                  starts: list[int] | None = None, state_at: list[int] | None = None) -> dict:
+    """Next-token loss and hidden states of token-id sequences.
 
-    Returns {"nll_sum": float64 total of -log p(token t | tokens < t) over every prompt token
-    after the first, "n_tokens": how many, "per_prompt": float64 (N,) mean loss per prompt (NaN
-    for one-token prompts), "hidden": {name: float32 (N, d)} at each prompt's last token,
-    "last_token": int64 (N,)}. Prompts are right-padded; padding is masked and never read."""
+    ``starts[i]``: the first token of sequence i that is scored (default 1: every token after
+    the first; a prompt/completion pair: the completion's first token, so the prompt is context
+    only, like labels of -100). ``state_at[i]``: the token whose hidden states are taken
+    (default the last; a pair: the prompt's last token).
+
+    Returns {"nll_sum": float64 total of -log p(token t | tokens < t) over the scored tokens,
+    "n_tokens": how many, "per_prompt": float64 (N,) mean loss per sequence (NaN when nothing
+    is scored), "exact": bool (N,) every scored token the argmax (teacher forcing),
+    "n_right_tokens": scored tokens that are the argmax, "hidden": {name: float32 (N, d)} at
+    ``state_at``, "last_token": int64 (N,) the token at ``state_at``}. Sequences are
+    right-padded; padding is masked and never read."""
     names = hidden_names(model)
-    order = sorted(range(len(prompts)), key=lambda i: (-len(prompts[i]), i))
-    per = np.full(len(prompts), np.nan)
-    total, count = 0.0, 0
+    N = len(prompts)
+    starts = [1] * N if starts is None else [max(1, int(x)) for x in starts]
+    state_at = [len(p) - 1 for p in prompts] if state_at is None else [int(x) for x in state_at]
+    order = sorted(range(N), key=lambda i: (-len(prompts[i]), i))
+    per = np.full(N, np.nan)
+    exact = np.zeros(N, dtype=bool)
+    total, count, right = 0.0, 0, 0
     hidden: dict = {}
     for b0 in range(0, len(order), batch_size):
         idx = order[b0:b0 + batch_size]
@@ -123,16 +135,21 @@ def prompt_states(model, prompts: list[list[int]], batch_size: int = 16, device:
             mask[b, :len(prompts[i])] = 1
         logits, _, states = forward_hidden(model, ids.to(device), mask.to(device))
         for b, i in enumerate(idx):
-            n = len(prompts[i])
-            if n > 1:
-                lp = torch.log_softmax(logits64(model, states[-1][b, :n - 1], logits[b, :n - 1]), -1)
-                nll = -lp.gather(-1, ids[b, 1:n].to(device)[:, None])[:, 0]
+            n, s0 = len(prompts[i]), starts[i]
+            if n > s0:
+                lg = logits64(model, states[-1][b, s0 - 1:n - 1], logits[b, s0 - 1:n - 1])
+                tgt = ids[b, s0:n].to(device)
+                nll = -torch.log_softmax(lg, -1).gather(-1, tgt[:, None])[:, 0]
+                hit = lg.argmax(-1) == tgt
                 per[i] = float(nll.mean())
+                exact[i] = bool(hit.all())
+                right += int(hit.sum())
                 total += float(nll.sum())
-                count += n - 1
+                count += n - s0
             for name, h in zip(names, states):
                 if name not in hidden:
-                    hidden[name] = torch.zeros(len(prompts), h.shape[-1], dtype=torch.float32)
-                hidden[name][i] = h[b, n - 1].float().cpu()
-    last = np.array([p[-1] for p in prompts], dtype=np.int64)
-    return {"nll_sum": total, "n_tokens": count, "per_prompt": per, "hidden": hidden, "last_token": last}
+                    hidden[name] = torch.zeros(N, h.shape[-1], dtype=torch.float32)
+                hidden[name][i] = h[b, state_at[i]].float().cpu()
+    last = np.array([p[a] for p, a in zip(prompts, state_at)], dtype=np.int64)
+    return {"nll_sum": total, "n_tokens": count, "per_prompt": per, "exact": exact, "n_right_tokens": right,
+            "hidden": hidden, "last_token": last}

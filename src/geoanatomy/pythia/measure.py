@@ -27,9 +27,11 @@ class ProbeSet:
 
     name: str
     kind: str
-    encoded: list                       # benchmark: [(prompt ids, [option ids])]; prompts: [ids]
+    encoded: list                       # benchmark: [(prompt ids, [option ids])]; prompts: [ids];
+                                        # completions: [(prompt ids, completion ids)]
     items: list = field(default_factory=list)
     texts: list = field(default_factory=list)
+    unknown_share: float | None = None  # share of the probe's tokens that are the tokenizer's unknown token
 
     def identity(self) -> str:
         """sha256 of the probe set's content (tokens, answers): part of the resume key."""
@@ -39,9 +41,12 @@ class ProbeSet:
         return h.hexdigest()
 
     def longest(self) -> int:
-        """Tokens in the longest sequence the model reads (prompt + option for benchmarks)."""
+        """Tokens in the longest sequence the model reads (prompt + option for benchmarks,
+        prompt + completion for completions)."""
         if self.kind == "benchmark":
             return max(len(p) + len(o) for p, opts in self.encoded for o in opts)
+        if self.kind == "completions":
+            return max(len(p) + len(c) for p, c in self.encoded)
         return max(len(x) for x in self.encoded)
 
     @classmethod
@@ -50,8 +55,54 @@ class ProbeSet:
         return cls(name, "benchmark", [(list(p), [list(o) for o in opts]) for p, opts in encoded], list(items))
 
 
-def load_probe_set(probe: str, tokenizer, n_items: int | None = None, seed: int = 0) -> ProbeSet:
-    """A shipped benchmark by name or a text file of prompts (module doc)."""
+UNKNOWN_WARN_SHARE = 0.05   # warn when more than this share of a probe file's tokens are the unknown token
+
+
+def _read_probe_lines(path: Path) -> list[str]:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[:e.start].count(b"\n") + 1
+        raise ScanError(f"probe file {path}: not UTF-8 text (byte {e.start}, line {line}: "
+                        f"{e.reason}); save it as UTF-8") from None
+    except OSError as e:
+        raise ScanError(f"probe file {path} cannot be read ({e.strerror or e})") from None
+    return [ln.rstrip("\r") for ln in text.splitlines()]
+
+
+def _completion_pairs(path: Path, lines: list[str]) -> list[tuple[str, str]]:
+    pairs = []
+    for i, ln in enumerate(lines, 1):
+        if not ln.strip():
+            continue
+        try:
+            rec = json.loads(ln)
+        except json.JSONDecodeError as e:
+            raise ScanError(f"probe file {path} line {i}: not a JSON object ({e.msg}); a .jsonl probe file "
+                            f"holds one {{\"prompt\": ..., \"completion\": ...}} per line") from None
+        if not isinstance(rec, dict) or not isinstance(rec.get("prompt"), str) \
+                or not isinstance(rec.get("completion"), str):
+            raise ScanError(f"probe file {path} line {i}: needs string fields \"prompt\" and \"completion\" "
+                            f"(got {sorted(rec) if isinstance(rec, dict) else type(rec).__name__})")
+        pairs.append((rec["prompt"], rec["completion"]))
+    return pairs
+
+
+def _unknown_share(tokenizer, seqs: list[list[int]]) -> float | None:
+    unk = getattr(tokenizer, "unk_token_id", None)
+    n = sum(len(x) for x in seqs)
+    if unk is None or not n:
+        return None
+    return float(sum(t == unk for x in seqs for t in x) / n)
+
+
+def load_probe_set(probe: str, tokenizer, n_items: int | None = None, seed: int = 0, log=None) -> ProbeSet:
+    """A shipped benchmark by name or a probe file: ``.jsonl`` with one ``{"prompt": ...,
+    "completion": ...}`` per line (kind "completions": only the completion is scored, the
+    prompt is context, as a model trained with prompt labels masked was trained), any other
+    file one prompt a line (kind "prompts": every token after the first is scored). ``log``:
+    where the unknown-token warning goes (more than ``UNKNOWN_WARN_SHARE`` of the tokens are
+    the tokenizer's unknown token)."""
     from .settings import BENCHMARKS
     if probe in BENCHMARKS:
         from .benchmarks import load_benchmark
@@ -62,17 +113,40 @@ def load_probe_set(probe: str, tokenizer, n_items: int | None = None, seed: int 
     if not path.is_file():
         raise ScanError(f"probe set {probe!r} is neither a shipped benchmark ({', '.join(BENCHMARKS)}) "
                         f"nor a file")
-    texts = [ln.rstrip("\r") for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    if n_items is not None:
-        texts = texts[:int(n_items)]
-    if len(texts) < 2:
-        raise ScanError(f"{path}: {len(texts)} prompt(s); a probe file needs at least 2 non-blank lines "
-                        f"(RankMe of one row is 1 by construction)")
-    ids = [list(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
-    empty = [i + 1 for i, x in enumerate(ids) if not x]
-    if empty:
-        raise ScanError(f"{path}: prompts {empty[:5]} encode to no tokens")
-    return ProbeSet(path.name, "prompts", ids, texts=texts)
+    lines = _read_probe_lines(path)
+    enc = lambda t: list(tokenizer(t, add_special_tokens=False)["input_ids"])  # noqa: E731
+    if path.suffix.lower() == ".jsonl":
+        pairs = _completion_pairs(path, lines)
+        if n_items is not None:
+            pairs = pairs[:int(n_items)]
+        if len(pairs) < 2:
+            raise ScanError(f"{path}: {len(pairs)} prompt/completion pair(s); a probe file needs at least 2 "
+                            f"(RankMe of one row is 1 by construction)")
+        encoded = [(enc(p), enc(c)) for p, c in pairs]
+        bad = [i + 1 for i, (p, c) in enumerate(encoded) if not p or not c]
+        if bad:
+            raise ScanError(f"{path}: pairs {bad[:5]} have a prompt or a completion that encodes to no tokens")
+        ps = ProbeSet(path.name, "completions", encoded, texts=[p + c for p, c in pairs])
+        seqs = [p + c for p, c in encoded]
+    else:
+        texts = [t for t in lines if t.strip()]
+        if n_items is not None:
+            texts = texts[:int(n_items)]
+        if len(texts) < 2:
+            raise ScanError(f"{path}: {len(texts)} prompt(s); a probe file needs at least 2 non-blank lines "
+                            f"(RankMe of one row is 1 by construction)")
+        ids = [enc(t) for t in texts]
+        empty = [i + 1 for i, x in enumerate(ids) if not x]
+        if empty:
+            raise ScanError(f"{path}: prompts {empty[:5]} encode to no tokens")
+        ps = ProbeSet(path.name, "prompts", ids, texts=texts)
+        seqs = ids
+    ps.unknown_share = _unknown_share(tokenizer, seqs)
+    if ps.unknown_share is not None and ps.unknown_share > UNKNOWN_WARN_SHARE and log:
+        log(f"[scan] WARNING: {ps.unknown_share:.0%} of the tokens of {path} are the tokenizer's unknown token "
+            f"{getattr(tokenizer, 'unk_token', None)!r}: the tokenizer does not cover this text (is it the "
+            f"model's tokenizer?); the loss and geometry then measure the unknown token")
+    return ps
 
 
 # ---------------------------------------------------------------------------- measurement
@@ -142,6 +216,27 @@ def measure_model(model, probe: ProbeSet, *, run: str, step: int, batch_size: in
     if probe.kind == "benchmark":
         res = score_items(model, probe.encoded, batch_size, device)
         rows = benchmark_rows(res, probe.items, run, step, scoring)
+    elif probe.kind == "completions":
+        seqs = [p + c for p, c in probe.encoded]
+        res = prompt_states(model, seqs, batch_size, device, starts=[len(p) for p, _ in probe.encoded],
+                            state_at=[len(p) - 1 for p, _ in probe.encoded])
+        n = len(seqs)
+        beh = {"run": run, "step": step, "layer": "output", "layer_index": -1, "position": "completion",
+               "n_samples": n}
+        acc = float(res["exact"].mean())
+        rows = [{**beh, "measure": "loss", "variant": "probe",
+                 "value": res["nll_sum"] / res["n_tokens"] if res["n_tokens"] else float("nan"),
+                 "settings": {"definition": "mean next-token loss over the completion tokens (the prompt is "
+                                            "context only, as with prompt labels of -100), token-weighted, "
+                                            "float64, nats", "n_tokens": int(res["n_tokens"])}},
+                {**beh, "measure": "accuracy", "variant": "", "value": acc,
+                 "settings": {"definition": "every completion token the argmax given the prompt and the "
+                                            "completion so far (exact match under teacher forcing)"}},
+                {**beh, "measure": "token_accuracy", "variant": "",
+                 "value": res["n_right_tokens"] / res["n_tokens"] if res["n_tokens"] else float("nan")},
+                {**beh, "measure": "accuracy_norm", "variant": "", "value": acc,
+                 "settings": {"chance": 0.0, "note": "a free completion has no chance level: chance taken as 0, "
+                                                     "so accuracy_norm = accuracy"}}]
     elif probe.kind == "prompts":
         res = prompt_states(model, probe.encoded, batch_size, device)
         n = len(probe.encoded)

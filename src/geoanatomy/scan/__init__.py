@@ -9,8 +9,17 @@ checkpoint folder, in ``DIR`` or given with ``--tokenizer``. A probe set:
 * a shipped benchmark by name (``pythia.settings.BENCHMARKS``: syntax, deduction3, ...):
   multiple-choice items scored by option log-likelihood (``pythia.scoring``), so there is an
   accuracy and an acquisition step;
-* a text file, one prompt a line (blank lines skipped): no answers, so no accuracy; the
-  behaviour curve is the probe-set loss, the mean next-token loss over the prompts.
+* a ``.jsonl`` file of ``{"prompt": ..., "completion": ...}`` lines (the prompt-completion
+  format of TRL and the Trainer's instruction datasets): only the completion is scored, the
+  prompt is context, as a model trained with its prompt labels masked (-100) was trained; the
+  accuracy is the exact match of the completion under teacher forcing (chance taken as 0), so
+  there is an acquisition step under the pipeline's event rules;
+* any other text file, one prompt a line (blank lines skipped): no answers, so no accuracy;
+  the behaviour curve is the probe-set loss, the mean next-token loss over the prompts.
+
+A probe file must be UTF-8 (else an error naming the byte and line). When more than
+``pythia.measure.UNKNOWN_WARN_SHARE`` (5%) of its tokens are the tokenizer's unknown token, a
+warning says so (the share is in scan.json and precursor.json either way).
 
 Per checkpoint, ``measure_model`` (the function the Pythia extraction can call, module
 ``pythia.extract`` keeps its own loop) gives the rows of the long table (``geoanatomy.table``):
@@ -19,6 +28,8 @@ benchmark  accuracy, accuracy_norm, accuracy_sum, accuracy_mean, logprob, logpro
            logprob_choice (exactly the Pythia branch's rows), layer "output", position "options"
 prompts    loss: mean next-token loss over every prompt token after the first (float64),
            layer "output", position "tokens", variant "probe"
+completions  loss over the completion tokens (variant "probe"), accuracy (exact match),
+           token_accuracy, accuracy_norm (= accuracy), position "completion"
 both       rankme (variants uncentred / centred) and mean_share at every layer (``geoanatomy.hf``
            names: embed, layer1..layerL, final_ln_post), position "last_prompt" (each
            prompt's last token), N = prompts / items (RankMe is capped at min(N, d))
@@ -57,6 +68,8 @@ from ..files import atomic_write_json, json_safe
 from ..precursor.seal import write_sealed
 from ..spec import settings_hash
 from ..table import read_table, write_table
+
+_UNIT = {"benchmark": "items", "prompts": "prompts", "completions": "prompt/completion pairs"}
 
 CKPT_DIR = re.compile(r"^(?:step|checkpoint-)(0|[1-9][0-9]*)$")
 LOOKS_LIKE = re.compile(r"^(?:step|checkpoint)[-_]?", re.I)      # a folder meant as a checkpoint
@@ -191,12 +204,12 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
                         + "; ".join(f"{t} {L} layers, width {d}: {', '.join(fs[:3])}" for (t, L, d), fs in by.items())
                         + ". Scan each architecture's folders on their own")
     tok = load_tokenizer_for(root, ckpts[-1][1], tokenizer)
-    probe_set = load_probe_set(probe, tok, n_items, seed)
+    probe_set = load_probe_set(probe, tok, n_items, seed, log=log)
     key = settings_hash({"probe": probe_set.identity(), "dtype": dtype, "batch_size": batch_size, "eps": eps,
                          "scoring": scoring, "version": SCAN_VERSION})
     part_dir = out_dir / "partial"
     log(f"[scan] {run}: {len(ckpts)} checkpoints in {root}, probe set {probe_set.name} ({probe_set.kind}, "
-        f"{len(probe_set.encoded)} {'items' if probe_set.kind == 'benchmark' else 'prompts'}), device {device}")
+        f"{len(probe_set.encoded)} {_UNIT[probe_set.kind]}), device {device}")
     rows: list[dict] = []
     timing: dict = {}
     model_info = None
@@ -249,7 +262,8 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
     pre = build_report(df, run=run, kind="scan", n_params=model_info["n_params"], cfg_events=cfg_events,
                        layer=layer, position="last_prompt", eps=eps,
                        extra={"source": str(root), "probe_set": {"name": probe_set.name, "kind": probe_set.kind,
-                                                                  "n": len(probe_set.encoded)},
+                                                                  "n": len(probe_set.encoded),
+                                                                  "unknown_token_share": probe_set.unknown_share},
                               "scoring": scoring if probe_set.kind == "benchmark" else None,
                               "model": model_info, "non_finite_checkpoints": non_finite,
                               "skipped_folders": [{"folder": n, "reason": w} for n, w in skipped]})
@@ -258,7 +272,8 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
     atomic_write_json(out_dir / "scan.json", json_safe({
         "run": run, "source": str(root.resolve()), "checkpoints": [f for _, f in ckpts],
         "steps": [s for s, _ in ckpts], "probe_set": {"name": probe_set.name, "kind": probe_set.kind,
-                                                       "n": len(probe_set.encoded), "sha256": probe_set.identity()},
+                                                       "n": len(probe_set.encoded), "sha256": probe_set.identity(),
+                                                       "unknown_token_share": probe_set.unknown_share},
         "device": device, "dtype": dtype, "batch_size": batch_size, "eps": eps, "scoring": scoring,
         "numbers_key": key, "model": model_info, "timing": timing, "non_finite_checkpoints": non_finite,
         "skipped_folders": [{"folder": n, "reason": w} for n, w in skipped], "wall_seconds": round(time.time() - t_all, 2),
