@@ -21,7 +21,7 @@ from geoanatomy.config import job_spec, resolve, run_spec
 from geoanatomy.spec import JobSpec
 from geoanatomy.stages.events import run as events_run
 from geoanatomy.stages.metrics import run as metrics_run
-from geoanatomy.table import TableError, read_table, to_csv
+from geoanatomy.table import TableError, read_table, write_table
 from geoanatomy.stages.events import precursor_of_run
 from geoanatomy.stages.common import build
 from geoanatomy.stages.train import run as train_run
@@ -144,18 +144,23 @@ def test_table_cut_anywhere_is_detected(tmp_path):
     rows = [{"run": "r", "step": s, "measure": "accuracy", "layer": "output", "layer_index": -1,
              "position": "answer", "variant": "", "n_samples": 8, "value": s / 10, "settings": {"a": s}}
             for s in range(6)]
-    text = to_csv(rows).encode()
     path = tmp_path / "metrics.csv"
-    path.write_bytes(text)
+    write_table(path, rows)
+    text = path.read_bytes()
     assert len(read_table(path)) == 6
     line_ends = [i + 1 for i, b in enumerate(text) if b == ord("\n")]
     for cut in sorted(set(range(0, len(text), 7)) | set(line_ends[:-1])):   # every line boundary too
         path.write_bytes(text[:cut])
         with pytest.raises(TableError, match="metrics.csv"):
             read_table(path)
-    # one changed digit with the marker intact
+    # one changed digit with the manifest intact
     path.write_bytes(text.replace(b"0.3", b"0.4", 1))
     with pytest.raises(TableError, match="damaged"):
+        read_table(path)
+    # no manifest: refused, naming it
+    path.write_bytes(text)
+    (tmp_path / "metrics.csv-metadata.json").unlink()
+    with pytest.raises(TableError, match="has no manifest metrics.csv-metadata.json"):
         read_table(path)
 
 
@@ -249,26 +254,34 @@ def test_metrics_of_another_run_is_refused(copy_of_trained_run, trained_run):
     cfg, spec, run = copy_of_trained_run
     df = read_table(run / "metrics.csv")
     rows = df.drop(df.index[df["step"] == df["step"].max()]).to_dict("records")   # one checkpoint fewer
-    (run / "metrics.csv").write_text(to_csv(rows))
+    write_table(run / "metrics.csv", rows)
     with pytest.raises(TableError, match="does not cover the checkpoints of train.json"):
         events_run(spec, run, cfg["events"], log=quiet)
 
 
 @pytest.mark.slow
-def test_tables_rewritten_with_a_valid_end_marker_are_still_checked(copy_of_trained_run):
-    """A tool that writes the table format (end marker and all): a duplicated row, a dropped
-    RankMe point, or a table made with other evaluation settings is refused by name."""
+def test_tables_rewritten_with_a_valid_manifest_are_still_checked(copy_of_trained_run):
+    """A tool that writes the table format (manifest and all): a duplicated row, a dropped
+    RankMe point, the step labels of two whole checkpoints swapped, or a table made with other
+    evaluation settings is refused by name."""
     cfg, spec, run = copy_of_trained_run
     df = read_table(run / "metrics.csv")
     rows = df.to_dict("records")
-    (run / "metrics.csv").write_text(to_csv(rows + [rows[5]]))
+    write_table(run / "metrics.csv", rows + [rows[5]])
     with pytest.raises(TableError, match="rows sharing one .step, measure, layer, position, variant.*duplicated"):
         events_run(spec, run, cfg["events"], log=quiet)
     i = next(i for i, r in enumerate(rows) if r["measure"] == "rankme" and r["layer"] == "ln_final" and r["step"] > 0)
-    (run / "metrics.csv").write_text(to_csv(rows[:i] + rows[i + 1:]))
+    write_table(run / "metrics.csv", rows[:i] + rows[i + 1:])
     with pytest.raises(TableError, match=r"curve rankme ln_final .* lacks steps \[%d\].*dropped" % rows[i]["step"]):
         events_run(spec, run, cfg["events"], log=quiet)
-    (run / "metrics.csv").write_text(to_csv(rows))
+    steps = sorted({r["step"] for r in rows})
+    a, b = steps[3], steps[6]
+    swap = [{**r, "step": {a: b, b: a}.get(r["step"], r["step"])} for r in rows]
+    write_table(run / "metrics.csv", swap)
+    with pytest.raises(TableError, match=r"labelled with a step whose weights they were not measured on.*step "
+                                         r"%d .* holds a value of the weights of step %d" % (b, a)):
+        events_run(spec, run, cfg["events"], log=quiet)
+    write_table(run / "metrics.csv", rows)
     events_run(spec, run, cfg["events"], log=quiet)                       # intact: accepted
     spec48 = run_spec(resolve({**cfg, "eval": {**cfg["eval"], "n_samples": 48}}), spec.name)
     with pytest.raises(TableError, match=r"made with eval.n_samples \[%d\] but the config says 48" % cfg["eval"]["n_samples"]):

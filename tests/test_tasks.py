@@ -311,6 +311,8 @@ def test_make_task_gives_the_recorded_examples(case):
            "hardness": level_hardness(case["task"], spec.params), "symmetric": data.symmetric,
            "draw_seed0": spec.encode(x).tolist(), "keys_seed0": spec.keys(x).tolist(),
            "heldout_seed0": data.heldout[:3].tolist(), "train_step0": data.train_batch(0, 3).tolist()}
+    # space_log10 is a logarithm: libm's last bit differs between CPUs (seen: ...4738215 vs ...473821)
+    assert got.pop("space_log10") == pytest.approx(case["space_log10"], rel=1e-14)
     assert got == {k: case[k] for k in got}
 
 

@@ -134,6 +134,31 @@ def test_full_run_then_noop(built_workdir):
 
 
 @pytest.mark.slow
+def test_every_table_the_workflow_writes_is_plain_csv_that_pandas_and_pyarrow_read(built_workdir):
+    """Every CSV under results/ (per-run tables, summary tables, the training logs) is read by
+    pd.read_csv and pyarrow.csv.read_csv without options, with the row count its manifest
+    records (the training log: one row per checkpoint of train.json)."""
+    import pandas as pd
+    pacsv = pytest.importorskip("pyarrow.csv")
+    from geoanatomy.manifest import manifest_path
+    tables = sorted((built_workdir / "results").rglob("*.csv"))
+    names = {p.name for p in tables}
+    assert {"metrics.csv", "measures.csv", "probes.csv", "train_log.csv", "transitions.csv", "verdict.csv"} <= names
+    for path in tables:
+        df = pd.read_csv(path)
+        at = pacsv.read_csv(path)
+        assert at.num_rows == len(df), path
+        if path.name == "train_log.csv":
+            rec = json.loads((path.parent.parent / "train.json").read_text())
+            assert len(df) == len(rec["checkpoint_steps"]), path
+            continue
+        meta = json.loads(manifest_path(path).read_text())
+        assert meta["rows"] == len(df) and meta["url"] == path.name, path
+        assert [c["name"] for c in meta["tableSchema"]["columns"]] == list(df.columns), path
+        assert not any(str(c).startswith("#") for c in df.columns), path
+
+
+@pytest.mark.slow
 def test_bad_config_rejected_naming_the_field(workdir):
     (workdir / "bad.yaml").write_text(TINY.replace("[copy, mod]", "[copy, divide]"))
     p = smk(workdir, "-n", "--configfile", "bad.yaml", check=False)

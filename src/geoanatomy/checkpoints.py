@@ -217,7 +217,7 @@ def check_step(path: Path, step: int, meta: dict) -> None:
             f"`geoanatomy clean-run --checkpoints {Path(path).parent.parent}` and rerun snakemake")
 
 
-def _recorded_hashes(ckpt_dir: Path) -> dict:
+def recorded_hashes(ckpt_dir: Path) -> dict:
     """train.json's ``checkpoint_sha256`` beside the checkpoint folder ({} when training has
     not finished or the run predates the field)."""
     rec = Path(ckpt_dir).parent / "train.json"
@@ -239,7 +239,7 @@ def iter_checkpoints(ckpt_dir: Path, model: torch.nn.Module, steps=None, expect:
     ``step`` metadata must match its name, and its bytes the sha256 train.json recorded when
     training wrote it (``checkpoint_sha256``): a file copied over another, or edited, is
     refused by name."""
-    hashes = _recorded_hashes(ckpt_dir)
+    hashes = recorded_hashes(ckpt_dir)
     for step in (list_checkpoints(ckpt_dir) if steps is None else steps):
         path = ckpt_path(ckpt_dir, step)
         meta = load_weights(path, model)

@@ -1,8 +1,9 @@
-"""Writing summary tables: CSV with '#' provenance header lines, and tables.html.
+"""Writing summary tables: plain CSV with a manifest beside it (``NAME.csv-metadata.json``,
+``geoanatomy.manifest``) holding its title, notes (what it holds, how it was computed, from how
+many runs), row count and sha256; and tables.html.
 
-Every CSV starts with comment lines (``# ...``) saying what it holds, how it
-was computed and from how many runs; read it back with
-``pandas.read_csv(path, comment="#")`` or ``read_table`` below.
+Read a table with ``pandas.read_csv(path)`` (or pyarrow) and its notes with ``header_lines``;
+``read_table`` below also checks the table against its manifest.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..files import atomic_write_text
+from ..manifest import check_rows, read_checked, write_with_manifest
 
 
 def _integral_to_int(df: pd.DataFrame) -> pd.DataFrame:
@@ -27,37 +28,40 @@ def _integral_to_int(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def csv_text(df: pd.DataFrame, title: str, notes: list[str]) -> str:
-    lines = [f"# {title}"] + [f"# {n}" for n in notes]
+def csv_text(df: pd.DataFrame) -> str:
+    """The plain CSV text of a summary table (floats to 6 significant digits)."""
     df = _integral_to_int(df)
     buf = io.StringIO()
     df.to_csv(buf, index=False, float_format="%.6g", lineterminator="\n")
-    return "\n".join(lines) + "\n" + buf.getvalue()
+    return buf.getvalue()
 
 
 def write_csv(df: pd.DataFrame, path, title: str, notes: list[str]) -> None:
-    for n in notes:
-        if "\n" in n:
-            raise ValueError(f"note for {path} spans lines: {n!r}")
-    atomic_write_text(path, csv_text(df, title, notes))
+    """``path`` (plain CSV) and its manifest with ``title`` and ``notes``, atomically."""
+    write_with_manifest(path, csv_text(df), title=title, notes=notes, columns=[str(c) for c in df.columns],
+                        rows=len(df))
+
+
+def _fix(path) -> str:
+    return f"rebuild the summary (delete {Path(path).name} and run snakemake again)"
 
 
 def read_table(path) -> pd.DataFrame:
-    """A summary CSV without its '#' header lines (an empty frame when it has no columns: a
+    """A summary CSV, checked against its manifest (an empty frame when it has no columns: a
     table with no rows, e.g. the single-task tables of a grid of mixture blocks only)."""
+    data, meta = read_checked(path, _fix(path))
     try:
-        return pd.read_csv(path, comment="#")
+        df = pd.read_csv(io.BytesIO(data))
     except pd.errors.EmptyDataError:
-        return pd.DataFrame()
+        df = pd.DataFrame()
+    check_rows(path, len(df), meta, _fix(path))
+    return df
 
 
 def header_lines(path) -> list[str]:
-    out = []
-    for line in Path(path).read_text().splitlines():
-        if not line.startswith("#"):
-            break
-        out.append(line[1:].strip())
-    return out
+    """The table's title and notes (from its manifest)."""
+    _, meta = read_checked(path, _fix(path))
+    return [meta.get("dc:title", "")] + list(meta.get("notes", []))
 
 
 def tables_html(sections: list[tuple[str, list[str], pd.DataFrame | dict]], title: str) -> str:

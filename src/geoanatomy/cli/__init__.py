@@ -257,8 +257,11 @@ def clean_run(d: Path, checkpoints: bool = False) -> int:
               f"results/TASK_LEVEL_SIZE (e.g. results/mod_L3_nano) holding train.json or "
               f"checkpoints/step_*.safetensors; nothing deleted.", file=sys.stderr)
         return 2
+    from ..manifest import manifest_path
     for f in RUN_FILES:
         (d / f).unlink(missing_ok=True)
+        if f.endswith(".csv"):
+            manifest_path(d / f).unlink(missing_ok=True)
     ckpt = d / "checkpoints"
     if checkpoints and ckpt.is_symlink():
         ckpt.unlink()  # the link only, never the folder it points to

@@ -419,8 +419,8 @@ class Monitor:
         import pandas as pd
 
         from ..table import to_csv
-        return pd.read_csv(io.StringIO(to_csv(self.rows)), comment="#", keep_default_na=False, na_values=["nan"],
-                           dtype={"layer": str, "position": str, "variant": str})
+        return pd.read_csv(io.StringIO(to_csv(self.rows)), keep_default_na=False, na_values=["nan"],
+                           dtype={"layer": str, "position": str, "variant": str, "checkpoint": str})
 
     def write_table(self) -> Path | None:
         """Write ``out_dir/metrics.csv`` (atomically) now."""

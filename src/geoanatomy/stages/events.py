@@ -70,7 +70,8 @@ def precursor_of_run(spec: RunSpec, run_dir: str | Path, cfg_events: dict):
     run_dir = Path(run_dir)
     summary = run_record(spec, training_dir(spec, run_dir))    # a mixture unit: its mixture's train.json
     recorded = sorted(int(x) for x in summary.get("checkpoint_steps", []))
-    tables = {k: read_table(run_dir / f"{k}.csv") for k in ("metrics", "measures", "probes")
+    hashes = summary.get("checkpoint_sha256") or {}
+    tables = {k: read_table(run_dir / f"{k}.csv", checkpoints=hashes) for k in ("metrics", "measures", "probes")
               if k == "metrics" or (run_dir / f"{k}.csv").exists()}
     for k, df in tables.items():
         check_table_against_record(df, run_dir / f"{k}.csv", spec.name, recorded, exact=(k == "metrics"))

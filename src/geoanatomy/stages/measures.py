@@ -49,11 +49,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..checkpoints import iter_checkpoints
+from ..checkpoints import iter_checkpoints, recorded_hashes
 from ..measures.registry import MEASURES, measure
 from ..schedule import measure_steps
 from ..spec import RunSpec
-from ..table import write_table
+from ..table import stamp_checkpoints, write_table
 from ..tasks import stable_seed
 from .common import checkpoint_identity, open_run, training_dir
 
@@ -121,7 +121,7 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_measures: dict, device: str = "a
             r["settings"]["schedule"] = schedule
             r.update(run=spec.name, step=step)
             rows.append(r)
-    write_table(out_csv, rows)
+    write_table(out_csv, stamp_checkpoints(rows, recorded_hashes(ckdir)))
     cpu, wall = time.process_time() - t0, time.time() - w0
     per = ", ".join(f"{k} {v / len(sel):.2f}" for k, v in timings.items())
     log(f"[measures] {spec.name}: {len(sel)} of {len(steps)} checkpoints {sel} (fixed schedule); "

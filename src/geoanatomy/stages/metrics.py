@@ -50,10 +50,10 @@ from pathlib import Path
 import torch
 
 from ..baselines import training_baselines
-from ..checkpoints import iter_checkpoints, read_train_log
+from ..checkpoints import iter_checkpoints, read_train_log, recorded_hashes
 from ..measures.geometry import matrix_rows
 from ..spec import RunSpec
-from ..table import write_table
+from ..table import stamp_checkpoints, write_table
 from .common import checkpoint_identity, open_run, training_dir
 
 
@@ -148,7 +148,7 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> 
                 rows[-1].update(variant="mixture_batch_average", settings={
                     **rows[-1]["settings"], "mixture": spec.train_name,
                     "batch": "the mixture's batches (every combination), not this combination's alone"})
-    write_table(run_dir / "metrics.csv", rows)
+    write_table(run_dir / "metrics.csv", stamp_checkpoints(rows, recorded_hashes(ckdir)))
     dt = time.time() - t0
     log(f"[metrics] {spec.name}: {len(steps)} checkpoints, {len(rows)} rows, {dt:.1f} s "
         f"({dt / len(steps) * 1000:.0f} ms per checkpoint) on {device}")

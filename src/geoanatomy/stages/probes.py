@@ -39,9 +39,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..checkpoints import iter_checkpoints
+from ..checkpoints import iter_checkpoints, recorded_hashes
 from ..spec import RunSpec
-from ..table import write_table
+from ..table import stamp_checkpoints, write_table
 from ..tasks import stable_seed
 from .common import checkpoint_identity, open_run, training_dir
 
@@ -184,7 +184,7 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_probes: dict, threads: int = 1, 
                                       settings):
                 r.update(run=spec.name, step=step)
                 rows.append(r)
-    write_table(out_csv, rows)
+    write_table(out_csv, stamp_checkpoints(rows, recorded_hashes(ckdir)))
     cpu, wall = time.process_time() - t0, time.time() - w0
     log(f"[probes] {spec.name}: {len(sel)} checkpoints x {len(model.layer_names())} layers, {len(rows)} rows, "
         f"{cpu:.1f} CPU-s ({wall:.1f} s wall, {cpu / len(sel) * 1000:.0f} CPU-ms per checkpoint)")
