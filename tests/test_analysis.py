@@ -25,7 +25,7 @@ from geoanatomy.analysis.stats import (
     quantiles,
     spearman_exact,
 )
-from geoanatomy.analysis.tables import read_table
+from geoanatomy.analysis.tables import header_lines, read_table
 from geoanatomy.precursor.seal import seal
 from geoanatomy.analysis.summarize import run as summarize_run
 from geoanatomy.sizes import SIZES
@@ -350,29 +350,33 @@ def test_cli_all_writes_every_file_with_provenance(tmp_path):
     out = tmp_path / "summary"
     for f in ["precursor_rates.csv", "transitions.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv", "emergence.csv",
               "probes.csv"]:
-        text = (out / f).read_text()
-        assert text.startswith("# geoanatomy summary: " + f)
-        assert "n = 2 runs (easy 1, hard 0, unlearned 1, diverged 0)" in text
+        head = header_lines(out / f)                          # the manifest's title and notes
+        assert head[0] == "geoanatomy summary: " + f
+        assert any("n = 2 runs (easy 1, hard 0, unlearned 1, diverged 0)" in ln for ln in head)
+        assert not (out / f).read_text().startswith("#")      # plain CSV
         read_table(out / f)
-    assert read_table(out / "probes.csv").empty and "no probes entry" in (out / "probes.csv").read_text()
+    assert read_table(out / "probes.csv").empty and any("no probes entry" in ln for ln in header_lines(out / "probes.csv"))
     for f in ["scale_invariance.json", "prediction.json", "floor_summary.json", "top_down_summary.json"]:
         d = json.loads((out / f).read_text())
         assert d["n_runs"] == 2 and "method" in d and "test" in d
     fs = read_table(out / "floor_spread.csv")
     assert {"n_sizes", "n_seeds_per_size", "p_raw", "p_holm", "test"} <= set(fs.columns)
-    assert "n = sizes = cells" in (out / "floor_spread.csv").read_text()
+    assert any("n = sizes = cells" in ln for ln in header_lines(out / "floor_spread.csv"))
     sc = json.loads((out / "scale_invariance.json").read_text())["families"]["toy"]
     assert sc["n_cells"] == 2 and sc["seeds_per_cell"] == "1"
-    assert "sign test" in (out / "top_down.csv").read_text()
+    assert any("sign test" in ln for ln in header_lines(out / "top_down.csv"))
     for f in ["trajectories_L1.png", "rankme_heatmap_L1.png", "floors_by_task.png", "lead_lag.png", "probes.png",
               "rho_matrix.png"]:
         assert (out / "figures" / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "precursor_rates.csv" in (out / "tables.html").read_text()
-    # the registry's files are exactly what `all` wrote (figures also save an SVG beside some PNGs)
+    # the registry's files are exactly what `all` wrote (figures also save an SVG beside some PNGs,
+    # every CSV its manifest)
     from geoanatomy.analysis import parts
     want = set(parts.targets(["L1"], mixtures=False))
     got = {f.relative_to(out).as_posix() for f in out.rglob("*") if f.is_file()}
-    assert want <= got and all(f.endswith(".svg") and f[:-4] + ".png" in want for f in got - want), got - want
+    extra = {f for f in got - want if not (f.endswith(".csv-metadata.json") and f[:-len("-metadata.json")] in want)}
+    assert want <= got and all(f.endswith(".svg") and f[:-4] + ".png" in want for f in extra), extra
+    assert all(f + "-metadata.json" in got for f in want if f.endswith(".csv"))
 
 
 def test_cli_seed_half_summarizes_exactly_the_stability_checks_half(tmp_path):
@@ -518,7 +522,6 @@ def test_a_summary_refuses_to_pool_runs_of_different_settings_unless_allowed(tmp
     b["train_settings"] = {"train": {"steps": 80}}
     write(tmp_path, [b])
     assert main(args + ["--settings", json.dumps({"allow_mixed_settings": True}), "--out", str(tmp_path / "mixed")]) == 0
-    from geoanatomy.analysis.tables import header_lines
     assert any("settings: MIXED (training settings train_settings.train.steps at size nano differ" in ln
                for ln in header_lines(tmp_path / "mixed" / "transitions.csv"))
 

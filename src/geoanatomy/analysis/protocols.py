@@ -21,8 +21,8 @@ hold single-task runs only; mixture units go to the files written here and to th
 protocols.csv
     one row per task x level x size x control cell and RankMe variant (uncentred ``rankme``,
     centred ``rankme_centred``) present in either protocol: for each protocol the runs (single)
-    or units (mixture) and models, acquisition (k/n, median step over seeds or models; "never"
-    when at least half never acquire), difficulty classes, the headline floor and floor step
+    or units (mixture) and models, acquisition (k/n, median step over seeds or models: a number,
+    empty with acquisition_censored true when at least half never acquire), difficulty classes, the headline floor and floor step
     (medians), transitions k/n, precursors k/n and the median gap, top-down floor order k/n
     determined units; then mixture / single acquisition step.
 protocol_rates.csv
@@ -73,12 +73,13 @@ def _with_models(df: pd.DataFrame, pres: list[dict]) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------ protocols.csv
-def _median_step(steps: list) -> object:
-    """Median acquisition step with never = +inf ("never" when the median is)."""
+def _median_step(steps: list) -> tuple[float | None, bool | None]:
+    """(median acquisition step with never = +inf, censored): the median is None and censored
+    True when at least half never acquire (the median is then beyond the run's last step)."""
     if not steps:
-        return None
+        return None, None
     v = float(np.median([math.inf if s is None else float(s) for s in steps]))
-    return "never" if math.isinf(v) else v
+    return (None, True) if math.isinf(v) else (v, False)
 
 
 def _median(values) -> float | None:
@@ -96,7 +97,7 @@ def _side(pres: list[dict], measure: str, td: pd.DataFrame) -> dict:
     det = t[t["status"] == "determined"]
     return {"runs": len(pres), "models": len({model_of(p) for p in pres}),
             "acquired_k_of_n": f"{sum(a is not None for a in acq)}/{len(pres)}",
-            "acquisition_step": _median_step(acq),
+            "acquisition_step": _median_step(acq)[0], "acquisition_censored": _median_step(acq)[1],
             "difficulty": " ".join(sorted({p["difficulty"] for p in pres})),
             "floor": _median(m.get("floor") for m in ms), "floor_step": _median(m.get("floor_step") for m in ms),
             "transitioned_k_of_n": f"{sum(bool(m.get('collapsed')) for m in ms)}/{len(pres)}",
@@ -106,7 +107,7 @@ def _side(pres: list[dict], measure: str, td: pd.DataFrame) -> dict:
             "top_down_k_of_n": f"{int((det['direction'] == 'top-down').sum())}/{len(det)}" if len(t) else ""}
 
 
-SIDE_COLUMNS = ["runs", "models", "acquired_k_of_n", "acquisition_step", "difficulty", "floor", "floor_step",
+SIDE_COLUMNS = ["runs", "models", "acquired_k_of_n", "acquisition_step", "acquisition_censored", "difficulty", "floor", "floor_step",
                 "transitioned_k_of_n", "precursor_k_of_n", "gap_steps", "top_down_k_of_n"]
 
 
@@ -149,7 +150,7 @@ PROTOCOLS_NOTES = [
     " single_* = single-task runs (one model per task x level x size x seed), mixture_* = the combinations of"
     " mixture models (one model per size x seed trained on every combination of its grid block).",
     "runs = single-task runs or mixture units in the cell, models = distinct trained models; acquired_k_of_n;"
-    " acquisition_step = median over them with never-acquired as +inf ('never' when at least half never acquire);"
+    " acquisition_step = median over them with never-acquired as +inf (empty, and acquisition_censored true, when at least half never acquire: the median lies beyond the run);"
     " difficulty = the classes present (easy/hard by events.easy_max_step).",
     "floor, floor_step = medians of the headline curve's floor (layer/position/variant columns; n_samples held-out"
     " examples of that combination); transitioned = the curve collapsed; precursor = the events rule"
