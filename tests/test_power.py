@@ -80,3 +80,16 @@ def test_verdict_marks_underpowered_claims():
     assert v.loc["a", "underpowered"] == True and v.loc["a", "power"] == 0.4 and v.loc["a", "false_rate"] == 0.03  # noqa: E712
     assert v.loc["b", "underpowered"] == False  # noqa: E712
     assert v.loc["c", "power"] is None or pd.isna(v.loc["c", "power"])
+
+
+def test_a_share_of_the_cells_is_a_fixed_evenly_spaced_subset():
+    t = power._design(design(16), 1)
+    half = power._design(design(16), 0.5)
+    quarter = power._design(design(16), 0.25)
+    cells = lambda d: set(map(tuple, d[["task", "level", "size"]].astype(str).to_numpy()))
+    assert len(cells(half)) == 8 and len(cells(quarter)) == 4
+    assert cells(quarter) <= cells(t) and cells(half) <= cells(t)
+    assert cells(power._design(design(16), 0.5)) == cells(half)            # no randomness
+    assert power.design_name(0.5) == "grid x 0.5" and power.design_name(1) == "grid"
+    with pytest.raises(ValueError, match="power_multiples: 1.5"):
+        power.verdict_power(design(), ST, n_populations=2, multiples=(1.5,))

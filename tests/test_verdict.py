@@ -368,3 +368,45 @@ def test_a_row_whose_word_changes_on_a_seed_half_is_unstable():
     out = verdict.stability(pres, ST, full, rows_of)
     assert list(out["stable"]) == [False, True]
     assert "seed half B: inconclusive" in out["stability"].iloc[0]
+
+
+def test_a_shuffled_control_never_takes_a_seed_position_in_the_stability_check():
+    """A cell with two seeds and a shuffled control of the same cell (seed 0): the halves are the
+    two seeds, and no 'without seed position 2' appears (the control is split on its own)."""
+    pres = [{"task": "a", "level": "L1", "size": "nano", "seed": s, "run": f"a_L1_nano_s{s}"} for s in (0, 1)]
+    pres += [{"task": "a", "level": "L1", "size": "nano", "seed": 0, "run": "a_L1_nano_shuffled", "control": "shuffled"}]
+    seen = {}
+
+    def rows_of(sub):
+        seen[len(seen)] = sorted(p["run"] for p in sub)
+        return [ClaimRow("x", "m", "", "s", 1.0, (0.5, 1.0), 10, 10, "n", 0.0, 0.001, "x").as_dict()]
+    full = finish(rows_of(pres), ST)
+    seen.clear()
+    out = verdict.stability(pres, ST, full, rows_of)
+    assert list(seen.values()) == [["a_L1_nano_s0", "a_L1_nano_shuffled"], ["a_L1_nano_s1"]]
+    assert "seed position" not in out["stability"].iloc[0]
+
+
+def test_a_non_significant_row_with_power_reads_not_reproduced_and_without_power_stays_inconclusive():
+    """The powered negative: p >= alpha with an estimate on the claimed side (inconclusive by the
+    rules alone) is 'not reproduced' only where the power table gives >= min_power at a design
+    with no more cells than the row; a row smaller than every simulated design keeps its word."""
+    from geoanatomy.analysis.power import ROLE_ALT
+    table = pd.DataFrame([{"claim": c, "event": "", "scenario": "proportional", "role": ROLE_ALT,
+                           "design": d, "n_cells": n, "n_populations": 10, "reproduced": pw,
+                           "not_reproduced": 0.0, "inconclusive": 1 - pw}
+                          for c in ("a", "b") for d, n, pw in (("grid x 0.5", 8, 0.9 if c == "a" else 0.5),
+                                                                ("grid", 16, 1.0))])
+    assert verdict.power_at(verdict.power_curves(table)["a"], 12) == (0.9, 8)
+    assert verdict.power_at(verdict.power_curves(table)["a"], 16) == (1.0, 16)
+    assert verdict.power_at(verdict.power_curves(table)["a"], 7) == (None, None)
+    rows = [ClaimRow(c, "m", "", "s", 0.3, (-0.1, 0.7), n, n, "n", 0.0, 0.2, c).as_dict()
+            for c, n in (("a", 12), ("b", 12), ("a", 6))]
+    rows[2]["family"] = "a2"
+    v = finish(rows, {**ST, "min_power": 0.8, "verdict_min_units": 5}, table)
+    assert list(v["verdict"]) == ["not reproduced", "inconclusive", "inconclusive"]
+    assert list(v["power"].fillna(-1)) == [0.9, 0.5, -1]
+    assert "powered negative" in v["detail"].iloc[0] and "8 simulated cells" in v["detail"].iloc[0]
+    # significant rows and rows already decided keep their words
+    rows = [ClaimRow("a", "m", "", "s", 0.3, (0.1, 0.7), 12, 12, "n", 0.0, 0.001, "a").as_dict()]
+    assert finish(rows, ST, table)["verdict"].iloc[0] == "reproduced"

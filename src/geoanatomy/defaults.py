@@ -19,6 +19,9 @@ DEFAULTS: dict = {
     "max_unpruned_runs": None,
     "tasks": {},
     "model": {"block_size": 64},
+    # Settings that change numbers on a GPU, all off by default (geoanatomy.runtime.NUMERICS
+    # documents them; a run that turns one on hashes it into its settings, train.json names all).
+    "numerics": {"tf32": False, "mixed_precision": "off", "fused_attention_gpu": False},
     "train": {
         "steps": 2000, "batch_size": 64, "lr": 1e-3, "warmup": 100, "min_lr_frac": 0.1,
         "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.98, "grad_clip": 1.0, "checkpoint_dtype": "float32",
@@ -58,7 +61,7 @@ DEFAULTS: dict = {
                 "n_bootstrap": 2000, "verdict_min_units": 5, "headline_variant": "centred",
                 "equivalence_decades": 0.1, "slope_equivalence": 0.1, "mod_floor_reference": 2.0,
                 "mean_direction_rho": 0.9, "min_power": 0.8, "power_populations": 200,
-                "power_multiples": [1, 2, 4], "allow_mixed_settings": False},
+                "power_multiples": [0.25, 0.5, 1, 2, 4], "allow_mixed_settings": False},
     # Pythia validation branch (geoanatomy.pythia.settings documents every key).
     "pythia": {
         "enabled": False, "models": [], "revisions": "all", "benchmarks": list(PYTHIA_BENCHMARKS),

@@ -34,6 +34,51 @@ def limit_threads(n: int, torch_too: bool = True) -> None:
         threadpool_limits(n)
 
 
+# Settings that change numbers on a GPU (config block ``numerics``), all off by default. A run
+# that turns one on hashes the changed keys into its training settings (RunSpec.numerics);
+# train.json records all of them and what they did on the device the run used.
+NUMERICS = {"tf32": False, "mixed_precision": "off", "fused_attention_gpu": False}
+
+
+def apply_numerics(numerics: dict | None, device: str) -> dict:
+    """Set torch's process-wide switches for ``numerics`` (the non-default keys; the rest take
+    ``NUMERICS``) on ``device``, and return the record train.json keeps: every key, and what it
+    means on this device. TF32 off also turns off cuDNN's, which torch enables by default; the
+    fused attention switch keeps CUDA's scaled_dot_product_attention to its math kernel (the
+    CPU's own kernel is left alone: every CPU result was made with it)."""
+    import torch
+    bad = sorted(set(numerics or {}) - set(NUMERICS))
+    if bad:
+        raise ValueError(f"numerics: unknown keys {bad}; known: {sorted(NUMERICS)}")
+    n = {**NUMERICS, **(numerics or {})}
+    if n["mixed_precision"] not in ("off", "bfloat16"):
+        raise ValueError(f"numerics.mixed_precision must be 'off' or 'bfloat16', got {n['mixed_precision']!r}")
+    cuda = str(device).startswith("cuda")
+    torch.backends.cuda.matmul.allow_tf32 = bool(n["tf32"])
+    torch.backends.cudnn.allow_tf32 = bool(n["tf32"])
+    torch.set_float32_matmul_precision("high" if n["tf32"] else "highest")
+    if cuda:
+        for enable in ("enable_flash_sdp", "enable_mem_efficient_sdp", "enable_cudnn_sdp"):
+            if hasattr(torch.backends.cuda, enable):
+                getattr(torch.backends.cuda, enable)(bool(n["fused_attention_gpu"]))
+        torch.backends.cuda.enable_math_sdp(True)
+    attention = ("torch's CPU scaled_dot_product_attention kernel" if not cuda else
+                 "CUDA fused kernels allowed (flash, memory-efficient, cuDNN)" if n["fused_attention_gpu"] else
+                 "CUDA math kernel only (fused kernels off)")
+    return {**n, "device": str(device), "attention_kernel": attention,
+            "tf32_in_effect": bool(n["tf32"]) and cuda,
+            "autocast": f"{n['mixed_precision']} forward and loss" if n["mixed_precision"] != "off" else "none"}
+
+
+def autocast(numerics: dict | None, device: str):
+    """The context of a training forward pass and loss: torch.autocast in bfloat16 when
+    ``numerics.mixed_precision`` asks for it, else nothing."""
+    import torch
+    if (numerics or {}).get("mixed_precision", "off") == "bfloat16":
+        return torch.autocast(device_type="cuda" if str(device).startswith("cuda") else "cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def pick_device(requested: str = "auto") -> str:
     """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; otherwise the requested device."""
     import torch

@@ -90,6 +90,9 @@ class RunSpec:
     # weight}, ...]}; empty for a single-task run. With an empty ``task`` the spec is the
     # mixture's training run, with a task one of its units (one combination).
     mixture: dict = field(default_factory=dict)
+    # the numerics block's keys that differ from the defaults (runtime.NUMERICS): empty for a
+    # run made as every run before the block existed, so its hash and job JSON are unchanged
+    numerics: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -114,13 +117,18 @@ class RunSpec:
         """The settings that determine the trained weights (hashed for invalidation); a
         mixture unit's are its mixture's."""
         if self.mixture:
-            return {"protocol": "mixture", "mixture": self.mixture, "size": self.size, "train": self.train,
-                    "data": self.data, "seed": self.seed, "block_size": self.block_size}
+            d = {"protocol": "mixture", "mixture": self.mixture, "size": self.size, "train": self.train,
+                 "data": self.data, "seed": self.seed, "block_size": self.block_size}
+            if self.numerics:
+                d["numerics"] = dict(sorted(self.numerics.items()))
+            return d
         d = {"task": self.task, "level": self.level, "size": self.size,
              "level_params": self.level_params, "train": self.train, "data": self.data,
              "seed": self.seed, "block_size": self.block_size}
         if self.control:
             d["control"] = self.control
+        if self.numerics:
+            d["numerics"] = dict(sorted(self.numerics.items()))
         return d
 
     def train_hash(self) -> str:
@@ -146,6 +154,8 @@ class JobSpec:
         run = asdict(self.run)
         if not run["mixture"]:        # a single-task job's JSON (its Snakemake param) stays as it was
             del run["mixture"]
+        if not run["numerics"]:       # likewise for a run with the default numerics
+            del run["numerics"]
         return json.dumps({"stage": self.stage, "run": run, "results_dir": self.results_dir,
                            "device": self.device, "blocks": self.blocks}, sort_keys=True)
 

@@ -29,7 +29,10 @@ which scenarios are nulls of a claim and which is its alternative; power = the r
 "reproduced" under the alternative, false rate = the largest rate of "reproduced" under its
 nulls. ``design`` "grid" is the grid as it is; "grid x k" repeats every cell k times (new
 cells with the same seeds per cell, acquisition steps and classes), the cells a conclusive
-answer would need.
+answer would need; k below 1 keeps a fixed share of the cells (evenly spaced in the order
+size, task, level), the power of a row measured on fewer cells than the grid has (the
+expensive measures, which run at some sizes only). ``verdict.finish`` gives each row the power
+of the largest design with no more cells than the row has.
 
 The claims on floors, layer orders and other sizes read other quantities than event timing;
 acquisition rate and top-down propagation are simulated as binomial counts over the grid's
@@ -89,14 +92,26 @@ POWER_COLUMNS = ["claim", "event", "scenario", "role", "design", "n_cells", "n_p
                  "not_reproduced", "inconclusive"]
 
 
-def _design(rows: pd.DataFrame, k: int, unit_cols=CELLS) -> pd.DataFrame:
+def _subset_cells(t: pd.DataFrame, share: float, unit_cols=CELLS) -> pd.DataFrame:
+    """The runs of ceil(share x cells) cells, evenly spaced over the cells sorted by size, task,
+    level (a fixed choice: it reads no outcome)."""
+    keys = sorted({tuple(str(x) for x in k) for k in t[list(unit_cols)].itertuples(index=False)})
+    m = max(1, int(np.ceil(share * len(keys))))
+    keep = {keys[i] for i in np.unique(np.linspace(0, len(keys) - 1, m).round().astype(int))}
+    mask = [tuple(str(x) for x in k) in keep for k in t[list(unit_cols)].itertuples(index=False)]
+    return t[mask].reset_index(drop=True)
+
+
+def _design(rows: pd.DataFrame, k: float, unit_cols=CELLS) -> pd.DataFrame:
     """The template runs (one geometric measure's rows of acquired, non-control, non-diverged
-    runs), their cells repeated k times."""
+    runs), their cells repeated k times (k >= 1) or a share k of them (k < 1)."""
     real = rows[(rows["control"] == "") & ~rows["diverged"].astype(bool) & (rows["kind"] == "geometric")]
     first = real["measure"].iloc[0]
     t = real[(real["measure"] == first) & real["acquired"].astype(bool)].reset_index(drop=True)
+    if k < 1:
+        return _subset_cells(t, k, unit_cols)
     reps = []
-    for i in range(k):
+    for i in range(int(k)):
         r = t.copy()
         if i:
             r["task"] = r["task"].astype(str) + f"#{i}"
@@ -200,6 +215,10 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
     """verdict_power.csv (module doc) for the grid whose per-run table is ``rows``; designs
     repeated k times (``multiples`` > 1) run the alternatives only, with
     ``n_populations_multiples`` populations (default: a quarter of n_populations)."""
+    bad = [k for k in multiples if not (0 < k < 1 or float(k).is_integer())]
+    if bad:
+        raise ValueError(f"summary.power_multiples: {bad[0]!r} is neither a share below 1 nor a whole number"
+                         " of repeats")
     st_sim = {**st, **POWER_SETTINGS}
     rng = np.random.default_rng(seed)
     out = []
@@ -232,32 +251,41 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
                 ws = sel.groupby("population")["verdict"].first().reindex(range(n_pop)).fillna("inconclusive")
                 out.append({"claim": claim, "event": event, "scenario": sc,
                             "role": ROLE_ALT if sc in alts else ROLE_NULL,
-                            "design": "grid" if k == 1 else f"grid x {k}", "n_cells": n_cells, "n_populations": n_pop,
+                            "design": design_name(k), "n_cells": n_cells, "n_populations": n_pop,
                             "reproduced": float((ws == "reproduced").mean()),
                             "not_reproduced": float((ws == "not reproduced").mean()),
                             "inconclusive": float((ws == "inconclusive").mean())})
-    out += _binomial_power(rows, st, n_populations, rng, unit_cols)
+    out += _binomial_power(rows, st, n_populations, rng, unit_cols, multiples)
     out += [{"claim": c, "event": "", "scenario": "not simulated", "role": "", "design": "", "n_cells": None,
              "n_populations": 0, "reproduced": None, "not_reproduced": None, "inconclusive": None}
             for c in NOT_SIMULATED]
     return pd.DataFrame(out, columns=POWER_COLUMNS)
 
 
-def _binomial_power(rows, st, n_populations, rng, unit_cols) -> list[dict]:
-    """Acquisition rate and top-down: k ~ Binomial(cells, share) through their row functions."""
+def design_name(k: float) -> str:
+    """The ``design`` column: "grid", or "grid x k" (k cells per cell, or a share k of them)."""
+    return "grid" if k == 1 else f"grid x {k:g}"
+
+
+def _binomial_power(rows, st, n_populations, rng, unit_cols, multiples=(1,)) -> list[dict]:
+    """Acquisition rate and top-down: k ~ Binomial(cells, share) through their row functions,
+    on the grid's cells (nulls and alternative) and on every other design's (alternative)."""
     real = rows[(rows["control"] == "") & ~rows["diverged"].astype(bool)]
-    n = int(real.groupby(list(unit_cols)).ngroups)
+    n_grid = int(real.groupby(list(unit_cols)).ngroups)
     out = []
     alpha, n_min = float(st.get("alpha", 0.05)), int(st.get("verdict_min_units", 5))
     for claim in BINOMIAL:
-        for share, role, sc in ((0.5, ROLE_NULL, "share 1/2"), (0.8, ROLE_ALT, "share 0.8")):
+        for mult, share, role, sc in ([(1, 0.5, ROLE_NULL, "share 1/2")]
+                                      + [(m, 0.8, ROLE_ALT, "share 0.8") for m in sorted(set(multiples) | {1})]):
+            n = max(1, int(np.ceil(mult * n_grid))) if mult < 1 else int(mult * n_grid)
             ws = []
             for _ in range(n_populations):
                 k = int(rng.binomial(n, share))
                 ws.append(word(binomial_p(k, n, "greater"), _clopper_pearson(k, n)[0], k / n if n else None, n,
                                0.5, alpha, n_min))
             ws = pd.Series(ws)
-            out.append({"claim": claim, "event": "", "scenario": sc, "role": role, "design": "grid", "n_cells": n,
+            out.append({"claim": claim, "event": "", "scenario": sc, "role": role, "design": design_name(mult),
+                        "n_cells": n,
                         "n_populations": n_populations, "reproduced": float((ws == "reproduced").mean()),
                         "not_reproduced": float((ws == "not reproduced").mean()),
                         "inconclusive": float((ws == "inconclusive").mean())})

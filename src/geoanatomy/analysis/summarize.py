@@ -180,10 +180,12 @@ def write_power(job: Job) -> list[str]:
     n_pop = int(st.get("power_populations", 200))
     table = power.verdict_power(rows, st, n_pop, tuple(st.get("power_multiples", (1, 2, 4))), int(st.get("seed", 0)))
     need = power.cells_needed(table, float(st.get("min_power", 0.8)))
+    others = ", ".join(power.design_name(k) for k in st.get("power_multiples", (1,)) if k != 1) or "none"
     write_csv(table, out / "verdict_power.csv", "geoanatomy summary: verdict_power.csv",
               [ln.strip() for ln in power.__doc__.strip().splitlines()[:3]]
-              + [f"simulated populations: {n_pop} per scenario on the grid's design (half that on the repeated"
-                 f" designs); inside each: {power.POWER_SETTINGS['n_permutations']} permutations,"
+              + [f"simulated populations: {n_pop} per scenario on the grid's design (a quarter of"
+                 f" that, alternatives only, on the other designs: {others}); inside each:"
+                 f" {power.POWER_SETTINGS['n_permutations']} permutations,"
                  f" {power.POWER_SETTINGS['n_bootstrap']} bootstrap resamples; alpha {st['alpha']}, n_min"
                  f" {st.get('verdict_min_units', 5)} units.",
                  "scenarios: " + "; ".join(power.SCENARIO_TEXT[s] for s in power.SCENARIOS) + ".",

@@ -68,8 +68,12 @@ RULES = {
             " not reproduced: its upper end at or below 0"),
 }
 WORDS = ("reproduced", "not reproduced", "inconclusive")
+POWERED_NEGATIVE = ("a row these rules leave inconclusive whose adjusted p >= alpha on a design where its test"
+                    " has power >= min_power against the simulated alternative (verdict_power.csv, at the largest"
+                    " simulated design with no more cells than the row) reads not reproduced: an effect as large as"
+                    " that alternative would have been found")
 RULE = ("; ".join(f"{k}: {v}" for k, v in RULES.items())
-        + "; inconclusive otherwise, or with fewer than n_min units, or no test")
+        + "; inconclusive otherwise, or with fewer than n_min units, or no test; powered negative: " + POWERED_NEGATIVE)
 
 
 def word(p, ci_lo, estimate, n_units: int, null_value: float, alpha: float = 0.05, n_min: int = 5,
@@ -942,8 +946,10 @@ def json_claims(jsons: dict, st: dict) -> list[dict]:
 
 def finish(rows: list[dict], st: dict, power: pd.DataFrame | None = None) -> pd.DataFrame:
     """Holm-adjust p within each family, apply each row's rule (``word``) and, given the power
-    table (verdict_power.csv, ``analysis.power``), write each claim's power and false rate on
-    this design and mark the rows whose power is below ``summary.min_power`` underpowered."""
+    table (verdict_power.csv, ``analysis.power``), write each row's power (at the largest
+    simulated design with no more cells than the row) and its claim's false rate, mark the rows
+    whose power is below ``summary.min_power`` underpowered, and turn a non-significant row with
+    enough power into "not reproduced" (``POWERED_NEGATIVE``)."""
     df = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
     alpha, n_min = float(st.get("alpha", 0.05)), int(st.get("verdict_min_units", 5))
     for fam, g in df.groupby("family", sort=False):
@@ -962,10 +968,21 @@ def finish(rows: list[dict], st: dict, power: pd.DataFrame | None = None) -> pd.
                           num(r.second_ci_lo), num(r.second_ci_hi)) for r in df.itertuples()]
     if power is not None and len(power):
         bound = float(st.get("min_power", 0.8))
-        pw, fr = power_by_claim(power), false_rate_by_claim(power)
-        df["power"] = [pw.get(c) for c in df["claim"]]
+        curves, fr = power_curves(power), false_rate_by_claim(power)
+        pw = [power_at(curves.get(r.claim), int(r.n_units or 0)) for r in df.itertuples()]
+        df["power"] = [p for p, _ in pw]
         df["false_rate"] = [fr.get(c) for c in df["claim"]]
-        df["underpowered"] = [None if p is None else bool(p < bound) for p in df["power"]]
+        df["underpowered"] = [None if p is None else bool(p < bound) for p, _ in pw]
+        # a test that is not significant on a design with the power to find the simulated
+        # alternative says the claimed effect is not there at that size: "not reproduced"
+        for i, r in enumerate(df.itertuples()):
+            p_adj, (pw_i, n_design) = num(r.p_holm), pw[i]
+            if (r.verdict == "inconclusive" and p_adj is not None and p_adj >= alpha and pw_i is not None
+                    and pw_i >= bound and int(r.n_units or 0) >= n_min):
+                df.loc[df.index[i], "verdict"] = "not reproduced"
+                df.loc[df.index[i], "detail"] = (f"{r.detail}; " if isinstance(r.detail, str) and r.detail else "") + (
+                    f"powered negative: not significant where the test has power {pw_i:.2f}"
+                    f" ({n_design} simulated cells) against its alternative")
     return df
 
 
@@ -978,6 +995,26 @@ def power_by_claim(table: pd.DataFrame) -> dict:
     for a claim with several events or alternatives, the smallest)."""
     a = table[(table["role"] == ROLE_ALT) & (table["design"] == "grid")]
     return {c: float(g["reproduced"].min()) for c, g in a.groupby("claim")}
+
+
+def power_curves(table: pd.DataFrame) -> dict:
+    """claim -> [(cells, power)] over the table's designs, ascending in cells (power: the
+    smallest rate of "reproduced" over the claim's events and alternatives at that design)."""
+    a = table[table["role"] == ROLE_ALT]
+    out = {}
+    for c, g in a.groupby("claim"):
+        n = pd.to_numeric(g["n_cells"], errors="coerce")
+        g = g.assign(n_cells=n)[n.notna()]
+        out[c] = [(int(k), float(h["reproduced"].min())) for k, h in g.groupby("n_cells")]
+    return out
+
+
+def power_at(curve, n_units: int):
+    """(power, cells) of the largest simulated design with at most ``n_units`` cells (power
+    grows with cells, so this is the conservative reading); (None, None) when every simulated
+    design is larger than the row or the claim was not simulated."""
+    fits = [(pw, k) for k, pw in (curve or []) if k <= n_units]
+    return fits[-1] if fits else (None, None)
 
 
 def false_rate_by_claim(table: pd.DataFrame) -> dict:
@@ -995,7 +1032,8 @@ def verdict_table(pres: list[dict], rows: pd.DataFrame, st: dict, extra: list[di
     full = finish(behaviour_claims(pres, st) + precursor_claims(rows, st) + list(extra or []), st, power)
     if rows_of_runs is None:
         return full
-    return stability(pres, st, full, lambda sub: behaviour_claims(sub, st) + precursor_claims(rows_of_runs(sub), st))
+    return stability(pres, st, full, lambda sub: behaviour_claims(sub, st) + precursor_claims(rows_of_runs(sub), st),
+                     power)
 
 
 # ------------------------------------------------------------------ stability
@@ -1035,21 +1073,28 @@ def seed_half(pres: list[dict], half: str) -> list[dict]:
     out = []
     for group in ([p for p in pres if not is_control(p)], [p for p in pres if is_control(p)]):
         if group:
-            out += dict(seed_subsets(group))[name]
+            out += dict(seed_subsets(group)).get(name, [])
     keep = {id(p) for p in out}
     return [p for p in pres if id(p) in keep]
 
 
-def stability(pres: list[dict], st: dict, full: pd.DataFrame, rows_of) -> pd.DataFrame:
+def stability(pres: list[dict], st: dict, full: pd.DataFrame, rows_of, power: pd.DataFrame | None = None
+              ) -> pd.DataFrame:
     """``full`` (verdict.csv's rows) with ``stable`` and ``stability`` for the rows the runs
     decide (the behaviour and per-measure claims): each recomputed on every subset of
     ``seed_subsets``; stable when its word is the same in all of them. ``rows_of(runs)``: the
-    rows of those claims on a subset (the summary-JSON claims are not recomputed: None)."""
+    rows of those claims on a subset (the summary-JSON claims are not recomputed: None); each
+    subset decided like the full grid (with ``power``, at the subset's own cells). Control runs
+    are split on their own, so a shuffled control never takes a seed position of its cell."""
+    from .load import is_control
+    real, ctrl = [p for p in pres if not is_control(p)], [p for p in pres if is_control(p)]
+    ctrl_subsets = dict(seed_subsets(ctrl)) if ctrl else {}
+    subsets = {name: sub + ctrl_subsets.get(name, ctrl) for name, sub in seed_subsets(real)}
     words = {}
-    for name, sub in seed_subsets(pres):
+    for name, sub in subsets.items():
         if not sub:
             continue
-        d = finish(rows_of(sub), st)
+        d = finish(rows_of(sub), st, power)
         words[name] = {tuple(r[k] if r[k] == r[k] else "" for k in ROW_KEY): r["verdict"] for r in d.to_dict("records")}
     full = full.copy()
     stable, text = [], []

@@ -29,6 +29,13 @@ def eval_settings(cfg: dict, size: str) -> dict:
     return e
 
 
+def numerics_settings(cfg: dict) -> dict:
+    """The ``numerics`` keys that differ from their defaults (what a run hashes)."""
+    from ..runtime import NUMERICS
+    got = cfg.get("numerics") or {}
+    return {k: got[k] for k in sorted(got) if k in NUMERICS and got[k] != NUMERICS[k]}
+
+
 def train_settings(cfg: dict, size: str) -> dict:
     """The ``train`` block with the size's ``size_overrides`` merged in."""
     return deep_merge(cfg["train"], cfg.get("size_overrides", {}).get(size, {}) or {})

@@ -6,7 +6,7 @@ import copy
 
 from ..errors import ConfigError
 from ..spec import JobSpec, RunSpec, parse_mixture_name, parse_run_name
-from .grid import eval_settings, level_params, run_names, runs, train_settings
+from .grid import eval_settings, level_params, numerics_settings, run_names, runs, train_settings
 from .mixture_grid import mixture_spec, mixture_unit_names
 
 
@@ -25,7 +25,8 @@ def run_spec(cfg: dict, name: str) -> RunSpec:
     task, level, size, control, seed = key
     return RunSpec(task=task, level=level, size=size, level_params=level_params(cfg, task, level),
                    train=train_settings(cfg, size), data=dict(cfg["data"]), seed=seed,
-                   block_size=int(cfg["model"]["block_size"]), eval=eval_settings(cfg, size), control=control)
+                   block_size=int(cfg["model"]["block_size"]), eval=eval_settings(cfg, size), control=control,
+                   numerics=numerics_settings(cfg))
 
 
 # Config blocks each stage reads besides the run itself (the job's Snakemake params carry

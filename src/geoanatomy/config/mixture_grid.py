@@ -10,7 +10,7 @@ import copy
 
 from ..errors import ConfigError
 from ..spec import RunSpec, combination_name, mixture_run_name, parse_mixture_name
-from .grid import MIXTURE_KEYS, eval_settings, level_params, run_names, train_settings
+from .grid import MIXTURE_KEYS, eval_settings, level_params, numerics_settings, run_names, train_settings
 
 
 def _combos(block: dict) -> list[str]:
@@ -70,7 +70,8 @@ def mixture_spec(cfg: dict, name: str) -> RunSpec:
     m = found[parts["parent"]]
     base = dict(size=m["size"], train=train_settings(cfg, m["size"]), data=dict(cfg["data"]), seed=m["seed"],
                 block_size=int(cfg["model"]["block_size"]), eval=eval_settings(cfg, m["size"]),
-                mixture={"name": m["mixture"], "components": copy.deepcopy(m["components"])})
+                mixture={"name": m["mixture"], "components": copy.deepcopy(m["components"])},
+                numerics=numerics_settings(cfg))
     if parts["task"] is None:
         return RunSpec(task="", level="", level_params={}, control="", **base)
     for c in m["components"]:

@@ -56,7 +56,7 @@ def open_run(spec: RunSpec, run_dir: str | Path, device: str = "auto"):
     checkpoint copied in from elsewhere) or a missing one is an error naming it. Iterate with
     ``checkpoints.iter_checkpoints(..., expect=checkpoint_identity(spec))``."""
     from ..checkpoints import checkpoint_dir, ckpt_path, list_checkpoints, pruned_record
-    from ..runtime import pick_device
+    from ..runtime import apply_numerics, pick_device
     ckdir = checkpoint_dir(run_dir)
     pruned = pruned_record(run_dir)
     if pruned.exists():
@@ -78,6 +78,7 @@ def open_run(spec: RunSpec, run_dir: str | Path, device: str = "auto"):
             + (f"missing: {[ckpt_path(ckdir, s).name for s in missing]}; " if missing else "")
             + f"remove the extra files, or recompute with `geoanatomy clean-run {run_dir}`")
     device = pick_device(device)
+    apply_numerics(spec.numerics, device)       # the switches training ran with (TF32, attention kernel)
     model, data = build(spec, device)
     return model, data, ckdir, steps, device
 

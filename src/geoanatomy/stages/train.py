@@ -32,7 +32,7 @@ from ..files import atomic_write_json
 from ..measures.rankme import rankme
 from ..mixture import MixtureData
 from ..model import GPT, answer_loss, padded_answer_loss
-from ..runtime import code_version, machine_fingerprint, pick_device
+from ..runtime import apply_numerics, autocast, code_version, machine_fingerprint, pick_device
 from ..schedule import checkpoint_steps, lr_at
 from ..spec import RunSpec
 from ..tasks import TaskData
@@ -120,6 +120,7 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
     run_dir = Path(run_dir)
     ckdir = checkpoint_dir(run_dir)
     device = pick_device(device)
+    numerics = apply_numerics(spec.numerics, device)
     tr = spec.train
     steps = tr["steps"]
     ck = tr["checkpoints"]
@@ -174,7 +175,8 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
 
     if start == 0 and 0 in ck_set:
         with torch.no_grad():
-            l0 = batch_loss(0).item()
+            with autocast(spec.numerics, device):
+                l0 = batch_loss(0).item()
         checkpoint(0, l0, 0.0, 0.0)
 
     diverged = False
@@ -182,7 +184,8 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
         lr = lr_at(step, tr["lr"], tr["warmup"], steps, tr["min_lr_frac"])
         for g in opt.param_groups:
             g["lr"] = lr
-        loss = batch_loss(step)
+        with autocast(spec.numerics, device):
+            loss = batch_loss(step)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if tr["grad_clip"] > 0:
@@ -216,7 +219,7 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
         "run": spec.name, "task": spec.task, "level": spec.level, "size": spec.size,
         "n_params": model.n_params(), "steps": steps, "checkpoint_steps": written,
         "checkpoint_sha256": written_hashes(ckdir, written, {r["step"]: r.get("sha256") for r in log_rows}),
-        "diverged": diverged, "device": device, "threads": torch.get_num_threads(),
+        "diverged": diverged, "device": device, "threads": torch.get_num_threads(), "numerics": numerics,
         "settings_hash": h, "settings": spec.train_dict(), "geoanatomy_version": __version__,
         "code_version": code_version(), "machine": machine_fingerprint(),
         "torch_version": torch.__version__, "python": sys.version.split()[0],
