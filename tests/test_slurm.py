@@ -83,6 +83,11 @@ def site_profile(dest: Path, no_gpus: bool = False, **variables) -> Path:
     return dest
 
 
+def prof_variables() -> dict:
+    """The profile's __variables__ block (the site's settings)."""
+    return yaml.safe_load(PROFILE.read_text())["__variables__"]
+
+
 def _eval_resource(expr, run: str):
     """Evaluate a set-resources value the way Snakemake does (a Python expression over
     the job's wildcards; a value that is not one stays a string)."""
@@ -121,16 +126,30 @@ def test_gpus_only_in_profile_and_match_cluster_gpu_sizes():
     sr = prof["set-resources"]
     gpu_rules = {r for r, v in sr.items() if "gpu" in v} - {"pythia_extract"}
     assert gpu_rules == set(GPU_SIZES), f"profile gives GPUs to {gpu_rules}, cluster.GPU_SIZES to {set(GPU_SIZES)}"
+    from geoanatomy.cost import PACK_SIZES
+    assert {r: tuple(v) for r, v in prof_variables()["gpu_pack_sizes"].items()} == PACK_SIZES
+    from geoanatomy.cost import PACK_SLOTS, pack_group
+    n = prof_variables()["gpu_pack_per_gpu"]
+    named = {g.split("=")[0]: int(g.split("=")[1]) for g in prof["group-components"]}
+    for r, sizes in PACK_SIZES.items():       # every group name the workflow gives, packed n per GPU
+        assert all(named[pack_group(r, s, k)] == n for s in sizes for k in ["mix"] + list(range(PACK_SLOTS)))
+
+    def gpus(rule, run):      # a whole GPU (gpu: 1) or a share of one (gres gpu:1 in a packed group)
+        res = sr[rule]
+        return int(_eval_resource(res["gpu"], run)) + (_eval_resource(res["gres"], run) == "gpu:1" if "gres" in res else 0)
     for rule, sizes in GPU_SIZES.items():
-        got = [s for s in SIZES if _eval_resource(sr[rule]["gpu"], f"mod_L3_{s}")]
+        got = [s for s in SIZES if gpus(rule, f"mod_L3_{s}")]
         assert tuple(got) == sizes, f"profile gives {rule} a GPU for {got}, cluster.GPU_SIZES has {sizes}"
+        packed = [s for s in SIZES if "gres" in sr[rule] and _eval_resource(sr[rule]["gres"], f"mod_L3_{s}")]
+        assert tuple(packed) == tuple(s for s in sizes if s in PACK_SIZES.get(rule, ())), (rule, packed)
+        assert not any(_eval_resource(sr[rule]["gpu"], f"mod_L3_{s}") for s in packed)   # never both
         parts = {s: _eval_resource(sr[rule]["slurm_partition"], f"mod_L3_{s}") for s in SIZES}
         assert {parts[s] for s in sizes} == {"EDIT_ME_gpu_partition"}
         assert {parts[s] for s in SIZES if s not in sizes} <= {"EDIT_ME_cpu_partition"}
         # seeds, controls and the mixture protocol's names find their size too
         for name in ("mod_L3_{}_s2", "mod_L3_{}_shuffled", "mixture_{}", "mixture_{}_s1/mod_L3",
                      "mixture_{}/mod_L1_shuffled"):
-            got = [s for s in SIZES if _eval_resource(sr[rule]["gpu"], name.format(s))]
+            got = [s for s in SIZES if gpus(rule, name.format(s))]
             assert tuple(got) == sizes, (rule, name, got)
     assert sr["pythia_extract"]["gpu"] == 1
     # the rules themselves never ask for a GPU (rejected on clusters without one)
@@ -424,3 +443,93 @@ def test_docs_cost_table_is_the_scripts_output_and_paper_grid_fits_1_5_tb():
     cfg = load_config(str(REPO / "config" / "paper.yaml"))
     assert mod.cost_table_markdown(cfg) in (REPO / "docs" / "slurm.md").read_text()
     assert peak_disk_mb(cfg) <= 1.5e6
+
+
+@pytest.mark.slow
+def test_packed_group_submits_its_jobs_together_with_tables_identical_to_unpacked(tmp_path):
+    """gpu_pack_per_gpu 2: the measures jobs of two nano runs (a packed size, PACK_SIZES) go
+    to SLURM as one group job (one sbatch, both jobs inside, their memory summed), and write
+    measures.csv byte for byte as the ungrouped local run does. On this CPU-only cluster the
+    group gets no GPU; on a GPU partition the same group asks for one (gres gpu:1)."""
+    _need_plugin()
+    why = _slurm_up()
+    if why:
+        pytest.skip(why)
+    part = _partition()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("SLURM_JOB_ID", None)
+    prof = site_profile(tmp_path / "profile", no_gpus=True, cpu_partition=part, gpu_partition=part, account='""',
+                        slurm__status__command="squeue", gpu_pack_per_gpu="2",
+                        slurm__init__seconds__before__status__checks="1", latency__wait="5", jobs="4")
+    grid = TINY.replace("tasks: [mod]", "tasks: [mod, copy]")
+    runs = ["mod_L1_nano", "copy_L1_nano"]
+    wd_slurm, wd_local = tmp_path / "slurm_run", tmp_path / "local_run"
+    for wd in (wd_slurm, wd_local):
+        wd.mkdir()
+        (wd / "cfg.yaml").write_text(grid)
+    targets = [f"results/{r}/measures.csv" for r in runs]
+    common = ["-s", str(REPO / "Snakefile"), "--configfile=cfg.yaml"]
+    local = subprocess.Popen(SNAKEMAKE + targets + common + ["--cores", "1", "-q"], cwd=wd_local, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.run(SNAKEMAKE + targets + common + ["--profile", str(prof), "--verbose"], cwd=wd_slurm, env=env,
+                       capture_output=True, text=True, timeout=900)
+    local_out, _ = local.communicate(timeout=900)
+    assert local.returncode == 0, local_out[-3000:]
+    assert p.returncode == 0, p.stderr[-5000:]
+    calls = [line for line in p.stderr.splitlines() if line.startswith("sbatch call:")]
+    assert len(calls) == 3, "\n".join(calls)             # two trainings, one group of two measures jobs
+    group = [c for c in calls if "gpupack_measures" in c]
+    assert len(group) == 1, "\n".join(calls)
+    mems = [int(m) for m in re.findall(r" --mem (\d+) ", " ".join(calls))]
+    one = [int(re.search(r" --mem (\d+) ", c).group(1)) for c in calls if c not in group]
+    assert int(re.search(r" --mem (\d+) ", group[0]).group(1)) > max(one) and len(mems) == 3
+    assert re.search(r"--cpus-per-task[= ]2\b", group[0]), group[0]       # both jobs' threads
+    assert "--gres" not in group[0] and "--gpus" not in group[0]          # no GPU partition here
+    assert "gpupack_measures_0" in group[0]
+    for run in runs:
+        a, b = wd_slurm / "results" / run / "measures.csv", wd_local / "results" / run / "measures.csv"
+        assert a.read_bytes() == b.read_bytes(), f"{run}: measures.csv differs between the packed and local runs"
+        assert len(a.read_text().splitlines()) > 1
+
+
+def test_packed_gpu_hours_known_answer():
+    """A packed job costs max(GPU time / k, arithmetic): a launch-bound nano measures job a
+    quarter of its GPU time at 4 per GPU; a job whose arithmetic exceeds that costs its
+    arithmetic; k is bounded by GPU memory; the table's packed total is the sum."""
+    from geoanatomy.config import load_config
+    from geoanatomy.cost import (GPU_MEM_MB_PER_GPU, cost_table, gpu_mem_mb, jobs_per_gpu, pack_group,
+                                 packed_gpu_seconds, work_seconds)
+    cfg = load_config(str(REPO / "config" / "paper.yaml"))
+    run = "copy_L3_nano"
+    wall, compute = work_seconds(cfg, "measures", run, "gpu"), work_seconds(cfg, "measures", run, "gpu_compute")
+    assert compute < wall / 4                                          # launch-bound
+    assert packed_gpu_seconds(cfg, "measures", run, 4) == pytest.approx(wall / 4)
+    assert packed_gpu_seconds(cfg, "measures", run, 1) == pytest.approx(wall)
+    assert packed_gpu_seconds(cfg, "measures", run, 10**6) == pytest.approx(compute)    # arithmetic floor
+    mem = gpu_mem_mb(cfg, "measures", run)
+    assert jobs_per_gpu(cfg, "measures", run, 10**6) == GPU_MEM_MB_PER_GPU // mem
+    assert pack_group("measures", "nano", 3) == "gpupack_measures_3" and pack_group("train", "nano") is None
+    rows = {r["size"]: r for r in cost_table(cfg)}
+    nano = rows["nano"]
+    assert nano["gpu_hours_packed"] == pytest.approx(
+        sum(packed_gpu_seconds(cfg, "measures", r, 4) for r in
+            [n for n in __import__("geoanatomy.config", fromlist=["run_names"]).run_names(cfg) if "_nano" in n]) / 3600)
+    assert rows["xlarge"]["gpu_hours_packed"] == pytest.approx(rows["xlarge"]["gpu_hours"])   # not packed
+
+
+def test_pack_slots_keep_waiting_runs_apart():
+    """With max_unpruned_runs J, run i of a size waits for run i - J: batches of J in grid
+    order, numbered across sizes; without a window every run is in batch 0."""
+    from geoanatomy.config import pack_slots, prune_window, resolve
+    user = {"grid": [{"tasks": ["copy", "rev", "mod", "par", "cmp"], "levels": ["L1"], "sizes": ["nano", "micro"]}],
+            "keep_checkpoints": "final", "max_unpruned_runs": 2}
+    cfg = resolve(user)
+    slots, wait = pack_slots(cfg), prune_window(cfg)
+    for run, before in wait.items():
+        assert slots[run] != slots[before]                     # a run never shares a batch with one it waits for
+    assert sorted(set(slots.values())) == list(range(6))        # 3 batches (2, 2, 1 runs) per size
+    same = {}
+    for r, k in slots.items():
+        same.setdefault(k, []).append(r)
+    assert all(not any(wait.get(a) == b for a in g for b in g) for g in same.values())
+    assert set(pack_slots(resolve({k: v for k, v in user.items() if k != "max_unpruned_runs"})).values()) == {0}

@@ -61,6 +61,57 @@ GPU_SIZES = {
     "measures": ("nano", "micro", "small", "medium", "large", "xlarge"),
 }
 
+# GPU jobs of these sizes are launch-bound (the cost model's floor, not the arithmetic, sets
+# their time): the profile packs them, gpu_pack_per_gpu at a time, onto one GPU (Snakemake
+# group jobs; slurm/config.yaml variable gpu_pack_sizes, which must name the same sizes per
+# rule: tests/test_slurm.py checks it). The workflow puts each such job in the group
+# pack_group(stage, size); a profile without group-components runs every group as one job.
+PACK_SIZES = {"measures": ("nano", "micro", "small")}
+GPU_PACK_PER_GPU = 4      # the profile's default gpu_pack_per_gpu (jobs sharing one GPU)
+GPU_MEM_MB_PER_GPU = 80_000       # an A100/H100-class GPU, for the memory bound on packing
+CUDA_CONTEXT_MB = 600     # GPU memory of a CUDA context and cuBLAS workspace per process
+
+
+PACK_SLOTS = 128          # group names per stage the profile's group-components lists
+
+
+def pack_group(stage: str, size: str, slot: int | str = 0) -> str | None:
+    """The Snakemake group of a job whose size the profile packs (PACK_SIZES), else None:
+    gpupack_<stage>_<slot>, slot the run's batch (config.pack_slots: runs that never wait for
+    each other; "mix" for mixture units), so a group never depends on itself. A slot beyond
+    the PACK_SLOTS the profile names runs unpacked (correct, only less dense)."""
+    return f"gpupack_{stage}_{slot}" if size in PACK_SIZES.get(stage, ()) else None
+
+
+def gpu_mem_mb(cfg: dict, stage: str, run: str) -> int:
+    """GPU memory one job needs (its CUDA context, its weights, gradients and optimizer state,
+    and the largest batch of activations it holds), for how many jobs fit on one GPU."""
+    s = run_shape(cfg, run)
+    size = s["size"]
+    P, (L, d, _) = n_params(size, VOCAB_SIZE), SIZES[size]
+    batch = s["batch"]
+    if stage == "measures":
+        m = cfg.get("measures") or {}
+        batch = max([batch] + [int((m.get(k) or {}).get("batch_size", 0)) for k in ("hessian", "llc")]
+                    + [int((m.get("grad_rank") or {}).get("n_samples", 0))])
+    acts = 4 * batch * s["positions"] * (16 * d * L + 2 * VOCAB_SIZE)      # float32, kept for backward
+    return math.ceil(CUDA_CONTEXT_MB + (BYTES_PER_PARAM[stage] * P + acts) / 1e6)
+
+
+def jobs_per_gpu(cfg: dict, stage: str, run: str, per_gpu: int = GPU_PACK_PER_GPU) -> int:
+    """Jobs of this kind that share one GPU: the profile's setting, bounded by GPU memory."""
+    return max(1, min(per_gpu, GPU_MEM_MB_PER_GPU // max(1, gpu_mem_mb(cfg, stage, run))))
+
+
+def packed_gpu_seconds(cfg: dict, stage: str, run: str, per_gpu: int = GPU_PACK_PER_GPU) -> float:
+    """GPU-seconds one job costs when k = jobs_per_gpu jobs share the GPU: its wall time split k
+    ways, but never less than its arithmetic (FLOPs at the assumed rate, which packing cannot
+    overlap): max(wall / k, compute). A model: the launch floor is CPU-side work that k
+    processes overlap; the first GPU run (benchmarks/device_check.py) tests it."""
+    k = jobs_per_gpu(cfg, stage, run, per_gpu)
+    return max(work_seconds(cfg, stage, run, "gpu") / k, work_seconds(cfg, stage, run, "gpu_compute"))
+
+
 SAFETY = 2.0              # requested wall time = SAFETY x estimate (x attempt on retries)
 STARTUP_S = 120           # python + torch import, model build, (CUDA init), scheduling slack
 MIN_RUNTIME_MIN = 15
@@ -212,6 +263,9 @@ def cost_table(cfg: dict) -> list[dict]:
             dev = job_device(cfg, st, size)
             stage_h[st] = (dev, sum(work_seconds(cfg, st, r) for r in runs) / 3600)
         cpu_train_h = sum(work_seconds(cfg, "train", r, "cpu") for r in runs) / 3600
+        packed_h = sum((sum(packed_gpu_seconds(cfg, st, r) for r in runs) / 3600
+                        if dev == "gpu" and pack_group(st, size) else h)
+                       for st, (dev, h) in stage_h.items() if dev == "gpu")
         disk = sum(checkpoint_disk_mb(cfg, r) for r in runs) / 1e3
         kept = sum(kept_disk_mb(cfg, r) for r in runs) / 1e3
         rows.append({
@@ -222,6 +276,9 @@ def cost_table(cfg: dict) -> list[dict]:
             "stages": stage_h, "cpu_train_hours_if_cpu": cpu_train_h,
             "cpu_hours": sum(h for dev, h in stage_h.values() if dev == "cpu"),
             "gpu_hours": sum(h for dev, h in stage_h.values() if dev == "gpu"),
+            "gpu_hours_packed": packed_h,
+            "jobs_per_gpu": {st: jobs_per_gpu(cfg, st, runs[0]) for st in stage_h
+                             if stage_h[st][0] == "gpu" and pack_group(st, size)},
             "disk_gb": disk, "kept_gb": kept, "run_disk_gb": max(checkpoint_disk_mb(cfg, r) for r in runs) / 1e3,
         })
     return rows

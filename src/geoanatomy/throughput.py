@@ -82,7 +82,11 @@ def _cpu_rate(kind: str, size: str) -> float:
 
 
 def op_seconds(kind: str, size: str, flops: float, device: str) -> float:
-    """Seconds of one operation of ``kind`` (train, eval, hvp, sgld, grad_rank) on a device."""
+    """Seconds of one operation of ``kind`` (train, eval, hvp, sgld, grad_rank) on a device
+    ("cpu", "gpu", or "gpu_compute": the GPU's arithmetic alone, without the launch floor,
+    the part of a job that jobs packed onto one GPU cannot overlap)."""
+    if device == "gpu_compute":
+        return flops / (GPU_PEAK_TFLOPS * 1e12 * GPU_UTIL)
     if device == "gpu":
         L = SIZES[size][0]
         if kind == "eval":

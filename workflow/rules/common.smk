@@ -7,8 +7,10 @@ import re
 import shlex
 from pathlib import Path
 
-from geoanatomy.config import job_spec, prune_window
+from geoanatomy.config import job_spec, pack_slots, prune_window
 from geoanatomy.cost import job_resources
+from geoanatomy.cost import pack_group as cost_pack_group
+from geoanatomy.sizes import SIZES as _SIZES
 from geoanatomy.mixture import job_resources as mixture_job_resources
 from geoanatomy.spec import parse_mixture_name
 from geoanatomy.pythia import settings as pythia_settings
@@ -70,6 +72,27 @@ def _resources(stage, run, attempt):
     if parse_mixture_name(run):
         return mixture_job_resources(CFG, stage, run, attempt)
     return job_resources(CFG, stage, run, attempt)
+
+
+SIZE_NAMES = tuple(_SIZES)
+
+
+@functools.lru_cache(maxsize=None)
+def _pack_slots():
+    return pack_slots(CFG)
+
+
+def pack_group(stage):
+    """The job's Snakemake group: one per stage for the sizes the SLURM profile packs onto a
+    shared GPU (geoanatomy.cost.PACK_SIZES), None (a job of its own) for the others. Only
+    cluster runs form groups; the profile's group-components says how many share one GPU."""
+    def group(wildcards):
+        parts = set(wildcards.run.replace("/", "_").split("_"))
+        size = next((s for s in SIZE_NAMES if s in parts), None)
+        slot = "mix" if parse_mixture_name(wildcards.run) else _pack_slots().get(wildcards.run, 0)
+        return cost_pack_group(stage, size, slot) if size else None
+
+    return group
 
 
 def cluster_resource(stage, key):

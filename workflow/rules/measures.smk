@@ -13,6 +13,8 @@ rule measures:
     conda:
         CONDA_ENV
     threads: CFG["threads"]["measures"]
+    group:
+        pack_group("measures")  # small sizes share a GPU on SLURM (slurm/config.yaml)
     resources:
         runtime=cluster_resource("measures", "runtime"),
         mem_mb=cluster_resource("measures", "mem_mb"),

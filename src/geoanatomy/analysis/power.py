@@ -88,7 +88,11 @@ BINOMIAL = {"acquisition rate": "runs", "top-down propagation": "summary"}
 NOT_SIMULATED = ("collapse -> recovery -> acquisition", "floors task-specific", "floors equal across sizes",
                  "MOD floor near 2.0", "floor rank agreement across sizes", "acquisition order scale-invariant",
                  "smaller-size geometry predicts larger-size acquisition order", "ordering swaps predicted")
-POWER_COLUMNS = ["claim", "event", "scenario", "role", "design", "n_cells", "n_populations", "reproduced",
+# Claims whose rows count the cells of one class only: their n_units in a design are that
+# class's acquired cells (every other claim's are the design's acquired cells).
+CLASS_UNITS = {"precursor rate on hard cells (descriptive)": "hard",
+               "easy cells: transition simultaneous with acquisition": "easy"}
+POWER_COLUMNS = ["claim", "event", "scenario", "role", "design", "n_cells", "n_units", "n_populations", "reproduced",
                  "not_reproduced", "inconclusive"]
 
 
@@ -96,6 +100,8 @@ def _subset_cells(t: pd.DataFrame, share: float, unit_cols=CELLS) -> pd.DataFram
     """The runs of ceil(share x cells) cells, evenly spaced over the cells sorted by size, task,
     level (a fixed choice: it reads no outcome)."""
     keys = sorted({tuple(str(x) for x in k) for k in t[list(unit_cols)].itertuples(index=False)})
+    if not keys:
+        return t
     m = max(1, int(np.ceil(share * len(keys))))
     keep = {keys[i] for i in np.unique(np.linspace(0, len(keys) - 1, m).round().astype(int))}
     mask = [tuple(str(x) for x in k) in keep for k in t[list(unit_cols)].itertuples(index=False)]
@@ -231,6 +237,7 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
             continue
         n_pop = n_populations if k == 1 else (n_populations_multiples or max(1, n_populations // 4))
         n_cells = int(t.groupby(list(unit_cols)).ngroups)
+        n_class = {c: int(t[t["difficulty"] == c].groupby(list(unit_cols)).ngroups) for c in ("hard", "easy")}
         wanted = {sc for (nulls, alt, _) in CLAIM_DESIGN.values() for sc in (nulls if k == 1 else ()) + _alts(alt)}
         for sc in [s for s in SCENARIOS if s in wanted]:
             sims = [_simulate(t, sc, rng, unit_cols) for _ in range(n_pop)]
@@ -251,12 +258,14 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
                 ws = sel.groupby("population")["verdict"].first().reindex(range(n_pop)).fillna("inconclusive")
                 out.append({"claim": claim, "event": event, "scenario": sc,
                             "role": ROLE_ALT if sc in alts else ROLE_NULL,
-                            "design": design_name(k), "n_cells": n_cells, "n_populations": n_pop,
+                            "design": design_name(k), "n_cells": n_cells,
+                            "n_units": n_class.get(CLASS_UNITS.get(claim), n_cells), "n_populations": n_pop,
                             "reproduced": float((ws == "reproduced").mean()),
                             "not_reproduced": float((ws == "not reproduced").mean()),
                             "inconclusive": float((ws == "inconclusive").mean())})
     out += _binomial_power(rows, st, n_populations, rng, unit_cols, multiples)
     out += [{"claim": c, "event": "", "scenario": "not simulated", "role": "", "design": "", "n_cells": None,
+             "n_units": None,
              "n_populations": 0, "reproduced": None, "not_reproduced": None, "inconclusive": None}
             for c in NOT_SIMULATED]
     return pd.DataFrame(out, columns=POWER_COLUMNS)
@@ -285,7 +294,7 @@ def _binomial_power(rows, st, n_populations, rng, unit_cols, multiples=(1,)) -> 
                                0.5, alpha, n_min))
             ws = pd.Series(ws)
             out.append({"claim": claim, "event": "", "scenario": sc, "role": role, "design": design_name(mult),
-                        "n_cells": n,
+                        "n_cells": n, "n_units": n,
                         "n_populations": n_populations, "reproduced": float((ws == "reproduced").mean()),
                         "not_reproduced": float((ws == "not reproduced").mean()),
                         "inconclusive": float((ws == "inconclusive").mean())})

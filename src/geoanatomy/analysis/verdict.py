@@ -998,14 +998,15 @@ def power_by_claim(table: pd.DataFrame) -> dict:
 
 
 def power_curves(table: pd.DataFrame) -> dict:
-    """claim -> [(cells, power)] over the table's designs, ascending in cells (power: the
+    """claim -> [(units, power)] over the table's designs, ascending in units (the cells the
+    claim's rows count in that design: column n_units, n_cells in older tables; power: the
     smallest rate of "reproduced" over the claim's events and alternatives at that design)."""
     a = table[table["role"] == ROLE_ALT]
+    col = "n_units" if "n_units" in a.columns else "n_cells"
     out = {}
     for c, g in a.groupby("claim"):
-        n = pd.to_numeric(g["n_cells"], errors="coerce")
-        g = g.assign(n_cells=n)[n.notna()]
-        out[c] = [(int(k), float(h["reproduced"].min())) for k, h in g.groupby("n_cells")]
+        g = g.assign(_n=pd.to_numeric(g[col], errors="coerce")).dropna(subset=["_n"])
+        out[c] = [(int(k), float(h["reproduced"].min())) for k, h in g.groupby("_n")]
     return out
 
 

@@ -80,6 +80,24 @@ def prune_window(cfg: dict) -> dict[str, str]:
     return {names[i]: names[i - j] for names in by_size.values() for i in range(j, len(names))}
 
 
+def pack_slots(cfg: dict) -> dict[str, int]:
+    """{run: its batch}: runs of one batch never wait for each other, so their jobs may share
+    a GPU in one group job (geoanatomy.cost.pack_group). Without a prune window every run is
+    in batch 0; with one (``prune_window``), the runs of a size come in batches of J in grid
+    order (run i waits only for run i - J), numbered across sizes."""
+    j = cfg.get("max_unpruned_runs") if cfg.get("keep_checkpoints", "all") == "final" else None
+    by_size: dict[str, list[str]] = {}
+    for r in runs(cfg):
+        by_size.setdefault(r[2], []).append(run_name(*r))
+    if not j:
+        return {n: 0 for names in by_size.values() for n in names}
+    out, base = {}, 0
+    for names in by_size.values():
+        out.update({n: base + i // j for i, n in enumerate(names)})
+        base += -(-len(names) // j)
+    return out
+
+
 def dedupe_grid(user: dict) -> dict:
     """Each grid block's lists without repeats, and repeated blocks dropped: the run
     product stays small whatever the file repeats."""
