@@ -85,11 +85,17 @@ def _pack_slots():
 def pack_group(stage):
     """The job's Snakemake group: one per stage for the sizes the SLURM profile packs onto a
     shared GPU (geoanatomy.cost.PACK_SIZES), None (a job of its own) for the others. Only
-    cluster runs form groups; the profile's group-components says how many share one GPU."""
+    cluster runs form groups; the profile's group-components says how many share one GPU.
+    """
+
     def group(wildcards):
         parts = set(wildcards.run.replace("/", "_").split("_"))
         size = next((s for s in SIZE_NAMES if s in parts), None)
-        slot = "mix" if parse_mixture_name(wildcards.run) else _pack_slots().get(wildcards.run, 0)
+        slot = (
+            "mix"
+            if parse_mixture_name(wildcards.run)
+            else _pack_slots().get(wildcards.run, 0)
+        )
         return cost_pack_group(stage, size, slot) if size else None
 
     return group

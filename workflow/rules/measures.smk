@@ -10,11 +10,11 @@ rule measures:
         f"{RESULTS}/{{run}}/logs/measures.log",
     benchmark:
         f"{RESULTS}/{{run}}/benchmarks/measures.tsv"
+    group:
+        pack_group("measures")  # small sizes share a GPU on SLURM (slurm/config.yaml)
     conda:
         CONDA_ENV
     threads: CFG["threads"]["measures"]
-    group:
-        pack_group("measures")  # small sizes share a GPU on SLURM (slurm/config.yaml)
     resources:
         runtime=cluster_resource("measures", "runtime"),
         mem_mb=cluster_resource("measures", "mem_mb"),
