@@ -410,3 +410,19 @@ def test_a_non_significant_row_with_power_reads_not_reproduced_and_without_power
     # significant rows and rows already decided keep their words
     rows = [ClaimRow("a", "m", "", "s", 0.3, (0.1, 0.7), 12, 12, "n", 0.0, 0.001, "a").as_dict()]
     assert finish(rows, ST, table)["verdict"].iloc[0] == "reproduced"
+
+
+def test_a_level_at_one_size_only_gives_no_cross_size_row_when_another_level_has_one():
+    """prediction.json with L1 unpaired (n 0) and L3 paired: the verdict has the L3 rows only;
+    with every level unpaired the claim keeps its inconclusive rows, saying why."""
+    ok = {"rho": 0.9, "p": 0.02, "n": 6, "reason": None}
+    none = {"rho": None, "p": None, "n": 0, "reason": "n = 0 < 3 paired values"}
+
+    def js(l1, l3):
+        return {"prediction.json": {"cross_scale": [{"a": "nano", "b": "micro", "by_measure": {
+            m: {"L1": l1, "L3": l3} for m in ("rankme", "rankme_centred")}}]}}
+    claim = "smaller-size geometry predicts larger-size acquisition order"
+    rows = [r for r in verdict.json_claims(js(none, ok), ST) if r["claim"] == claim]
+    assert len(rows) == 2 and all("level L3" in r["statistic"] for r in rows)
+    rows = [r for r in verdict.json_claims(js(none, none), ST) if r["claim"] == claim]
+    assert len(rows) == 4 and all(r["n_units"] == 0 and "paired values" in r["detail"] for r in rows)

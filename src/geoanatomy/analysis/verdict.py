@@ -940,8 +940,14 @@ def json_claims(jsons: dict, st: dict) -> list[dict]:
     """Rows for the floors, scale, top-down and prediction claims from the summary JSON files
     (floor_summary.json, scale_invariance.json, top_down_summary.json, prediction.json), for
     both RankMe variants. A statistic that could not be computed gives an inconclusive row
-    saying why."""
-    return _rows("summary", [jsons])
+    saying why, except a cross-size row of a level the grid has at one size only when the
+    claim has rows at other levels (nothing to pair: the grid never asked it there)."""
+    rows = _rows("summary", [jsons])
+
+    def empty(r):
+        return r["n_units"] == 0 and " level " in f" {r['statistic']}" and "<" in str(r.get("detail") or "")
+    asked = {(r["claim"], r["measure"]) for r in rows if not empty(r)}
+    return [r for r in rows if not (empty(r) and (r["claim"], r["measure"]) in asked)]
 
 
 def finish(rows: list[dict], st: dict, power: pd.DataFrame | None = None) -> pd.DataFrame:
