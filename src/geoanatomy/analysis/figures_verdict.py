@@ -130,9 +130,11 @@ def draw_family(verdict: pd.DataFrame, family: str, subtitle: str = ""):
         return figstyle.draw_placeholder(f"verdict: {TITLES[family]}", "verdict.csv has no row of these claims")
     inches = [0.75 + 0.26 * sum(row_estimate(r)[1] is not None for _, r in rows) if
               any(row_estimate(r)[1] is not None for _, r in rows) else 0.45 for rows in by_claim.values()]
-    total = sum(inches) + 0.9
+    sub = textwrap.wrap(subtitle, 165) if subtitle else []
+    header = 0.55 + 0.14 * len(sub)          # title and the wrapped subtitle, never cut at the edge
+    total = sum(inches) + header + 0.45      # + the legend's row at the bottom
     fig = p.figure(figsize=(11.0, total))
-    y0 = 1.0 - 0.7 / total
+    y0 = 1.0 - header / total
     for (claim, rows), h_in in zip(by_claim.items(), inches):
         labels = panel_labels([r for _, r in rows])
         drawn, missing = [], []
@@ -174,9 +176,12 @@ def draw_family(verdict: pd.DataFrame, family: str, subtitle: str = ""):
         ax.set_xlabel(textwrap.shorten(str(stat), 95, placeholder=" ..."), fontsize=6.5)
         title = claim + (f"   (no estimate: {_counted([m[-1] for m in missing])})" if missing else "")
         ax.set_title(textwrap.shorten(title, 130, placeholder=" ..."), fontsize=7.5, loc="left")
-    fig.suptitle(f"verdict: {TITLES[family]}" + (f"\n{subtitle}" if subtitle else ""), fontsize=8.5, y=0.995)
+    fig.suptitle(f"verdict: {TITLES[family]}", fontsize=9, y=1.0 - 0.12 / total, va="top")
+    if sub:
+        fig.text(0.5, 1.0 - 0.36 / total, "\n".join(sub), ha="center", va="top", fontsize=6.5, color="0.25")
     handles = [p.Line2D([], [], marker="o", ls="-", color=c, label=w) for w, c in WORD_COLOUR.items()]
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.01, 0.998), fontsize=6.5, frameon=False, ncol=1)
+    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.05 / total), fontsize=7, frameon=False,
+               ncol=len(handles))
     return fig
 
 

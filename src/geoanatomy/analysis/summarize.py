@@ -274,8 +274,11 @@ def write_claim_figures(job: Job) -> list[str]:
     """figures/verdict_{family}.png from verdict.csv (analysis.figures_verdict)."""
     out = Path(job.out)
     v = read_table(out / "verdict.csv")
-    head = [ln for ln in header_lines(out / "verdict.csv") if ln.startswith(("machines", "n = ", "difficulty"))]
-    return figures_verdict.verdict_figures(v, out / "figures", "; ".join(head)[:240])
+    lines = header_lines(out / "verdict.csv")
+    # the runs and the machines they came from first, then how the classes were fixed (wrapped, never cut)
+    head = ([ln for ln in lines if ln.startswith(("n = ", "machines"))]
+            + [ln for ln in lines if ln.startswith("difficulty")])
+    return figures_verdict.verdict_figures(v, out / "figures", "; ".join(head))
 
 
 def write_html(job: Job) -> list[str]:
