@@ -18,7 +18,9 @@ proportional            t = 0.5 t_acq x exp(N(0, 0.05)) (a precursor in every ce
 proportional-noisy      t = 0.5 t_acq x exp(N(0, 0.3)) (the same, as noisy as a loss curve)
 hard-only               proportional in hard cells, t = t_acq x U(0.9, 1.1) in easy ones
 simultaneous            t = t_acq x 10^N(0, 0.03)
+simultaneous-noisy      t = t_acq x 10^N(0, 0.1) (as scattered as a measured event step)
 lag                     t = t_acq x 10^(0.3 + N(0, 0.03))
+lag-noisy               t = t_acq x 10^(0.3 + N(0, 0.1))
 ======================  ====================================================================
 
 Each population goes through the real claim code (``verdict.precursor_claims`` on the
@@ -52,7 +54,7 @@ from .verdict import (CLAIMS, ROLE_ALT, ROLE_NULL, RunsView, _clopper_pearson, _
 
 POWER_SETTINGS = {"n_permutations": 999, "n_bootstrap": 499}
 SCENARIOS = ("exchangeable", "clock", "loss-tied", "seed-clustered", "behaviour-clustered", "proportional",
-             "proportional-noisy", "hard-only", "simultaneous", "lag")
+             "proportional-noisy", "hard-only", "simultaneous", "simultaneous-noisy", "lag", "lag-noisy")
 SCENARIO_TEXT = {
     "exchangeable": "exchangeable: t = t_acq of a random run of the size x U(0.9, 1.1)",
     "clock": "clock: t = median t_ref in every run",
@@ -63,10 +65,13 @@ SCENARIO_TEXT = {
     "proportional-noisy": "proportional-noisy: t = 0.5 t_acq x exp(N(0, 0.3)) (a precursor as noisy as the loss curve)",
     "hard-only": "hard-only: proportional in hard cells, t_acq x U(0.9, 1.1) in easy cells",
     "simultaneous": "simultaneous: t = t_acq x 10^N(0, 0.03)",
+    "simultaneous-noisy": "simultaneous-noisy: t = t_acq x 10^N(0, 0.1)",
     "lag": "lag: t = t_acq x 10^(0.3 + N(0, 0.03))",
+    "lag-noisy": "lag-noisy: t = t_acq x 10^(0.3 + N(0, 0.1))",
 }
 _TIMING_NULLS = ("exchangeable", "clock", "loss-tied", "seed-clustered")
 _LAG_NULLS = ("proportional", "lag")
+_SIMULTANEOUS = ("simultaneous", "simultaneous-noisy")     # power: the smaller of the two
 _PRECURSOR = ("proportional", "proportional-noisy")
 # (claim, event) -> (null scenarios, alternative(s), measure name the rows are simulated under)
 CLAIM_DESIGN = {
@@ -75,11 +80,12 @@ CLAIM_DESIGN = {
     ("precursor rate on hard cells (descriptive)", "transition"): (_TIMING_NULLS, _PRECURSOR, "rankme_centred"),
     ("precursor specific to hard cells", "transition"): (_TIMING_NULLS + _PRECURSOR, "hard-only",
                                                          "rankme_centred"),
-    ("easy cells: transition simultaneous with acquisition", "transition"): (_LAG_NULLS, "simultaneous",
+    ("easy cells: transition simultaneous with acquisition", "transition"): (_LAG_NULLS, _SIMULTANEOUS,
                                                                               "rankme_centred"),
-    ("LLC synchronous with acquisition", "transition"): (_LAG_NULLS, "simultaneous", "llc"),
-    ("gradient ranks in step with acquisition", "transition"): (_LAG_NULLS, "simultaneous", "grad_erank"),
-    ("Hessian lags acquisition", "transition"): (("simultaneous", "proportional"), "lag", "hessian_top"),
+    ("LLC synchronous with acquisition", "transition"): (_LAG_NULLS, _SIMULTANEOUS, "llc"),
+    ("gradient ranks in step with acquisition", "transition"): (_LAG_NULLS, _SIMULTANEOUS, "grad_erank"),
+    ("Hessian lags acquisition", "transition"): (("simultaneous", "proportional"), ("lag", "lag-noisy"),
+                                                 "hessian_top"),
     ("within-class concordance", "transition"): (("exchangeable", "clock"), _PRECURSOR, "rankme_centred"),
     ("probes before behaviour", ""): (("exchangeable", "behaviour-clustered", "simultaneous"), _PRECURSOR, None),
     ("log-prob before accuracy", ""): (("exchangeable", "behaviour-clustered", "simultaneous"), _PRECURSOR, None),
@@ -160,8 +166,12 @@ def _simulate(t: pd.DataFrame, scenario: str, rng, unit_cols=CELLS) -> dict:
             x = np.where(hard, 0.5 * t_acq * np.exp(rng.normal(0, 0.05, n)), t_acq * rng.uniform(0.9, 1.1, n))
         elif scenario == "simultaneous":
             x = t_acq * 10 ** rng.normal(0, 0.03, n)
+        elif scenario == "simultaneous-noisy":
+            x = t_acq * 10 ** rng.normal(0, 0.1, n)
         elif scenario == "lag":
             x = t_acq * 10 ** (0.3 + rng.normal(0, 0.03, n))
+        elif scenario == "lag-noisy":
+            x = t_acq * 10 ** (0.3 + rng.normal(0, 0.1, n))
         else:
             raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
         out[kind] = np.maximum(np.round(x), 0.0)
