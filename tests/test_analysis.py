@@ -423,7 +423,7 @@ def test_summary_parts_registry(tmp_path):
             assert i.where in ("unit", "run", "summary")
             assert i.where != "summary" or i.optional or set(i.files) <= set(files), (q.name, i.files)
     assert set(parts.HTML_SECTIONS) <= set(files) and parts.HTML_SECTIONS[0] == "verdict.csv"
-    assert parts.MIXTURE_FILES == {"protocols.csv", "protocol_rates.csv"}
+    assert parts.MIXTURE_FILES == {"protocols.csv", "protocol_rates.csv", "figures/protocols.png"}
     assert not set(parts.targets(mixtures=False)) & parts.MIXTURE_FILES
 
 

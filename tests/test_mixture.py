@@ -491,3 +491,87 @@ def test_summary_of_a_grid_with_mixtures_only(tmp_path):
     p = pd.read_csv(out / "protocols.csv")
     assert p["single_runs"].isna().all() and (p["mixture_runs"] == 1).all()
     assert "empty table" in (out / "tables.html").read_text()
+
+
+def test_a_pruned_mixture_refuses_its_units_and_retraining_rebuilds_it_identically(tmp_path):
+    """keep_checkpoints: final for a mixture: the prune stage runs on the mixture's training run
+    (not on a unit), keeps the newest weights, a unit's metrics stops naming the fix, and
+    retraining (what `--forcerun train` runs) rebuilds every checkpoint bit for bit."""
+    from geoanatomy.checkpoints import CheckpointError, list_checkpoints
+    from geoanatomy.cli import run_stage
+    cfg = mix_cfg(tmp_path, tasks=("copy", "mod"), levels=("L1",))
+    d = tmp_path / "mixture_nano"
+    _train(cfg, "mixture_nano", d)
+    ck = d / "checkpoints"
+    steps = list_checkpoints(ck)
+    before = {s: _weights(ck, s) for s in steps}
+    with pytest.raises(ConfigError, match="prune its mixture 'mixture_nano'"):
+        job_spec(cfg, "mixture_nano/copy_L1", "prune")
+    j = job_spec(cfg, "mixture_nano", "prune")
+    run_stage(JobSpec(j.stage, j.run, j.results_dir, "cpu", j.blocks))
+    assert list_checkpoints(ck) == steps[-1:] and json.loads((d / "pruned.json").read_text())["complete"]
+    with pytest.raises(CheckpointError, match="removed after its stages finished.*--forcerun train"):
+        _unit_stages(cfg, "mixture_nano/copy_L1", ("metrics",))
+    _train(cfg, "mixture_nano", d)
+    assert list_checkpoints(ck) == steps and not (d / "pruned.json").exists()
+    for s in steps:
+        w = _weights(ck, s)
+        assert all(torch.equal(w[k], before[s][k]) for k in before[s]), s
+
+
+@pytest.mark.slow
+def test_dry_run_prunes_a_mixture_after_all_its_units_and_costs_it(tmp_path):
+    """keep_checkpoints final: one prune job per training run (single-task and mixture), the
+    mixture's waiting for every unit's metrics, measures and probes; the cost table and the
+    peak-disk bound count the mixture (its proxy's checkpoints) and its units."""
+    from geoanatomy.config import load_config
+    from geoanatomy.cost import checkpoint_disk_mb, cost_name, cost_table, kept_disk_mb, peak_disk_mb
+    (tmp_path / "mix.yaml").write_text(MIX_YAML + "keep_checkpoints: final\nmax_unpruned_runs: 1\n")
+    out = _smk_out(tmp_path, "-n", "--configfile", "mix.yaml")
+    counts = {ln.split()[0]: int(ln.split()[1]) for ln in out.splitlines()
+              if len(ln.split()) == 2 and ln.split()[1].isdigit()}
+    assert counts["prune"] == 2, counts
+    cfg = load_config(str(tmp_path / "mix.yaml"))
+    rows = cost_table(cfg)
+    assert [(r["runs"], r["mixtures"], r["analysis_units"]) for r in rows] == [(2, 1, 3)]
+    runs = ["copy_L1_nano", cost_name(cfg, "mixture_nano")]
+    extra = [checkpoint_disk_mb(cfg, r) - kept_disk_mb(cfg, r) for r in runs]
+    assert peak_disk_mb(cfg) == sum(kept_disk_mb(cfg, r) for r in runs) + max(extra)
+    from geoanatomy.config import prune_window
+    assert prune_window(cfg) == {"mixture_nano": "copy_L1_nano"}     # the mixture waits in its size's window
+
+
+def test_protocols_figure_draws_the_rows_of_protocols_csv(tmp_path):
+    """figures/protocols.png: every drawn point is its protocols.csv value (acquisition step and
+    floor of each protocol per cell, headline variant); a median beyond the run is a '>' at
+    the edge, never a number."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from geoanatomy.analysis import figures_summary
+    from geoanatomy.analysis.summarize import run
+    from geoanatomy.cli.summarize import make_settings
+    st = make_settings({"n_bootstrap": 100, "n_permutations": 100})
+    pres, paths = _synthetic(tmp_path)
+    out = tmp_path / "summary"
+    run("protocols", paths, out, st, log=quiet)
+    assert (out / "figures" / "protocols.png").stat().st_size > 0
+    table = pd.read_csv(out / "protocols.csv")
+    rows = figures_summary.protocol_rows(table, "centred")
+    assert len(rows) == 24 and set(rows["variant"]) == {"centred"}
+    fig = figures_summary.draw_protocols(table, "centred")
+    drawn = {ln.get_gid(): ln for ax in fig.axes for ln in ax.lines if ln.get_gid()}
+    n_cens = 0
+    for i, r in rows.iterrows():
+        for side in ("single", "mixture"):
+            for q, _, _ in figures_summary.PROTOCOL_QUANTITIES:
+                v = r[f"{side}_{q}"]
+                if pd.notna(v):
+                    assert drawn[f"{side}:{q}:{i}"].get_xdata()[0] == pytest.approx(float(v))
+                elif q == "acquisition_step" and str(r[f"{side}_acquisition_censored"]) == "True":
+                    assert f"{side}:{q}:{i}:censored" in drawn
+                    n_cens += 1
+                else:
+                    assert f"{side}:{q}:{i}" not in drawn
+    assert n_cens >= 12          # add never acquires, at every size, in both protocols
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == [f"{r.task} {r.level} {r['size']}" for _, r in rows.iterrows()]     # no control in this grid

@@ -132,7 +132,7 @@ def test_gpus_only_in_profile_and_match_cluster_gpu_sizes():
     n = prof_variables()["gpu_pack_per_gpu"]
     named = {g.split("=")[0]: int(g.split("=")[1]) for g in prof["group-components"]}
     for r, sizes in PACK_SIZES.items():       # every group name the workflow gives, packed n per GPU
-        assert all(named[pack_group(r, s, k)] == n for s in sizes for k in ["mix"] + list(range(PACK_SLOTS)))
+        assert all(named[pack_group(r, s, k)] == n for s in sizes for k in range(PACK_SLOTS))
 
     def gpus(rule, run):      # a whole GPU (gpu: 1) or a share of one (gres gpu:1 in a packed group)
         res = sr[rule]

@@ -78,7 +78,7 @@ PACK_SLOTS = 128          # group names per stage the profile's group-components
 def pack_group(stage: str, size: str, slot: int | str = 0) -> str | None:
     """The Snakemake group of a job whose size the profile packs (PACK_SIZES), else None:
     gpupack_<stage>_<slot>, slot the run's batch (config.pack_slots: runs that never wait for
-    each other; "mix" for mixture units), so a group never depends on itself. A slot beyond
+    each other; a mixture unit: its mixture's), so a group never depends on itself. A slot beyond
     the PACK_SLOTS the profile names runs unpacked (correct, only less dense)."""
     return f"gpupack_{stage}_{slot}" if size in PACK_SIZES.get(stage, ()) else None
 
@@ -228,48 +228,62 @@ def kept_disk_mb(cfg: dict, run: str) -> int:
     return math.ceil((per_ck * n + state * n) / 1e6)
 
 
+def cost_name(cfg: dict, name: str) -> str:
+    """The single-task run whose shape a job's cost is computed from: the run itself, or for a
+    mixture's training run or unit its proxy (geoanatomy.mixture.cost_proxy)."""
+    from .spec import parse_mixture_name
+    if parse_mixture_name(name):
+        from .mixture import cost_proxy
+        return cost_proxy(cfg, name)
+    return name
+
+
 def peak_disk_mb(cfg: dict) -> int | None:
     """The most checkpoint disk the grid can hold at once: with keep_checkpoints final and
-    max_unpruned_runs J, what every run keeps plus, per size, its J largest runs' analysis
-    checkpoints (config.prune_window); otherwise every run's checkpoints (None: no bound
-    beyond that)."""
-    from .config import run_names
-    names = run_names(cfg)
+    max_unpruned_runs J, what every training run (single-task runs and mixtures) keeps plus,
+    per size, its J largest runs' analysis checkpoints (config.prune_window); otherwise every
+    run's checkpoints."""
+    from .config import training_runs_by_size
+    by_size = {s: [cost_name(cfg, r) for r in names] for s, names in training_runs_by_size(cfg).items()}
+    names = [r for v in by_size.values() for r in v]
     j = cfg.get("max_unpruned_runs")
     if cfg.get("keep_checkpoints", "all") != "final" or not j:
         return sum(checkpoint_disk_mb(cfg, r) for r in names)
-    by_size: dict[str, list[int]] = {}
-    for r in names:
-        by_size.setdefault(parse_run_name(r)["size"], []).append(checkpoint_disk_mb(cfg, r) - kept_disk_mb(cfg, r))
-    return sum(kept_disk_mb(cfg, r) for r in names) + sum(sum(sorted(v)[-j:]) for v in by_size.values())
+    extra = {s: [checkpoint_disk_mb(cfg, r) - kept_disk_mb(cfg, r) for r in v] for s, v in by_size.items()}
+    return sum(kept_disk_mb(cfg, r) for r in names) + sum(sum(sorted(v)[-j:]) for v in extra.values())
 
 
 # ------------------------------------------------------------------- cost table
 def cost_table(cfg: dict) -> list[dict]:
-    """Per size in the grid: runs, steps, checkpoints, hours per stage on the device the
-    profile gives it (1 CPU thread or 1 GPU), checkpoint disk."""
-    from .config import run_names
-    by_size: dict[str, list[str]] = {}
-    for run in run_names(cfg):
-        by_size.setdefault(parse_run_name(run)["size"], []).append(run)
+    """Per size in the grid: training runs (single-task runs and mixtures), steps, checkpoints,
+    hours per stage on the device the profile gives it (1 CPU thread or 1 GPU; a mixture's
+    training and each of its units' analysis jobs costed by their proxies, cost_name),
+    checkpoint disk."""
+    from .config import mixture_unit_names, training_runs_by_size
+    from .spec import parse_mixture_name
     rows = []
+    by_size = training_runs_by_size(cfg)
     for size in SIZES:
-        runs = by_size.get(size)
-        if not runs:
+        names = by_size.get(size)
+        if not names:
             continue
+        runs = [cost_name(cfg, r) for r in names]                          # training jobs
+        units = [cost_name(cfg, u) for r in names                          # analysis jobs
+                 for u in (mixture_unit_names(cfg, r) if parse_mixture_name(r) else [r])]
         shapes = [run_shape(cfg, r) for r in runs]
         stage_h = {}
         for st in ("train", "metrics", "measures", "probes"):
             dev = job_device(cfg, st, size)
-            stage_h[st] = (dev, sum(work_seconds(cfg, st, r) for r in runs) / 3600)
+            stage_h[st] = (dev, sum(work_seconds(cfg, st, r) for r in (runs if st == "train" else units)) / 3600)
         cpu_train_h = sum(work_seconds(cfg, "train", r, "cpu") for r in runs) / 3600
-        packed_h = sum((sum(packed_gpu_seconds(cfg, st, r) for r in runs) / 3600
+        packed_h = sum((sum(packed_gpu_seconds(cfg, st, r) for r in units) / 3600
                         if dev == "gpu" and pack_group(st, size) else h)
                        for st, (dev, h) in stage_h.items() if dev == "gpu")
         disk = sum(checkpoint_disk_mb(cfg, r) for r in runs) / 1e3
         kept = sum(kept_disk_mb(cfg, r) for r in runs) / 1e3
         rows.append({
             "size": size, "n_params": n_params(size, VOCAB_SIZE), "runs": len(runs),
+            "mixtures": sum(bool(parse_mixture_name(r)) for r in names), "analysis_units": len(units),
             "steps": sorted({s["steps"] for s in shapes}), "checkpoints": sorted({s["checkpoints"] for s in shapes}),
             "cpu_s_per_step_ref": step_seconds(size, 64, 19, "cpu"), "measured": size in CPU_GFLOPS["train"],
             "gpu_s_per_step_ref": step_seconds(size, 64, 19, "gpu"),

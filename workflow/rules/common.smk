@@ -91,11 +91,8 @@ def pack_group(stage):
     def group(wildcards):
         parts = set(wildcards.run.replace("/", "_").split("_"))
         size = next((s for s in SIZE_NAMES if s in parts), None)
-        slot = (
-            "mix"
-            if parse_mixture_name(wildcards.run)
-            else _pack_slots().get(wildcards.run, 0)
-        )
+        m = parse_mixture_name(wildcards.run)  # a unit takes its mixture's batch
+        slot = _pack_slots().get(m["parent"] if m else wildcards.run, 0)
         return cost_pack_group(stage, size, slot) if size else None
 
     return group

@@ -2,12 +2,31 @@
 # read its analysis checkpoints, remove them (the newest weights, the resume state and
 # the training log stay) -> results/{run}/pruned.json. train.json stays, so Snakemake
 # never retrains; a stage that needs the checkpoints again says how to rebuild them.
+# A mixture's training run is pruned once every unit (combination) evaluated on its
+# checkpoints has its metrics, measures and probes.
+
+
+def _readers(table):
+    """The tables that must exist before a training run's checkpoints go: its own, or those
+    of every unit of a mixture (the units read the mixture's checkpoints)."""
+
+    def files(wildcards):
+        units = (
+            mixture_unit_names(CFG, wildcards.run)
+            if wildcards.run in MIXTURES
+            else [wildcards.run]
+        )
+        return [f"{RESULTS}/{u}/{table}" for u in units]
+
+    return files
+
+
 rule prune:
     input:
         train=f"{RESULTS}/{{run}}/train.json",
-        metrics=f"{RESULTS}/{{run}}/metrics.csv",
-        measures=f"{RESULTS}/{{run}}/measures.csv",
-        probes=f"{RESULTS}/{{run}}/probes.csv",
+        metrics=_readers("metrics.csv"),
+        measures=_readers("measures.csv"),
+        probes=_readers("probes.csv"),
     output:
         f"{RESULTS}/{{run}}/pruned.json",
     log:
@@ -23,7 +42,7 @@ rule prune:
 
 # the runs whose checkpoints are pruned (rule all asks for their pruned.json)
 PRUNE_TARGETS = (
-    expand(f"{RESULTS}/{{run}}/pruned.json", run=RUNS)
+    expand(f"{RESULTS}/{{run}}/pruned.json", run=RUNS + MIXTURES)
     if CFG["keep_checkpoints"] == "final"
     else []
 )

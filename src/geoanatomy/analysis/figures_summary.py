@@ -253,3 +253,72 @@ def draw_rho_matrix(scale: dict, measure: str = "rankme"):
 def rho_matrix(scale: dict, out_png, measure: str = "rankme") -> list[str]:
     """``draw_rho_matrix`` saved (PNG and SVG)."""
     return save(draw_rho_matrix(scale, measure), out_png, svg=True)
+
+
+PROTOCOL_QUANTITIES = (("acquisition_step", "acquisition step (median over runs / units)", True),
+                       ("floor", "RankMe floor (median)", False))
+
+
+def protocol_rows(table: pd.DataFrame, variant: str = "centred") -> pd.DataFrame:
+    """The rows of protocols.csv the figure draws: one per cell (the RankMe ``variant`` row;
+    the acquisition columns are the same in both variants' rows), cells with a mixture side."""
+    t = table[(table["variant"] == variant) & pd.to_numeric(table["mixture_runs"], errors="coerce").gt(0)]
+    return t.reset_index(drop=True)
+
+
+def draw_protocols(table: pd.DataFrame, variant: str = "centred"):
+    """protocols.csv, one row per cell: each quantity of the single-task runs (circles) and of
+    the mixture's units (squares) side by side, joined by a line; a median that lies beyond the
+    run (half or more never acquired) drawn as a '>' at the right edge. Line gids
+    "single:<quantity>:<row>" / "mixture:<quantity>:<row>" (row = index in ``protocol_rows``)."""
+    rows = protocol_rows(table, variant)
+    if rows.empty:
+        return draw_placeholder("Single-task vs mixture protocol", "protocols.csv has no cell with mixture units")
+    p = plt()
+    n = len(rows)
+    fig, axes = p.subplots(1, len(PROTOCOL_QUANTITIES), figsize=(10, 1.4 + 0.28 * n), squeeze=False, sharey=True)
+    labels = [f"{r.task} {r.level} {r.size}" + (f" ({r.control})" if isinstance(r.control, str) and r.control else "") for r in rows.itertuples()]
+    ys = np.arange(n)[::-1]
+    for ax, (q, xlabel, log) in zip(axes[0], PROTOCOL_QUANTITIES):
+        vals = {side: pd.to_numeric(rows[f"{side}_{q}"], errors="coerce").to_numpy(float) for side in ("single", "mixture")}
+        finite = np.concatenate([v[np.isfinite(v)] for v in vals.values()])
+        edge = (finite.max() * (2.0 if log else 1.1)) if finite.size else 1.0
+        if not finite.size and q != "acquisition_step":
+            ax.text(0.5, 0.5, f"no {q.replace('_', ' ')} in protocols.csv", transform=ax.transAxes, ha="center",
+                    color="0.4", gid="not drawn")
+        for i, y in enumerate(ys):
+            a, b = vals["single"][i], vals["mixture"][i]
+            if np.isfinite(a) and np.isfinite(b):
+                ax.plot([a, b], [y, y], color="0.75", lw=1, zorder=1)
+            for side, v, marker, col in (("single", a, "o", "tab:blue"), ("mixture", b, "s", "tab:orange")):
+                cens = q == "acquisition_step" and bool(rows.loc[i, f"{side}_acquisition_censored"] is True
+                                                         or str(rows.loc[i, f"{side}_acquisition_censored"]) == "True")
+                if np.isfinite(v):
+                    ax.plot([v], [y], marker, color=col, ms=5, zorder=3, gid=f"{side}:{q}:{i}")
+                elif cens:
+                    dy = 0.18 if side == "single" else -0.18          # both censored: both visible
+                    ax.plot([edge], [y + dy], ">", color=col, ms=6, mfc="none", zorder=3,
+                            gid=f"{side}:{q}:{i}:censored")
+        if log:
+            plain_log(ax, "x")
+        ax.set_xlabel(xlabel)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(ys)
+    axes[0][0].set_yticklabels(labels)
+    h = [p.Line2D([], [], marker="o", ls="", color="tab:blue", label="single-task runs"),
+         p.Line2D([], [], marker="s", ls="", color="tab:orange", label="mixture units"),
+         p.Line2D([], [], marker=">", ls="", color="0.3", mfc="none", label="median beyond the run (half never acquire)")]
+    fig.legend(handles=h, loc="lower center", ncol=3, frameon=False, bbox_to_anchor=(0.5, 0.0))
+    head = rows.dropna(subset=["layer"]).head(1)
+    where = (f"floor: RankMe {variant} at {head['layer'].iloc[0]}/{head['position'].iloc[0]}, N = "
+             f"{int(head['n_samples'].iloc[0])} held-out examples of the combination" if len(head)
+             else f"floor: no RankMe {variant} curve in these units")
+    fig.suptitle("Single-task vs mixture protocol, per cell (protocols.csv; no test here: a mixture's units share "
+                 f"one model)\n{where}", fontsize=8)
+    fig.subplots_adjust(left=0.2, bottom=max(0.12, 0.9 / (1.4 + 0.28 * n)), top=1 - 0.55 / (1.4 + 0.28 * n))
+    return fig
+
+
+def protocols_figure(table: pd.DataFrame, out_png, variant: str = "centred") -> list[str]:
+    """``draw_protocols`` saved."""
+    return save(draw_protocols(table, variant), out_png)

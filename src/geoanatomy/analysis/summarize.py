@@ -244,8 +244,9 @@ def write_protocols(job: Job) -> list[str]:
         print("[summarize protocols] no mixture units: protocols.csv and protocol_rates.csv not written")
         return []
     nl = f"single-task: {_n_line(single) if single else 'no runs'}; {_mix_line(mix) if mix else 'no mixture units'}"
-    write_csv(protocols.side_by_side(pres, st), out / "protocols.csv", "geoanatomy summary: protocols.csv",
-              protocols.PROTOCOLS_NOTES + [nl])
+    side = protocols.side_by_side(pres, st)
+    write_csv(side, out / "protocols.csv", "geoanatomy summary: protocols.csv", protocols.PROTOCOLS_NOTES + [nl])
+    figures_summary.protocols_figure(side, out / "figures" / "protocols.png", st.get("headline_variant", "centred"))
     write_csv(protocols.protocol_rates(pres, st), out / "protocol_rates.csv", "geoanatomy summary: protocol_rates.csv",
               ["precursor_rates.csv's columns for each training protocol (column protocol): single-task runs, then"
                " the combinations of mixture models; units = what the intervals resample (n_units counts them) and"

@@ -36,7 +36,8 @@ from ..defaults import DEFAULTS
 from ..errors import ConfigError
 from .checks import (BLOCK_CHECKS, CHECKS, HELDOUT_MAX_SHARE, KEY_BITS, MIN_HELDOUT_INPUTS, check_devices,
                      check_results_dir, check_semantics, input_space)
-from .grid import MIXTURE_KEYS, eval_settings, level_params, pack_slots, prune_window, run_names, runs, train_settings
+from .grid import (MIXTURE_KEYS, eval_settings, level_params, pack_slots, prune_window, run_names, runs,
+                   train_settings, training_runs_by_size)
 from .jobs import STAGE_BLOCKS, job_spec, run_spec
 from .load import load_config, resolve
 from .mixture_grid import check_mixtures, mixture_names, mixture_spec, mixture_unit_names, mixtures, unit_names
@@ -50,4 +51,5 @@ __all__ = ["BLOCK_CHECKS", "CHECKS", "ConfigError", "ConfigLoader", "DEFAULTS", 
            "check_semantics", "check_values", "deep_merge", "input_space", "job_spec", "level_params",
            "load_config", "load_schema", "mixture_names", "mixture_spec", "mixture_unit_names", "mixtures",
            "eval_settings", "pack_slots", "prune_window", "read_config_file", "resolve", "run_names", "run_spec", "runs", "train_settings",
+           "training_runs_by_size",
            "unit_names", "validate_schema"]

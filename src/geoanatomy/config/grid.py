@@ -65,30 +65,39 @@ def run_names(cfg: dict) -> list[str]:
     return [run_name(*r) for r in runs(cfg)]
 
 
+def training_runs_by_size(cfg: dict) -> dict[str, list[str]]:
+    """{size: every run that trains a model of that size}: the single-task runs in grid order,
+    then the mixtures' training runs (geoanatomy.config.mixture_grid) in grid order."""
+    from .mixture_grid import mixtures
+    by_size: dict[str, list[str]] = {}
+    for r in runs(cfg):
+        by_size.setdefault(r[2], []).append(run_name(*r))
+    for m in mixtures(cfg):
+        by_size.setdefault(m["size"], []).append(m["name"])
+    return by_size
+
+
 def prune_window(cfg: dict) -> dict[str, str]:
     """{run: the run whose pruning it waits for before training}: with ``keep_checkpoints:
-    final`` and ``max_unpruned_runs: J``, the runs of each size train in grid order with at
-    most J of them holding their analysis checkpoints at once (run i waits for run i - J of
-    its size to be pruned), so a grid's checkpoint disk never exceeds what is kept plus J runs
-    of every size (geoanatomy.cost.peak_disk_mb). Empty otherwise."""
+    final`` and ``max_unpruned_runs: J``, the training runs of each size (single-task runs,
+    then mixtures: ``training_runs_by_size``) train in that order with at most J of them
+    holding their analysis checkpoints at once (run i waits for run i - J of its size to be
+    pruned), so a grid's checkpoint disk never exceeds what is kept plus J runs of every size
+    (geoanatomy.cost.peak_disk_mb). Empty otherwise."""
     j = cfg.get("max_unpruned_runs")
     if cfg.get("keep_checkpoints", "all") != "final" or not j:
         return {}
-    by_size: dict[str, list[str]] = {}
-    for r in runs(cfg):
-        by_size.setdefault(r[2], []).append(run_name(*r))
-    return {names[i]: names[i - j] for names in by_size.values() for i in range(j, len(names))}
+    return {names[i]: names[i - j] for names in training_runs_by_size(cfg).values() for i in range(j, len(names))}
 
 
 def pack_slots(cfg: dict) -> dict[str, int]:
-    """{run: its batch}: runs of one batch never wait for each other, so their jobs may share
-    a GPU in one group job (geoanatomy.cost.pack_group). Without a prune window every run is
-    in batch 0; with one (``prune_window``), the runs of a size come in batches of J in grid
-    order (run i waits only for run i - J), numbered across sizes."""
+    """{training run: its batch}: runs of one batch never wait for each other, so their jobs
+    (a mixture's: those of its units) may share a GPU in one group job
+    (geoanatomy.cost.pack_group). Without a prune window every run is in batch 0; with one
+    (``prune_window``), the runs of a size come in batches of J in training order (run i waits
+    only for run i - J), numbered across sizes."""
     j = cfg.get("max_unpruned_runs") if cfg.get("keep_checkpoints", "all") == "final" else None
-    by_size: dict[str, list[str]] = {}
-    for r in runs(cfg):
-        by_size.setdefault(r[2], []).append(run_name(*r))
+    by_size = training_runs_by_size(cfg)
     if not j:
         return {n: 0 for names in by_size.values() for n in names}
     out, base = {}, 0

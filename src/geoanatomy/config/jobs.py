@@ -43,9 +43,9 @@ def job_spec(cfg: dict, name: str, stage: str) -> JobSpec:
     if stage not in STAGE_BLOCKS:
         raise ConfigError(f"unknown stage {stage!r}; stages: {list(STAGE_BLOCKS)}")
     spec = run_spec(cfg, name)
-    if spec.mixture and (stage == "train") == spec.is_unit:
+    if spec.mixture and (stage in ("train", "prune")) == spec.is_unit:
         raise ConfigError(f"{name!r} is a mixture's {'unit' if spec.is_unit else 'training run'}: "
-                          + (f"train its mixture {spec.train_name!r}" if spec.is_unit else
+                          + (f"{stage} its mixture {spec.train_name!r}" if spec.is_unit else
                              f"the {stage} stage runs on its units {mixture_unit_names(cfg, name)}"))
     if stage == "train":
         spec = RunSpec(**{**spec.__dict__, "eval": {}})
