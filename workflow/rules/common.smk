@@ -89,7 +89,7 @@ def pack_group(stage):
     """
 
     def group(wildcards):
-        parts = set(wildcards.run.replace("/", "_").split("_"))
+        parts = set(re.split("[_/]", wildcards.run))
         size = next((s for s in SIZE_NAMES if s in parts), None)
         m = parse_mixture_name(wildcards.run)  # a unit takes its mixture's batch
         slot = _pack_slots().get(m["parent"] if m else wildcards.run, 0)
@@ -223,3 +223,18 @@ def check_site_edits(settings):
 
 check_deployment(getattr(workflow, "deployment_settings", None))
 check_site_edits(getattr(workflow, "resource_settings", None))
+
+
+def prune_readers(table):
+    """The tables that must exist before a training run's checkpoints go: its own, or those
+    of every unit of a mixture (the units read the mixture's checkpoints)."""
+
+    def files(wildcards):
+        units = (
+            mixture_unit_names(CFG, wildcards.run)
+            if wildcards.run in MIXTURES
+            else [wildcards.run]
+        )
+        return [f"{RESULTS}/{u}/{table}" for u in units]
+
+    return files

@@ -6,27 +6,12 @@
 # checkpoints has its metrics, measures and probes.
 
 
-def _readers(table):
-    """The tables that must exist before a training run's checkpoints go: its own, or those
-    of every unit of a mixture (the units read the mixture's checkpoints)."""
-
-    def files(wildcards):
-        units = (
-            mixture_unit_names(CFG, wildcards.run)
-            if wildcards.run in MIXTURES
-            else [wildcards.run]
-        )
-        return [f"{RESULTS}/{u}/{table}" for u in units]
-
-    return files
-
-
 rule prune:
     input:
         train=f"{RESULTS}/{{run}}/train.json",
-        metrics=_readers("metrics.csv"),
-        measures=_readers("measures.csv"),
-        probes=_readers("probes.csv"),
+        metrics=prune_readers("metrics.csv"),
+        measures=prune_readers("measures.csv"),
+        probes=prune_readers("probes.csv"),
     output:
         f"{RESULTS}/{{run}}/pruned.json",
     log:
