@@ -458,7 +458,8 @@ def test_cluster_bootstrap_resamples_models_not_combinations():
 @pytest.mark.slow
 def test_slurm_profile_dry_run_places_mixture_jobs(tmp_path):
     """`snakemake -n --profile <site-edited slurm profile>` on a mixture grid: one job per unit and
-    stage, each with its resources; a micro unit's measures go to the GPU partition."""
+    stage, each with its resources; a micro unit's measures go to the GPU partition, packed (micro is
+    one of geoanatomy.cost.PACK_SIZES): a group job gpupack_measures_<batch> holding --gres=gpu:1."""
     from test_slurm import SNAKEMAKE, _need_plugin, site_profile
     _need_plugin()
     prof = site_profile(tmp_path / "profile", cpu_partition="cpu", gpu_partition="gpu", account="proj")
@@ -470,8 +471,9 @@ def test_slurm_profile_dry_run_places_mixture_jobs(tmp_path):
     out = p.stdout + p.stderr
     assert p.returncode == 0, out
     job = out[out.index("rule measures:"):]
-    job = job[:job.index("\n\n")]
-    assert "wildcards: run=mixture_micro/mod_L1_shuffled" in job and "slurm_partition=gpu" in job and "gpu=1" in job
+    job = job.split("\n[")[0]                  # up to the next job's timestamp line
+    assert "wildcards: run=mixture_micro/mod_L1_shuffled" in job and "slurm_partition=gpu" in job, job
+    assert "gres=gpu:1" in job and "Group job gpupack_measures_0" in out[:out.index("rule measures:")], out
     train = out[out.index("rule train:"):]
     assert "run=mixture_micro" in train[:train.index("\n\n")] and "slurm_partition=cpu" in train[:train.index("\n\n")]
 
