@@ -9,7 +9,7 @@ over the loss curve with its interval), n cells (runs), the null, the Holm-adjus
 power at the row's own cell count (from verdict_power.csv), stable (the word survives every
 seed split; `-` where the grid has no split for it) and the verdict. Then the counts of words
 and of unstable rows, and the underpowered inconclusive rows. Nothing is computed here: every
-number is a cell of verdict.csv (read through the manifest check, like every reader).
+number is a cell of verdict.csv.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from geoanatomy.table import read_table
+import pandas as pd
 
 
 def _num(x, nd=2) -> str:
@@ -57,7 +57,7 @@ def _flag(x) -> str:
 
 
 def findings(summary: Path) -> str:
-    df = read_table(summary / "verdict.csv")
+    df = pd.read_csv(summary / "verdict.csv")
     out = ["| # | claim | measure (variant) | event / scope | statistic: estimate [interval] | gain over the loss"
            " curve [95%] | n cells (runs) | null | p (Holm) | power | stable | verdict |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
