@@ -21,16 +21,20 @@ from pathlib import Path
 import pandas as pd
 
 
-def _num(x, nd=2) -> str:
+def _float(x) -> float | None:
+    """A finite number from a verdict.csv cell, None for an empty or non-numeric one."""
     try:
         x = float(x)
     except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _num(x, nd=2) -> str:
+    x = _float(x)
+    if x is None:
         return ""
-    if not math.isfinite(x):
-        return ""
-    if abs(x) >= 100:
-        return f"{x:.0f}"
-    return f"{x:.{nd}f}"
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.{nd}f}"
 
 
 def _est(value, lo, hi, nd=2) -> str:
@@ -42,22 +46,23 @@ def _est(value, lo, hi, nd=2) -> str:
 
 
 def _p(x) -> str:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return "-"
-    if not math.isfinite(x):
+    x = _float(x)
+    if x is None:
         return "-"
     return f"{x:.2g}" if x >= 0.001 else "<0.001"
 
 
 def _flag(x) -> str:
-    s = str(x).strip().lower()
-    return {"true": "yes", "false": "**no**"}.get(s, "-")
+    """verdict.csv's booleans as read by pandas (True/False, or text when a column has gaps)."""
+    return str(x).strip().lower()
+
+
+STABLE_WORD = {"true": "yes", "false": "**no**"}
 
 
 def findings(summary: Path) -> str:
     df = pd.read_csv(summary / "verdict.csv")
+    stable = df["stable"].map(_flag)
     out = ["| # | claim | measure (variant) | event / scope | statistic: estimate [interval] | gain over the loss"
            " curve [95%] | n cells (runs) | null | p (Holm) | power | stable | verdict |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -70,16 +75,16 @@ def findings(summary: Path) -> str:
         stat = f"{r.statistic}: {_est(r.value, r.ci_lo, r.ci_hi)}" + (f" ({level})" if level and _num(r.ci_lo) else "")
         event = str(r.event) if str(r.event) not in ("", "nan") else "-"
         out.append(f"| {i} | {r.claim} | {mv} | {event} | {stat} | {second} | {int(r.n_units)} ({int(r.n_runs)}) |"
-                   f" {r.null} | {_p(r.p_holm)} | {_num(r.power)} | {_flag(r.stable)} | {r.verdict} |")
+                   f" {r.null} | {_p(r.p_holm)} | {_num(r.power)} | {STABLE_WORD.get(stable[i - 1], '-')} | {r.verdict} |")
     words = Counter(df["verdict"])
-    unstable = int((df["stable"].astype(str).str.lower() == "false").sum())
-    decided = int(df["stable"].astype(str).str.lower().isin(["true", "false"]).sum())
+    unstable = int((stable == "false").sum())
+    decided = int(stable.isin(["true", "false"]).sum())
     out.append("")
     out.append(f"{len(df)} rows: " + ", ".join(f"{words.get(w, 0)} {w}" for w in
                                                 ("reproduced", "not reproduced", "inconclusive"))
                + f"; {unstable} of {decided} rows with a seed split unstable.")
     low = df[(df["verdict"] == "inconclusive")]
-    powered = low[low["underpowered"].astype(str).str.lower() == "false"]
+    powered = low[low["underpowered"].map(_flag) == "false"]
     out.append(f"Inconclusive rows the power report says the grid could power (power >= min_power): "
                f"{len(powered)}" + ("" if powered.empty else " (rows " + ", ".join(
                    str(int(k) + 1) for k in powered.index) + ")") + ".")

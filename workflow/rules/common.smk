@@ -10,9 +10,8 @@ from pathlib import Path
 from geoanatomy.config import job_spec, pack_slots, prune_window
 from geoanatomy.cost import job_resources
 from geoanatomy.cost import pack_group as cost_pack_group
-from geoanatomy.sizes import SIZES as _SIZES
 from geoanatomy.mixture import job_resources as mixture_job_resources
-from geoanatomy.spec import parse_mixture_name
+from geoanatomy.spec import parse_mixture_name, parse_run_name
 from geoanatomy.pythia import settings as pythia_settings
 
 # Thread-limiting environment for every job: torch and the BLAS pools under
@@ -74,9 +73,6 @@ def _resources(stage, run, attempt):
     return job_resources(CFG, stage, run, attempt)
 
 
-SIZE_NAMES = tuple(_SIZES)
-
-
 @functools.lru_cache(maxsize=None)
 def _pack_slots():
     return pack_slots(CFG)
@@ -89,11 +85,12 @@ def pack_group(stage):
     """
 
     def group(wildcards):
-        parts = set(re.split("[_/]", wildcards.run))
-        size = next((s for s in SIZE_NAMES if s in parts), None)
         m = parse_mixture_name(wildcards.run)  # a unit takes its mixture's batch
+        named = m or parse_run_name(wildcards.run)
+        if named is None:
+            return None
         slot = _pack_slots().get(m["parent"] if m else wildcards.run, 0)
-        return cost_pack_group(stage, size, slot) if size else None
+        return cost_pack_group(stage, named["size"], slot)
 
     return group
 
