@@ -356,9 +356,16 @@ def test_cli_all_writes_every_file_with_provenance(tmp_path):
         assert not (out / f).read_text().startswith("#")      # plain CSV
         read_table(out / f)
     assert read_table(out / "probes.csv").empty and any("no probes entry" in ln for ln in header_lines(out / "probes.csv"))
+    from geoanatomy.analysis.load import load_precursors
+    from geoanatomy.analysis.summarize import statistics_of
+    from geoanatomy.cli.summarize import make_settings
+    st = make_settings({"power_populations": 10, "power_multiples": [1]})
+    again = statistics_of(load_precursors(sorted(str(p) for p in tmp_path.glob("*/precursor.json"))), st)
     for f in ["scale_invariance.json", "prediction.json", "floor_summary.json", "top_down_summary.json"]:
         d = json.loads((out / f).read_text())
         assert d["n_runs"] == 2 and "method" in d and "test" in d
+        # the stability check recomputes these files on seed subsets with the same functions
+        assert json.loads(json.dumps(again[f], default=str)) == d, f
     fs = read_table(out / "floor_spread.csv")
     assert {"n_sizes", "n_seeds_per_size", "p_raw", "p_holm", "test"} <= set(fs.columns)
     assert any("n = sizes = cells" in ln for ln in header_lines(out / "floor_spread.csv"))

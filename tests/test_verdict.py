@@ -426,3 +426,30 @@ def test_a_level_at_one_size_only_gives_no_cross_size_row_when_another_level_has
     assert len(rows) == 2 and all("level L3" in r["statistic"] for r in rows)
     rows = [r for r in verdict.json_claims(js(none, none), ST) if r["claim"] == claim]
     assert len(rows) == 4 and all(r["n_units"] == 0 and "paired values" in r["detail"] for r in rows)
+
+
+def test_a_summary_json_row_gets_its_stability_from_the_files_recomputed_on_each_seed_half():
+    """Top-down reads top_down_summary.json: recomputed on the seed halves, its word changes when
+    only the full grid has enough top-down cells, so the row is unstable; a row whose count is
+    the same on every subset is stable; without ``json_of_runs`` the row has no stability."""
+    pres = [{"task": t, "level": "L1", "size": "nano", "seed": s, "run": f"{t}_s{s}", "acquired": True,
+             "acquisition_step": 100, "diverged": False, "control": "", "difficulty": "easy", "steps": 1000,
+             "measures": {}} for t in "abcdefgh" for s in (0, 1)]
+
+    def td(k, n):
+        return {"cells_all": {"top_down": f"{k}/{n}", "seeds_per_cell": "2"}, "all": {"runs": n}}
+
+    def json_of(sub):          # uncentred: 8/8 cells top-down on every subset; centred only on the full grid
+        full = len(sub) == len(pres)
+        return {"top_down_summary.json": {"measures": {"rankme": td(8, 8),
+                                                        "rankme_centred": td(8, 8) if full else td(4, 8)}}}
+    rows = pd.DataFrame(columns=ROW_COLUMNS)
+    v = verdict.verdict_table(pres, rows, ST, verdict.json_claims(json_of(pres), ST),
+                              rows_of_runs=lambda sub: rows, json_of_runs=json_of)
+    td_rows = v[v["claim"] == "top-down propagation"].set_index("variant")
+    assert td_rows.loc["uncentred", "verdict"] == td_rows.loc["centred", "verdict"] == "reproduced"
+    assert bool(td_rows.loc["uncentred", "stable"]) is True
+    assert bool(td_rows.loc["centred", "stable"]) is False
+    assert "seed half A: not reproduced" in td_rows.loc["centred", "stability"]
+    v0 = verdict.verdict_table(pres, rows, ST, verdict.json_claims(json_of(pres), ST), rows_of_runs=lambda sub: rows)
+    assert v0.loc[v0["claim"] == "top-down propagation", "stable"].isna().all()

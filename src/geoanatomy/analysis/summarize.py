@@ -104,7 +104,7 @@ def write_tables(job: Job) -> list[str]:
                " cell = median floor over its seeds, seeds per size in n_seeds_per_size), SD of log10(floor) across sizes,",
                f" test: {floors.TREND_TEST} (n = sizes = cells); p_raw and p_holm (family: the tasks of one measure and"
                f" level); trend_with_capacity uses p_holm at alpha {st['alpha']}. Diverged and control runs left out.", nl])
-    atomic_write_json(out / "floor_summary.json", {**floors.floor_summary(fl, sp, st), **_provenance(pres, st)})
+    atomic_write_json(out / "floor_summary.json", floor_summary_json(pres, st, fl, sp))
     td = topdown.top_down(pres, st["topdown_require_collapse"])
     tds = topdown.top_down_summary(td, st)
     kn = "; ".join(f"{m}: top-down {v['all']['top_down']} determined runs (strict {v['all']['top_down_strict']}),"
@@ -114,8 +114,7 @@ def write_tables(job: Job) -> list[str]:
                    f" (seeds per cell {v['cells_all']['seeds_per_cell']})" for m, v in tds.items())
     write_csv(td, out / "top_down.csv", "geoanatomy summary: top_down.csv",
               [ln.strip() for ln in topdown.__doc__.strip().splitlines() if ln.strip()] + [f"k/n: {kn or 'no per-layer data'}", nl])
-    atomic_write_json(out / "top_down_summary.json", {"method": topdown.__doc__.strip(), "test": topdown.SIGN_TEST,
-                                                      "measures": tds, **_provenance(pres, st)})
+    atomic_write_json(out / "top_down_summary.json", top_down_json(pres, st, tds))
     em = behaviour.emergence(pres)
     em_ok = em[~em["diverged"].astype(bool)]
     k = int(em_ok["logprob_before_acquisition"].fillna(False).astype(bool).sum())
@@ -138,19 +137,46 @@ def write_tables(job: Job) -> list[str]:
     return [str(out / f) for f in parts.TABLES.files()]
 
 
+# ---- the summary's JSON files (parts.STATISTICS): one function each, used by the parts that
+# write them and by the verdict's stability check, which recomputes them on seed subsets
+def floor_summary_json(pres, st, fl=None, sp=None) -> dict:
+    fl = floors.collapse_floors(pres) if fl is None else fl
+    sp = floors.floor_spread(fl, st) if sp is None else sp
+    return {**floors.floor_summary(fl, sp, st), **_provenance(pres, st)}
+
+
+def top_down_json(pres, st, tds=None) -> dict:
+    if tds is None:
+        tds = topdown.top_down_summary(topdown.top_down(pres, st["topdown_require_collapse"]), st)
+    return {"method": topdown.__doc__.strip(), "test": topdown.SIGN_TEST, "measures": tds, **_provenance(pres, st)}
+
+
+def scale_json(pres, st, pythia=None) -> dict:
+    return {**scale.scale_invariance(pres, st, pythia), **_provenance(pres, st)}
+
+
+def prediction_json(pres, st, rows=None) -> dict:
+    rows = rates.measure_rows(pres, st["coincide_log10_tol"]) if rows is None else rows
+    return {**prediction.prediction(rows, st), **_provenance(pres, st)}
+
+
+STATISTICS_OF = {"floor_summary.json": floor_summary_json, "top_down_summary.json": top_down_json,
+                 "scale_invariance.json": scale_json, "prediction.json": prediction_json}
+assert set(STATISTICS_OF) == set(parts.STATISTICS), "one function per summary JSON file"
+
+
+def statistics_of(pres, st) -> dict:
+    """Every summary JSON file's content from ``pres`` alone (no Pythia file), in memory."""
+    return {f: STATISTICS_OF[f](pres, st) for f in parts.STATISTICS}
+
+
 def write_scale(job: Job) -> list[str]:
-    res = scale.scale_invariance(job.pres, job.st, job.pythia)
-    res.update(_provenance(job.pres, job.st))
-    atomic_write_json(Path(job.out) / "scale_invariance.json", res)
+    atomic_write_json(Path(job.out) / "scale_invariance.json", scale_json(job.pres, job.st, job.pythia))
     return [str(Path(job.out) / "scale_invariance.json")]
 
 
 def write_prediction(job: Job) -> list[str]:
-    pres, st = job.pres, job.st
-    rows = rates.measure_rows(pres, st["coincide_log10_tol"])
-    res = prediction.prediction(rows, st)
-    res.update(_provenance(pres, st))
-    atomic_write_json(Path(job.out) / "prediction.json", res)
+    atomic_write_json(Path(job.out) / "prediction.json", prediction_json(job.pres, job.st))
     return [str(Path(job.out) / "prediction.json")]
 
 
@@ -207,7 +233,8 @@ def write_verdict(job: Job) -> list[str]:
              + (protocols.mixture_claims(list(mix), st) if mix else []))
     pw = read_table(out / "verdict_power.csv") if (out / "verdict_power.csv").exists() else None
     v = verdict.verdict_table(pres, rows, st, extra, pw,
-                              rows_of_runs=lambda sub: rates.measure_rows(sub, st["coincide_log10_tol"]))
+                              rows_of_runs=lambda sub: rates.measure_rows(sub, st["coincide_log10_tol"]),
+                              json_of_runs=lambda sub: statistics_of(sub, st))
     st_rows = v["stable"].dropna()
     write_csv(v, out / "verdict.csv", "geoanatomy summary: verdict.csv",
               ["one row per claim of the study (per measure, RankMe variant and event kind where it applies):"
@@ -221,7 +248,8 @@ def write_verdict(job: Job) -> list[str]:
                f" ({st.get('headline_variant', 'centred')}); 'mean-direction' in detail: an uncentred RankMe whose"
                f" curve follows the mean share (median rank correlation >= {st.get('mean_direction_rho', 0.9)}).",
                "shuffled-label control runs and diverged runs are left out (controls.csv reports the controls).",
-               "stable / stability: each run-decided row recomputed on disjoint halves of the seeds (within a cell,"
+               "stable / stability: each single-task row (the summary JSON rows from those files recomputed on the"
+               " subset) recomputed on disjoint halves of the seeds (within a cell,"
                " seeds in order: even positions half A, odd half B; one-seed cells only in A) and leaving one seed"
                " position out where a cell has 3+; unstable = the word changes. "
                f"{int((~st_rows.astype(bool)).sum())} of {len(st_rows)} such rows unstable.",

@@ -1031,16 +1031,20 @@ def false_rate_by_claim(table: pd.DataFrame) -> dict:
 
 
 def verdict_table(pres: list[dict], rows: pd.DataFrame, st: dict, extra: list[dict] | None = None,
-                  power: pd.DataFrame | None = None, rows_of_runs=None) -> pd.DataFrame:
+                  power: pd.DataFrame | None = None, rows_of_runs=None, json_of_runs=None) -> pd.DataFrame:
     """verdict.csv: the claims that read the runs, the per-measure claims, and ``extra`` rows
     (floors, scale, top-down, prediction; the mixture protocol) with their p already computed;
     with ``rows_of_runs(runs) -> per-run table``, each run-decided row's stability over seed
-    subsets (``stability``)."""
+    subsets (``stability``); with ``json_of_runs(runs) -> {summary JSON file: content}`` too,
+    the summary-JSON rows' stability (those files recomputed on each subset)."""
     full = finish(behaviour_claims(pres, st) + precursor_claims(rows, st) + list(extra or []), st, power)
     if rows_of_runs is None:
         return full
-    return stability(pres, st, full, lambda sub: behaviour_claims(sub, st) + precursor_claims(rows_of_runs(sub), st),
-                     power)
+
+    def rows_of(sub):
+        return (behaviour_claims(sub, st) + precursor_claims(rows_of_runs(sub), st)
+                + (json_claims(json_of_runs(sub), st) if json_of_runs is not None else []))
+    return stability(pres, st, full, rows_of, power)
 
 
 # ------------------------------------------------------------------ stability
@@ -1088,9 +1092,10 @@ def seed_half(pres: list[dict], half: str) -> list[dict]:
 def stability(pres: list[dict], st: dict, full: pd.DataFrame, rows_of, power: pd.DataFrame | None = None
               ) -> pd.DataFrame:
     """``full`` (verdict.csv's rows) with ``stable`` and ``stability`` for the rows the runs
-    decide (the behaviour and per-measure claims): each recomputed on every subset of
-    ``seed_subsets``; stable when its word is the same in all of them. ``rows_of(runs)``: the
-    rows of those claims on a subset (the summary-JSON claims are not recomputed: None); each
+    decide (the behaviour and per-measure claims, and the summary-JSON claims when
+    ``rows_of`` recomputes them): each recomputed on every subset of ``seed_subsets``; stable
+    when its word is the same in all of them. ``rows_of(runs)``: the rows of those claims on a
+    subset (a row ``rows_of`` never gives, a mixture row: None); each
     subset decided like the full grid (with ``power``, at the subset's own cells). Control runs
     are split on their own, so a shuffled control never takes a seed position of its cell."""
     from .load import is_control
@@ -1107,7 +1112,7 @@ def stability(pres: list[dict], st: dict, full: pd.DataFrame, rows_of, power: pd
     stable, text = [], []
     for r in full.to_dict("records"):
         key = tuple(r[k] if r[k] == r[k] else "" for k in ROW_KEY)
-        if not any(key in w for w in words.values()):          # not a run-decided row (summary JSON, mixture)
+        if not any(key in w for w in words.values()):          # not recomputed on subsets (a mixture row)
             stable.append(None)
             text.append("")
             continue
