@@ -439,7 +439,7 @@ def test_a_summary_json_row_gets_its_stability_from_the_files_recomputed_on_each
     def td(k, n):
         return {"cells_all": {"top_down": f"{k}/{n}", "seeds_per_cell": "2"}, "all": {"runs": n}}
 
-    def json_of(sub):          # uncentred: 8/8 cells top-down on every subset; centred only on the full grid
+    def json_of(sub, per_run=None):          # uncentred: 8/8 cells top-down on every subset; centred only on the full grid
         full = len(sub) == len(pres)
         return {"top_down_summary.json": {"measures": {"rankme": td(8, 8),
                                                         "rankme_centred": td(8, 8) if full else td(4, 8)}}}

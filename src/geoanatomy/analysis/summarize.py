@@ -165,9 +165,11 @@ STATISTICS_OF = {"floor_summary.json": floor_summary_json, "top_down_summary.jso
 assert set(STATISTICS_OF) == set(parts.STATISTICS), "one function per summary JSON file"
 
 
-def statistics_of(pres, st) -> dict:
-    """Every summary JSON file's content from ``pres`` alone (no Pythia file), in memory."""
-    return {f: STATISTICS_OF[f](pres, st) for f in parts.STATISTICS}
+def statistics_of(pres, st, rows=None) -> dict:
+    """Every summary JSON file's content from ``pres`` alone (no Pythia file), in memory;
+    ``rows``: their per-run table (``rates.measure_rows``) when the caller has it."""
+    return {f: (prediction_json(pres, st, rows) if f == "prediction.json" else STATISTICS_OF[f](pres, st))
+            for f in parts.STATISTICS}
 
 
 def write_scale(job: Job) -> list[str]:
@@ -234,7 +236,7 @@ def write_verdict(job: Job) -> list[str]:
     pw = read_table(out / "verdict_power.csv") if (out / "verdict_power.csv").exists() else None
     v = verdict.verdict_table(pres, rows, st, extra, pw,
                               rows_of_runs=lambda sub: rates.measure_rows(sub, st["coincide_log10_tol"]),
-                              json_of_runs=lambda sub: statistics_of(sub, st))
+                              json_of_runs=lambda sub, per_run: statistics_of(sub, st, per_run))
     st_rows = v["stable"].dropna()
     write_csv(v, out / "verdict.csv", "geoanatomy summary: verdict.csv",
               ["one row per claim of the study (per measure, RankMe variant and event kind where it applies):"

@@ -1035,15 +1035,16 @@ def verdict_table(pres: list[dict], rows: pd.DataFrame, st: dict, extra: list[di
     """verdict.csv: the claims that read the runs, the per-measure claims, and ``extra`` rows
     (floors, scale, top-down, prediction; the mixture protocol) with their p already computed;
     with ``rows_of_runs(runs) -> per-run table``, each run-decided row's stability over seed
-    subsets (``stability``); with ``json_of_runs(runs) -> {summary JSON file: content}`` too,
+    subsets (``stability``); with ``json_of_runs(runs, per-run table) -> {summary JSON file: content}`` too,
     the summary-JSON rows' stability (those files recomputed on each subset)."""
     full = finish(behaviour_claims(pres, st) + precursor_claims(rows, st) + list(extra or []), st, power)
     if rows_of_runs is None:
         return full
 
     def rows_of(sub):
-        return (behaviour_claims(sub, st) + precursor_claims(rows_of_runs(sub), st)
-                + (json_claims(json_of_runs(sub), st) if json_of_runs is not None else []))
+        per_run = rows_of_runs(sub)
+        return (behaviour_claims(sub, st) + precursor_claims(per_run, st)
+                + (json_claims(json_of_runs(sub, per_run), st) if json_of_runs is not None else []))
     return stability(pres, st, full, rows_of, power)
 
 
