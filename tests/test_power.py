@@ -93,3 +93,44 @@ def test_a_share_of_the_cells_is_a_fixed_evenly_spaced_subset():
     assert power.design_name(0.5) == "grid x 0.5" and power.design_name(1) == "grid"
     with pytest.raises(ValueError, match="power_multiples: 1.5"):
         power.verdict_power(design(), ST, n_populations=2, multiples=(1.5,))
+
+
+def test_simulated_steps_land_on_each_runs_own_checkpoints():
+    # known answer: the next grid step at or after each drawn step, the last one beyond the end;
+    # a run without a grid keeps its step
+    t = pd.DataFrame({"run": ["a", "b", "a#1", "c"]})
+    grids = {"a": {power.CHECKPOINTS: np.array([0., 10, 20, 40])},
+             "b": {power.CHECKPOINTS: np.array([0., 5, 50]), "llc": np.array([0., 50])}, "c": {}}
+    x = np.array([11., 5, 41, 7])
+    assert power.on_grid(x, power._grid_matrix(t, grids, power.CHECKPOINTS)).tolist() == [20, 5, 40, 7]
+    assert power.on_grid(x, power._grid_matrix(t, grids, "llc")).tolist() == [20, 50, 40, 7]
+    # an extreme goes to the nearest grid step (the earlier on a tie)
+    x2 = np.array([14., 28, 15, 41])
+    assert power.on_grid(x2, power._grid_matrix(t, grids, power.CHECKPOINTS), "nearest").tolist() == [10, 50, 10, 41]
+    with pytest.raises(ValueError, match="how must be"):
+        power.on_grid(x2, power._grid_matrix(t, grids, power.CHECKPOINTS), "up")
+    assert power._grid_matrix(t, None, "llc") is None and power.on_grid(x, None) is x
+    # event_grids reads the schedule training wrote and the expensive measure's own steps
+    pre = {"run": "r", "train_settings": {"train": {"steps": 1500, "checkpoints": {"n_log": 30, "log_end": 0.1,
+                                                                                  "n_uniform": 50}}},
+           "measures": {"llc": {"measured_steps": [0, 4, 8, 1500]}, "rankme": {"floor": 1.0}}}
+    g = power.event_grids([pre, {"run": "foreign"}])
+    assert len(g["r"][power.CHECKPOINTS]) == 76 and g["r"][power.CHECKPOINTS][-1] == 1500
+    assert g["r"]["llc"].tolist() == [0, 4, 8, 1500] and "rankme" not in g["r"] and g["foreign"] == {}
+
+
+def test_a_lead_finer_than_the_checkpoints_has_no_power_once_steps_fall_on_them():
+    # a planted lead of half the acquisition step is found on whole steps; on a schedule whose
+    # only checkpoint before the end is the acquisition step itself, every lead is a tie (0 steps)
+    # and the same test must stop finding it: the power report sees the schedule
+    rows = design(16)
+    grids = {r: {power.CHECKPOINTS: np.array([0.0, a, 100000.0])}
+             for r, a in zip(rows["run"], rows["acquisition_step"])}
+    st = {**ST, "power_multiples": (1,)}
+
+    def power_of(g):
+        tab = power.verdict_power(rows, st, n_populations=6, multiples=(1,), seed=2, grids=g)
+        sel = tab[(tab["claim"] == "log-prob before accuracy") & (tab["scenario"] == "proportional")]
+        return float(sel["reproduced"].iloc[0])
+    assert power_of(None) >= 0.8
+    assert power_of(grids) == 0.0

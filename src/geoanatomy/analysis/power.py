@@ -23,6 +23,13 @@ lag                     t = t_acq x 10^(0.3 + N(0, 0.03))
 lag-noisy               t = t_acq x 10^(0.3 + N(0, 0.1))
 ======================  ====================================================================
 
+Simulated steps land where a measured event can land: each run's own checkpoint steps or, for
+the expensive measures, the checkpoints that measure was taken at (``event_grids``); an onset
+(a threshold crossing) on the next one at or after the drawn step, an extreme (floor, peak:
+the transition) on the nearest one, as the event detector reads a sampled curve. So the ties a
+coarse schedule makes (a lead of zero steps when both events fall on one checkpoint; equal
+steps across a cell's seeds) are in the simulated populations as they are in the grid.
+
 Each population goes through the real claim code (``verdict.precursor_claims`` on the
 simulated per-run table, ``verdict.behaviour_claims``' lead rows on simulated probe steps,
 ``verdict.finish`` for Holm and the rule), with ``n_permutations`` and ``n_bootstrap`` of
@@ -46,6 +53,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..schedule import checkpoint_steps
 from .nulls import CELLS
 from .stats import sign_test as binomial_p
 from .units import unit_events
@@ -178,14 +186,80 @@ def _simulate(t: pd.DataFrame, scenario: str, rng, unit_cols=CELLS) -> dict:
     return out
 
 
-def _sim_rows(t: pd.DataFrame, sim: dict, measures) -> pd.DataFrame:
+CHECKPOINTS = "checkpoints"
+
+
+def event_grids(pres: list[dict]) -> dict:
+    """{run: {"checkpoints": the run's checkpoint steps, measure: the steps an expensive
+    measure was taken at}}: where each run's events can fall. The checkpoint steps are rebuilt
+    from the run's training settings (``schedule.checkpoint_steps``, what training wrote);
+    a run whose settings do not say (a foreign run) gets none and its steps stay whole numbers."""
+    out = {}
+    for pre in pres:
+        g = {}
+        tr = ((pre.get("train_settings") or {}).get("train") or {})
+        ck = tr.get("checkpoints") or {}
+        if tr.get("steps") and all(k in ck for k in ("n_log", "log_end", "n_uniform")):
+            g[CHECKPOINTS] = np.asarray(checkpoint_steps(int(tr["steps"]), int(ck["n_log"]), float(ck["log_end"]),
+                                                         int(ck["n_uniform"])), float)
+        for name, m in (pre.get("measures") or {}).items():
+            if isinstance(m, dict) and m.get("measured_steps"):
+                g[name] = np.asarray(sorted(m["measured_steps"]), float)
+        out[pre["run"]] = g
+    return out
+
+
+def _grid_matrix(t: pd.DataFrame, grids: dict | None, measure: str | None):
+    """(n runs, longest grid) steps padded with +inf, and each row's grid length, for the runs
+    of ``t`` (repeated cells' runs, "run#i", use their template's grid); None: no grid at all."""
+    if not grids:
+        return None
+    gs = []
+    for run in t["run"].astype(str):
+        g = grids.get(run.split("#")[0]) or {}
+        gs.append(g.get(measure) if measure in g else g.get(CHECKPOINTS))
+    if all(g is None for g in gs):
+        return None
+    width = max(len(g) for g in gs if g is not None)
+    mat = np.full((len(gs), width), np.inf)
+    for i, g in enumerate(gs):
+        if g is not None:
+            mat[i, :len(g)] = g
+    return mat, np.array([len(g) if g is not None else 0 for g in gs])
+
+
+def on_grid(x: np.ndarray, grid, how: str = "next") -> np.ndarray:
+    """Each step of ``x`` moved onto its run's grid: ``how`` "next", the first grid step at or
+    after it (a threshold crossing: the first checkpoint past the threshold); "nearest", the
+    closest grid step, the earlier on a tie (an extreme: the sampled floor or peak is the
+    checkpoint nearest the curve's own); beyond the ends, the end. Rows without a grid, or
+    ``grid`` None, unchanged."""
+    if grid is None:
+        return x
+    mat, n = grid
+    last = np.maximum(n - 1, 0)
+    rows = np.arange(len(x))
+    nxt = np.minimum((mat < x[:, None]).sum(axis=1), last)
+    if how == "nearest":
+        prev = np.maximum(nxt - 1, 0)
+        nxt = np.where(np.abs(mat[rows, prev] - x) <= np.abs(mat[rows, nxt] - x), prev, nxt)
+    elif how != "next":
+        raise ValueError(f"on_grid: how must be 'next' or 'nearest', got {how!r}")
+    return np.where(n > 0, mat[rows, nxt], x)
+
+
+def _sim_rows(t: pd.DataFrame, sim: dict, measures, grids=None) -> pd.DataFrame:
+    """The simulated per-run table: every measure's rows with the population's event steps,
+    each on that measure's grid (``grids``: measure -> ``_grid_matrix``)."""
     rows = []
     for m in measures:
         r = t.copy()
+        g = (grids or {}).get(m)
+        onset, ext = on_grid(sim["onset"], g, "next"), on_grid(sim["extreme"], g, "nearest")
         r["measure"], r["kind"], r["transitioned"] = m, "geometric", True
         r["variant"] = "centred" if m == "rankme_centred" else ""
-        r["onset_step"], r["extreme_step"] = sim["onset"], sim["extreme"]
-        r["transition_step"] = sim["extreme"]
+        r["onset_step"], r["extreme_step"] = onset, ext
+        r["transition_step"] = ext
         r["recovery_step"] = np.nan
         r["mean_share_rho"] = np.nan
         rows.append(r)
@@ -196,10 +270,13 @@ def _alts(alt) -> tuple:
     return alt if isinstance(alt, tuple) else (alt,)
 
 
-def _population_rows(units: pd.DataFrame, t: pd.DataFrame, sim: dict, st_sim: dict, unit_cols) -> list[dict]:
+def _population_rows(units: pd.DataFrame, t: pd.DataFrame, sim: dict, st_sim: dict, unit_cols,
+                     checkpoints=None) -> list[dict]:
     """The verdict rows (before Holm and the rule) of one simulated population: its unit table
     through the per-measure claims (those CLAIM_DESIGN names, for RankMe; the lag claims for
-    the other measures), and the lead claims on simulated probe and log-prob steps."""
+    the other measures), and the lead claims on simulated probe and log-prob steps (on the
+    runs' checkpoints, ``checkpoints``: a ``_grid_matrix``: probes and log-probs are read at
+    every checkpoint)."""
     named = {c for c, _ in CLAIM_DESIGN}
     res = []
     for v in views_of_units(units, st_sim):
@@ -208,7 +285,8 @@ def _population_rows(units: pd.DataFrame, t: pd.DataFrame, sim: dict, st_sim: di
         res += [r.as_dict() for f in fns for r in f(v)]
     runs = t[list(unit_cols)].assign(t_acq=t["acquisition_step"].to_numpy(float),
                                      t_first=t["acquisition_step"].to_numpy(float),
-                                     t_lp=sim["extreme"], t_probe=sim["extreme"])
+                                     t_lp=on_grid(sim["extreme"], checkpoints),
+                                     t_probe=on_grid(sim["extreme"], checkpoints))
     view = RunsView(runs, [], st_sim, tuple(unit_cols))
     res += [r.as_dict() for r in _lead(view, "probes before behaviour", "probe_accuracy_norm", "t_first", "t_probe", "")]
     res += [r.as_dict() for r in _lead(view, "log-prob before accuracy", "accuracy", "t_acq", "t_lp", "")]
@@ -227,10 +305,11 @@ def _words(rows_by_population: list[list[dict]], st_sim: dict) -> pd.DataFrame:
 
 
 def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multiples=(1,), seed: int = 0,
-                  unit_cols=CELLS, n_populations_multiples: int | None = None) -> pd.DataFrame:
+                  unit_cols=CELLS, n_populations_multiples: int | None = None, grids: dict | None = None) -> pd.DataFrame:
     """verdict_power.csv (module doc) for the grid whose per-run table is ``rows``; designs
     repeated k times (``multiples`` > 1) run the alternatives only, with
-    ``n_populations_multiples`` populations (default: a quarter of n_populations)."""
+    ``n_populations_multiples`` populations (default: a quarter of n_populations). ``grids``
+    (``event_grids`` of the runs): where their events can fall; None: anywhere on whole steps."""
     bad = [k for k in multiples if not (0 < k < 1 or float(k).is_integer())]
     if bad:
         raise ValueError(f"summary.power_multiples: {bad[0]!r} is neither a share below 1 nor a whole number"
@@ -245,6 +324,8 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
         t = _design(rows, k, unit_cols)
         if not len(t):
             continue
+        on = {m: _grid_matrix(t, grids, m) for m in measures}
+        on_ck = _grid_matrix(t, grids, CHECKPOINTS)
         n_pop = n_populations if k == 1 else (n_populations_multiples or max(1, n_populations // 4))
         n_cells = int(t.groupby(list(unit_cols)).ngroups)
         n_class = {c: int(t[t["difficulty"] == c].groupby(list(unit_cols)).ngroups) for c in ("hard", "easy")}
@@ -252,10 +333,10 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
         for sc in [s for s in SCENARIOS if s in wanted]:
             sims = [_simulate(t, sc, rng, unit_cols) for _ in range(n_pop)]
             # one unit table for every population at once (the population is one more unit key)
-            batch = pd.concat([_sim_rows(t, sim, measures).assign(population=i) for i, sim in enumerate(sims)],
+            batch = pd.concat([_sim_rows(t, sim, measures, on).assign(population=i) for i, sim in enumerate(sims)],
                               ignore_index=True)
             units = unit_events(batch, tuple(unit_cols) + ("population",))
-            per_pop = [_population_rows(u.drop(columns="population"), t, sims[i], st_sim, unit_cols)
+            per_pop = [_population_rows(u.drop(columns="population"), t, sims[i], st_sim, unit_cols, on_ck)
                        for i, u in units.groupby("population", sort=True)]
             words = _words(per_pop, st_sim)
             for (claim, event), (nulls, alt, _) in CLAIM_DESIGN.items():

@@ -206,7 +206,8 @@ def write_power(job: Job) -> list[str]:
     pres, out, st = job.pres, Path(job.out), job.st
     rows = rates.measure_rows(pres, st["coincide_log10_tol"])
     n_pop = int(st.get("power_populations", 200))
-    table = power.verdict_power(rows, st, n_pop, tuple(st.get("power_multiples", (1, 2, 4))), int(st.get("seed", 0)))
+    table = power.verdict_power(rows, st, n_pop, tuple(st.get("power_multiples", (1, 2, 4))), int(st.get("seed", 0)),
+                                grids=power.event_grids(pres))
     need = power.cells_needed(table, float(st.get("min_power", 0.8)))
     others = ", ".join(power.design_name(k) for k in st.get("power_multiples", (1,)) if k != 1) or "none"
     write_csv(table, out / "verdict_power.csv", "geoanatomy summary: verdict_power.csv",
@@ -217,6 +218,9 @@ def write_power(job: Job) -> list[str]:
                  f" {power.POWER_SETTINGS['n_bootstrap']} bootstrap resamples; alpha {st['alpha']}, n_min"
                  f" {st.get('verdict_min_units', 5)} units.",
                  "scenarios: " + "; ".join(power.SCENARIO_TEXT[s] for s in power.SCENARIOS) + ".",
+                 "simulated steps moved onto each run's checkpoints (expensive measures: those they were measured"
+                 " at): onsets and lead events to the next one, floors and peaks to the nearest, so ties fall as"
+                 " on the grid.",
                  "role null: the rate of reproduced is the test's false rate; role alternative: its power.",
                  "cells for power >= " + str(st.get("min_power", 0.8)) + ": "
                  + "; ".join(f"{c}{' (' + e + ')' if e else ''}: {n}" for (c, e), n in need.items()),
