@@ -570,19 +570,56 @@ def _floor_units(v: RunsView, measure: str) -> pd.DataFrame:
     return fl
 
 
-def _median(f: np.ndarray) -> float:
-    """np.median of a short 1-D float array, bit for bit (the middle value, or the mean of the
-    two middle values as np.mean computes it), without np.median's per-call overhead."""
-    n = len(f)
-    if n == 1:
-        return float(f[0])
-    if n == 2:
-        return float((f[0] + f[1]) / 2)
-    if n > 16 or np.isnan(f).any():
-        return float(np.median(f))
-    s = sorted(f.tolist())
-    h = n // 2
-    return s[h] if n % 2 else (s[h - 1] + s[h]) / 2
+def _within_group_slope(cells) -> float:
+    """The pooled within-group slope of y on x: sum over groups of (x - mean x)(y - mean y)
+    over sum of (x - mean x)^2, where ``cells`` is, per group, [(x, the seeds' y)] for each of
+    its cells and a cell's y is the median over its seeds."""
+    xs, ys = [], []
+    for g in cells:
+        x = np.array([lp for lp, _ in g])
+        y = np.array([float(np.median(f)) for _, f in g])
+        xs.append(x - x.mean())
+        ys.append(y - y.mean())
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    return float(x @ y / (x @ x)) if x @ x > 0 else np.nan
+
+
+def _within_group_slope_bootstrap(cells, n_boot: int, rng) -> np.ndarray:
+    """(n_boot,) bootstrap slopes of ``_within_group_slope``: groups resampled with
+    replacement, and inside every drawn group each cell's seeds resampled with replacement
+    (one draw per seed slot; a cell of k seeds takes floor(u k) of a uniform u). All draws in
+    two calls, then the same arithmetic as the point estimate on arrays
+    (n_boot, groups, cells of a group, seeds of a cell)."""
+    G = len(cells)
+    S = max(len(g) for g in cells)
+    K = max(len(f) for g in cells for _, f in g)
+    F = np.zeros((G, S, K))                          # seeds' values, padded
+    k = np.zeros((G, S), dtype=np.int64)             # seeds per cell (0: the group has no such cell)
+    X = np.zeros((G, S))                             # centred x; 0 on padding, so padding adds nothing
+    for i, g in enumerate(cells):
+        x = np.array([lp for lp, _ in g])
+        X[i, :len(g)] = x - x.mean()
+        for j, (_, f) in enumerate(g):
+            F[i, j, :len(f)], k[i, j] = f, len(f)
+    gi = rng.integers(0, G, (n_boot, G))
+    u = rng.random((n_boot, G, S, K))
+    kk = k[gi]                                                       # (B, G, S)
+    pick = np.minimum((u * kk[..., None]).astype(np.int64), np.maximum(kk[..., None] - 1, 0))
+    vals = np.take_along_axis(F[gi], pick, axis=3)                   # (B, G, S, K)
+    slot = np.arange(K)
+    vals = np.where(slot < kk[..., None], vals, np.inf)              # unused seed slots sort last
+    vals.sort(axis=3)
+    lo_i = np.maximum((kk - 1) // 2, 0)[..., None]
+    hi_i = np.maximum(kk // 2, 0)[..., None]
+    med = 0.5 * (np.take_along_axis(vals, lo_i, 3) + np.take_along_axis(vals, hi_i, 3))[..., 0]
+    present = kk > 0
+    med = np.where(present, med, 0.0)
+    y = med - (med.sum(axis=2) / np.maximum(present.sum(axis=2), 1))[..., None]
+    y = np.where(present, y, 0.0)
+    x = X[gi]
+    sxx = (x * x).sum(axis=(1, 2))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(sxx > 0, (x * y).sum(axis=(1, 2)) / sxx, np.nan)
 
 
 def floors_equal_across_sizes(v: RunsView) -> list[ClaimRow]:
@@ -607,27 +644,8 @@ def floors_equal_across_sizes(v: RunsView) -> list[ClaimRow]:
         # per group: [(log10 params, log10 floors of the cell's seeds)] for each of its sizes
         cells = [[(float(c["log_params"].iloc[0]), c["log_floor"].to_numpy(float)) for _, c in g.groupby("size")]
                  for g in groups]
-        xc = [np.array([lp for lp, _ in g]) for g in cells]
-        xc = [x - x.mean() for x in xc]                         # centred log10 params of each group
-
-        def slope(gs, rng=None):
-            # gs: group indices; the same draws and arithmetic as resampling each cell's seeds
-            # with np.median, with a median that is cheaper on the few seeds of a cell
-            xs, ys = [], []
-            for i in gs:
-                # (one seed: integers(0, 1, 1) draws nothing from the stream, so it is skipped)
-                m = [_median(f if rng is None or len(f) == 1 else f[rng.integers(0, len(f), len(f))])
-                     for _, f in cells[i]]
-                t = 0.0
-                for u in m:                  # np.mean of a few values: summed in order, then divided
-                    t += u
-                xs.append(xc[i])
-                ys.append(np.array(m) - t / len(m))
-            x, y = np.concatenate(xs), np.concatenate(ys)
-            return float(x @ y / (x @ x)) if x @ x > 0 else np.nan
-        b = slope(range(len(cells)))
-        rng = np.random.default_rng(v.seed)
-        boots = np.array([slope(rng.integers(0, len(cells), len(cells)), rng) for _ in range(v.nb)])
+        b = _within_group_slope(cells)
+        boots = _within_group_slope_bootstrap(cells, v.nb, np.random.default_rng(v.seed))
         lo, hi = (float(x) for x in np.nanquantile(boots, [0.05, 0.95]))
         p = max(float(np.mean(boots <= -delta)), float(np.mean(boots >= delta)))
         n_cells = sum(g["size"].nunique() for g in groups)
