@@ -384,6 +384,14 @@ def test_cli_errors_are_one_line_and_exit_2(tmp_path, argv, message):
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+def test_a_zero_probe_batch_size_is_refused_by_name(tmp_path):
+    # once a bare "range() arg 3 must not be zero" from inside the scan
+    r = subprocess.run([sys.executable, "-m", "geoanatomy.cli", "scan", str(tmp_path), "--probe", "x", "--batch-size",
+                        "0"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "argument --batch-size: 0 is not >= 1" in r.stderr
+
+
 def test_a_stage_run_before_training_is_one_line(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("grid:\n  - {tasks: [add], levels: [L1], sizes: [nano]}\nresults_dir: results\n")
