@@ -425,6 +425,32 @@ def test_hf_positions_and_layer_names():
 
 
 @pytest.mark.slow
+def test_an_unwritable_out_dir_does_not_abort_a_trainer_run(tmp_path):
+    """A real transformers.Trainer with the monitor's out_dir a file (once: an OSError out of
+    on_step_end that aborted train() at the first flush): train() reaches max_steps, the
+    failure is a warning, and close() writes every measured step once the folder can be made."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate")
+    model = _gpt2()
+    g = torch.Generator().manual_seed(1)
+    data = [{"input_ids": x, "labels": x} for x in torch.randint(1, 64, (48, 12), generator=g)]
+    blocked = tmp_path / "mon"
+    blocked.write_text("a file, not a folder")
+    mon = Monitor(Probe(torch.randint(1, 64, (16, 12), generator=g)), every=1, out_dir=blocked, flush_every=2,
+                  log=None)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=10, per_device_train_batch_size=8,
+                                          learning_rate=1e-3, save_strategy="no", report_to=[], use_cpu=True,
+                                          disable_tqdm=True, dataloader_num_workers=0, seed=0)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[mon.trainer_callback()])
+    with pytest.warns(RuntimeWarning, match=r"could not write .*mon/metrics.csv"):
+        trainer.train()
+    assert trainer.state.global_step == 10 and mon.problems
+    blocked.unlink()
+    mon.close()
+    assert sorted(set(read_table(blocked / "metrics.csv")["step"])) == list(range(11))
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("attach", [True, False])
 def test_trainer_callback_in_a_tiny_offline_trainer_run(tmp_path, attach):
     """A real transformers.Trainer: the table, the scalars in log_history (and TensorBoard's
