@@ -390,6 +390,22 @@ def test_a_zero_probe_batch_size_is_refused_by_name(tmp_path):
                         "0"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "argument --batch-size: 0 is not >= 1" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--nope"], "geoanatomy: error: the following arguments are required: COMMAND"),
+    (["train", "--threads", "0"], "geoanatomy train: error: argument --threads: 0 is not >= 1"),
+    (["summarize", "nope"], "geoanatomy summarize: error: argument part: invalid choice: 'nope'"),
+    (["export", "--nope"], "geoanatomy export: error: the following arguments are required"),
+    (["classes", "build"], "geoanatomy classes build: error: the following arguments are required"),
+    (["pythia", "nope"], "geoanatomy pythia: error: argument cmd: invalid choice: 'nope'"),
+])
+def test_a_usage_error_is_one_line_naming_the_argument(argv, message):
+    r = subprocess.run([sys.executable, "-m", "geoanatomy.cli", *argv], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert message in r.stderr and "--help)" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 def test_a_stage_run_before_training_is_one_line(tmp_path):

@@ -83,6 +83,15 @@ def plain(doc: str) -> str:
     return (doc or "").replace("``", "")
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser with a usage error as one line naming the argument (exit 2), not
+    the usage block before it; ``--help`` prints the usage as always. Subcommand parsers
+    (``add_subparsers``) are of this class too."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (a batch size or thread count of 0 is refused by name)."""
     try:
@@ -123,7 +132,7 @@ STAGE_HELP = {
 
 def _parser() -> argparse.ArgumentParser:
     from .. import __version__
-    ap = argparse.ArgumentParser(prog="geoanatomy", description=USAGE,
+    ap = ArgumentParser(prog="geoanatomy", description=USAGE,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--version", action="version", version=f"geoanatomy {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")

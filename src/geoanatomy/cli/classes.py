@@ -11,7 +11,7 @@ its rows, and that every analysed run has a class and a seed disjoint from the c
 """
 from __future__ import annotations
 
-from . import plain, positive_int  # noqa: F401
+from . import ArgumentParser, plain, positive_int  # noqa: F401
 
 import argparse
 import json
@@ -20,7 +20,7 @@ from pathlib import Path
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="geoanatomy classes", description=plain(__doc__),
+    ap = ArgumentParser(prog="geoanatomy classes", description=plain(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     b = sub.add_parser("build", help="write the class file from a calibration config's finished runs")

@@ -12,7 +12,7 @@ keeps what is already exported and adds the missing steps. Needs ``pip install -
 """
 from __future__ import annotations
 
-from . import plain, positive_int  # noqa: F401
+from . import ArgumentParser, plain, positive_int  # noqa: F401
 
 import argparse
 import sys
@@ -31,7 +31,7 @@ def _steps(text: str):
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="geoanatomy export", description=plain(__doc__),
+    ap = ArgumentParser(prog="geoanatomy export", description=plain(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run_dir", metavar="RUN_DIR", help="a trained run folder, results/<run> (holding checkpoints/)")
     ap.add_argument("--out", default=None, help="output folder (default: RUN_DIR/hf); new, empty or an earlier "

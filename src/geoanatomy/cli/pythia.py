@@ -7,7 +7,7 @@
 """
 from __future__ import annotations
 
-from . import plain, positive_int  # noqa: F401
+from . import ArgumentParser, plain, positive_int  # noqa: F401
 
 import argparse
 import json
@@ -31,7 +31,7 @@ def _spec(args, kind: str) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="geoanatomy pythia", description=plain(__doc__),
+    ap = ArgumentParser(prog="geoanatomy pythia", description=plain(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("revisions", help="print the 154 published Pythia revisions")

@@ -11,7 +11,7 @@ code, safetensors or ``torch.load(weights_only=True)``.
 """
 from __future__ import annotations
 
-from . import plain, positive_int  # noqa: F401
+from . import ArgumentParser, plain, positive_int  # noqa: F401
 
 import argparse
 import sys
@@ -19,7 +19,7 @@ import sys
 
 def _parser() -> argparse.ArgumentParser:
     from ..pythia.settings import BENCHMARKS
-    ap = argparse.ArgumentParser(prog="geoanatomy scan", description=plain(__doc__),
+    ap = ArgumentParser(prog="geoanatomy scan", description=plain(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir", help="folder with stepN/ or checkpoint-N/ sub-folders of a HF causal LM")
     ap.add_argument("--probe", required=True,

@@ -17,7 +17,7 @@ resolved block, so a settings change reruns the summary jobs).
 """
 from __future__ import annotations
 
-from . import plain, positive_int  # noqa: F401
+from . import ArgumentParser, plain, positive_int  # noqa: F401
 
 import argparse
 import json
@@ -47,7 +47,7 @@ def make_settings(user: dict | None = None) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="geoanatomy summarize", description=plain(__doc__),
+    ap = ArgumentParser(prog="geoanatomy summarize", description=plain(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("part", choices=PARTS)
     ap.add_argument("--precursors", nargs="*", default=None, help="per-run precursor.json files")
