@@ -628,7 +628,7 @@ def _mutate(rng, cfg):
 def test_fuzzed_configs_are_accepted_or_rejected_cleanly():
     resolve(copy.deepcopy(FUZZ_BASE), workdir=REPO)
     rng = random.Random(20240611)
-    t_all, accepted, slowest = time.perf_counter(), 0, 0.0
+    accepted = 0
     for i in range(300):
         cfg = copy.deepcopy(FUZZ_BASE)
         for _ in range(rng.choice([1, 1, 2, 3])):
@@ -645,9 +645,9 @@ def test_fuzzed_configs_are_accepted_or_rejected_cleanly():
         except Exception as e:  # noqa: BLE001 - the point of the test
             pytest.fail(f"case {i}: {type(e).__name__}: {e}\nconfig: {str(cfg)[:2000]}")
         dt = time.perf_counter() - t
-        slowest = max(slowest, dt)
-        assert dt < 1.0, f"case {i} took {dt:.2f} s"
-    assert time.perf_counter() - t_all < 10.0
+        # a blow-up guard like the others (an expanding list or an unbounded walk takes
+        # minutes), not a speed test: 1 s a case once failed on a loaded 2-core CI machine
+        assert dt < BLOWUP_S, f"case {i} took {dt:.2f} s"
     assert 10 < accepted < 290  # the mutations neither all pass nor all fail
     assert not Path("INJECTED").exists()
 
