@@ -28,6 +28,13 @@ def checkpoint_steps(steps: int, n_log: int, log_end: float, n_uniform: int) -> 
     return [int(p) for p in pts if 0 <= p <= steps]
 
 
+def train_checkpoint_steps(train: dict) -> list[int]:
+    """``checkpoint_steps`` of a ``train`` settings block (its ``steps`` and ``checkpoints``:
+    n_log, log_end, n_uniform): the steps training writes a checkpoint at."""
+    ck = train["checkpoints"]
+    return checkpoint_steps(int(train["steps"]), int(ck["n_log"]), float(ck["log_end"]), int(ck["n_uniform"]))
+
+
 def lr_at(step: int, lr: float, warmup: int, steps: int, min_lr_frac: float) -> float:
     """Linear warmup from 0 to ``lr`` over ``warmup`` steps, then cosine decay to
     ``min_lr_frac * lr`` at ``steps``: lr_t = lr_min + (lr - lr_min) * (1 + cos(pi * u)) / 2,

@@ -53,7 +53,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..schedule import checkpoint_steps
+from ..schedule import train_checkpoint_steps
 from .nulls import CELLS
 from .stats import sign_test as binomial_p
 from .units import unit_events
@@ -192,7 +192,7 @@ CHECKPOINTS = "checkpoints"
 def event_grids(pres: list[dict]) -> dict:
     """{run: {"checkpoints": the run's checkpoint steps, measure: the steps an expensive
     measure was taken at}}: where each run's events can fall. The checkpoint steps are rebuilt
-    from the run's training settings (``schedule.checkpoint_steps``, what training wrote);
+    from the run's training settings (``schedule.train_checkpoint_steps``, what training wrote);
     a run whose settings do not say (a foreign run) gets none and its steps stay whole numbers."""
     out = {}
     for pre in pres:
@@ -200,8 +200,7 @@ def event_grids(pres: list[dict]) -> dict:
         tr = ((pre.get("train_settings") or {}).get("train") or {})
         ck = tr.get("checkpoints") or {}
         if tr.get("steps") and all(k in ck for k in ("n_log", "log_end", "n_uniform")):
-            g[CHECKPOINTS] = np.asarray(checkpoint_steps(int(tr["steps"]), int(ck["n_log"]), float(ck["log_end"]),
-                                                         int(ck["n_uniform"])), float)
+            g[CHECKPOINTS] = np.asarray(train_checkpoint_steps(tr), float)
         for name, m in (pre.get("measures") or {}).items():
             if isinstance(m, dict) and m.get("measured_steps"):
                 g[name] = np.asarray(sorted(m["measured_steps"]), float)

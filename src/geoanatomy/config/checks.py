@@ -75,7 +75,7 @@ def check_level_order(cfg: dict) -> None:
 def check_schedules(cfg: dict) -> None:
     """Warmup and checkpoint schedule fit the steps, for the train block and every size
     trained; enough distinct checkpoints for event detection."""
-    from ..schedule import checkpoint_steps
+    from ..schedule import train_checkpoint_steps
     for size in ["<train>"] + _used_sizes(cfg):
         tr = cfg["train"] if size == "<train>" else train_settings(cfg, size)
         where = "train" if size == "<train>" else f"size_overrides.{size}"
@@ -87,7 +87,7 @@ def check_schedules(cfg: dict) -> None:
         if ck["n_uniform"] > tr["steps"]:
             raise ConfigError(f"config field '{where}.checkpoints.n_uniform': {ck['n_uniform']} checkpoints "
                               f"do not fit in steps={tr['steps']}")
-        n = len(checkpoint_steps(tr["steps"], ck["n_log"], ck["log_end"], ck["n_uniform"]))
+        n = len(train_checkpoint_steps(tr))
         if n < cfg["events"]["persist"] + 2:
             raise ConfigError(f"config field '{where}.checkpoints': only {n} distinct checkpoint steps; "
                               f"event detection needs at least events.persist + 2 = {cfg['events']['persist'] + 2}")

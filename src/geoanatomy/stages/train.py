@@ -33,7 +33,7 @@ from ..measures.rankme import rankme
 from ..mixture import MixtureData
 from ..model import GPT, answer_loss, padded_answer_loss
 from ..runtime import apply_numerics, autocast, code_version, machine_fingerprint, pick_device
-from ..schedule import checkpoint_steps, lr_at
+from ..schedule import lr_at, train_checkpoint_steps
 from ..spec import RunSpec
 from ..tasks import TaskData
 from .common import build, seeded_model
@@ -123,8 +123,7 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
     numerics = apply_numerics(spec.numerics, device)
     tr = spec.train
     steps = tr["steps"]
-    ck = tr["checkpoints"]
-    ck_steps = checkpoint_steps(steps, ck["n_log"], ck["log_end"], ck["n_uniform"])
+    ck_steps = train_checkpoint_steps(tr)
     ck_set = set(ck_steps)
     h = spec.train_hash()
     # progress line only (the metrics stage measures every checkpoint on eval.n_samples): a
