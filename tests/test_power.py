@@ -134,3 +134,70 @@ def test_a_lead_finer_than_the_checkpoints_has_no_power_once_steps_fall_on_them(
         return float(sel["reproduced"].iloc[0])
     assert power_of(None) >= 0.8
     assert power_of(grids) == 0.0
+
+
+def _concordance(t_ev, t_acq, groups):
+    """Share of concordant pairs within groups, by hand (ties left out)."""
+    c = d = 0
+    for i in range(len(t_ev)):
+        for j in range(i + 1, len(t_ev)):
+            if groups[i] != groups[j]:
+                continue
+            s = np.sign(t_ev[i] - t_ev[j]) * np.sign(t_acq[i] - t_acq[j])
+            c, d = c + (s > 0), d + (s < 0)
+    return c / (c + d)
+
+
+def test_the_partial_scenario_plants_the_modest_order_the_study_reports():
+    # the concordance claim is a modest order (52-69% of pairs): its alternative must plant one,
+    # not the near-perfect order of a precursor in every cell
+    t = power._design(design(64, seed=3), 1)
+    t_acq = t["acquisition_step"].to_numpy(float)
+    groups = (t["size"] + "|" + t["difficulty"]).to_numpy()
+    rng = np.random.default_rng(5)
+    part = [_concordance(power._simulate(t, "partial", rng)["extreme"], t_acq, groups) for _ in range(30)]
+    prop = [_concordance(power._simulate(t, "proportional", rng)["extreme"], t_acq, groups) for _ in range(30)]
+    exch = [_concordance(power._simulate(t, "exchangeable", rng)["extreme"], t_acq, groups) for _ in range(30)]
+    assert 0.55 <= np.mean(part) <= 0.70, np.mean(part)
+    assert np.mean(prop) >= 0.9 and abs(np.mean(exch) - 0.5) <= 0.05
+    # every seed of a cell shares the cell's draw (precursor or not); one acquisition step for
+    # all runs, so an exchangeable step (0.9-1.1 of it) cannot pass for a precursor's (0.5 of it)
+    rows = design(8).assign(acquisition_step=1000.0)
+    two = pd.concat([rows, rows.assign(run=rows["run"] + "b")], ignore_index=True)
+    x = power._simulate(power._design(two, 1), "partial", np.random.default_rng(0))["extreme"]
+    ratio = x / two["acquisition_step"].to_numpy(float)
+    is_prec = np.abs(ratio - 0.5) < 0.2
+    assert np.array_equal(is_prec[:8], is_prec[8:]) and 0 < is_prec[:8].sum() < 8
+
+
+def test_a_lead_shorter_than_the_clear_gap_is_not_the_much_earlier_the_study_claims():
+    # through the real row function, Holm and the rule: a lead of a tenth of the acquisition step
+    # in every cell is a real lead (the sign test finds it; rule greater would say reproduced) but
+    # shorter than the precursor rule's clear gap f = 0.25: rule lead reads not reproduced; a
+    # lead of half the acquisition step reads reproduced
+    from geoanatomy.analysis.verdict import RunsView, finish, logprob_before_accuracy
+    rows = design(24, seed=4)
+    t = power._design(rows, 1)
+    rng = np.random.default_rng(1)
+    words = {}
+    for sc in ("short-lead", "proportional"):
+        for rule in ("lead", "greater"):
+            ws = []
+            for _ in range(20):
+                sim = power._simulate(t, sc, rng)
+                runs = t[["task", "level", "size"]].assign(
+                    t_acq=t["acquisition_step"].to_numpy(float), t_first=t["acquisition_step"].to_numpy(float),
+                    t_lp=sim["extreme"], t_probe=np.nan, min_gap_frac=0.25)
+                out = [r.as_dict() for r in logprob_before_accuracy(RunsView(runs, [], ST))]
+                for r in out:
+                    r["rule"] = rule
+                    r["effect_of_interest"] = r["effect_of_interest"] if rule == "lead" else None
+                ws.append(finish(out, ST)["verdict"].iloc[0])
+            words[sc, rule] = pd.Series(ws).value_counts(normalize=True)
+    assert words["short-lead", "greater"].get("reproduced", 0) >= 0.9
+    assert words["short-lead", "lead"].get("not reproduced", 0) >= 0.9
+    assert words["proportional", "lead"].get("reproduced", 0) >= 0.9
+    # the row says the threshold and the relative lead it compared
+    r = logprob_before_accuracy(RunsView(runs, [], ST))[0]
+    assert r.rule == "lead" and r.effect_of_interest == 0.25 and "clear gap f = 0.25" in r.detail
+    assert abs(r.second[1] - 0.5) < 0.1 and r.second[2] <= r.second[1] <= r.second[3]

@@ -453,3 +453,14 @@ def test_a_summary_json_row_gets_its_stability_from_the_files_recomputed_on_each
     assert "seed half A: not reproduced" in td_rows.loc["centred", "stability"]
     v0 = verdict.verdict_table(pres, rows, ST, verdict.json_claims(json_of(pres), ST), rows_of_runs=lambda sub: rows)
     assert v0.loc[v0["claim"] == "top-down propagation", "stable"].isna().all()
+
+
+def test_rule_lead_reads_the_relative_lead_against_the_clear_gap():
+    # known answers: significant lead, interval above 0; the relative lead's interval below f
+    # -> not reproduced; reaching f -> as greater (reproduced); no relative interval -> greater
+    kw = dict(n_units=20, null_value=0.0, rule="lead", ci_hi=60.0)
+    assert word(0.01, 5.0, 12.0, second_lo=0.02, second_hi=0.2, effect_of_interest=0.25, **kw) == "not reproduced"
+    assert word(0.01, 5.0, 12.0, second_lo=0.02, second_hi=0.3, effect_of_interest=0.25, **kw) == "reproduced"
+    assert word(0.01, 0.0, 12.0, second_lo=0.0, second_hi=0.3, effect_of_interest=0.25, **kw) == "inconclusive"
+    assert word(0.01, 5.0, 12.0, **kw) == "reproduced"
+    assert word(0.5, -5.0, -1.0, second_lo=-0.1, second_hi=0.3, effect_of_interest=0.25, **kw) == "not reproduced"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..defaults import DEFAULTS
 from ..precursor.seal import loads_strict, seal_problem
 from ..sizes import SIZES
 from ..spec import parse_mixture_name, parse_run_name
@@ -285,6 +286,13 @@ def run_facts(pre: dict) -> dict:
             "steps": pre.get("steps"), "difficulty": pre["difficulty"],
             "acquired": bool(pre["acquired"]), "diverged": bool(pre.get("diverged", False)),
             "acquisition_step": step_or_none(pre["acquisition_step"])}
+
+
+def min_gap_frac(pre: dict) -> float:
+    """The run's clear-gap fraction f (``events.precursor_min_gap_frac``: a lead counts as a
+    precursor's when t_acq - t >= f t_acq), from its own events settings."""
+    return float((pre.get("events_settings") or {}).get("precursor_min_gap_frac",
+                                                         DEFAULTS["events"]["precursor_min_gap_frac"]))
 
 
 def class_counts(pres: list[dict]) -> dict:

@@ -31,7 +31,7 @@ import pandas as pd
 import numpy as np
 
 from ..precursor import difficulty, is_precursor
-from .load import DIFFICULTIES, REFERENCES, extreme, geometric_measures, run_facts, size_order, step_or_none
+from .load import DIFFICULTIES, REFERENCES, extreme, geometric_measures, min_gap_frac, run_facts, size_order, step_or_none
 from .nulls import CELLS, cluster_bootstrap, clock_null, paired_lead, permutation_null
 from .stats import log_steps_close, quantiles
 
@@ -48,7 +48,7 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
     for pre in pres:
         es = pre.get("events_settings") or {}
         f = {**run_facts(pre), "control": pre.get("control") or "",
-             "easy_max_step": es.get("easy_max_step"), "min_gap_frac": float(es.get("precursor_min_gap_frac", 0.25))}
+             "easy_max_step": es.get("easy_max_step"), "min_gap_frac": min_gap_frac(pre)}
         t_acq, t_exit = f["acquisition_step"], step_or_none(pre.get("loss_plateau_exit_step"))
         le = pre.get("loss_events") or {}
         f.update(loss_onset_step=step_or_none(le.get("onset_step")), loss_extreme_step=step_or_none(le.get("extreme_step")),
@@ -71,7 +71,7 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
                          "onset_step": step_or_none(m.get("rise_step") if m.get("direction") == "rise"
                                                     else m.get("collapse_step")),
                          "mean_share_rho": (m.get("mean_share") or {}).get("rank_corr_with_rankme")})
-        frac = float((pre.get("events_settings") or {}).get("precursor_min_gap_frac", 0.25))
+        frac = f["min_gap_frac"]
         for name, key in REFERENCES.items():
             t_ref = step_or_none(pre.get(key))
             rows.append({**f, "measure": name, "kind": "reference", "layer": "output", "position": "answer",

@@ -41,13 +41,15 @@ from scipy import stats
 from ..precursor import difficulty, is_precursor
 from . import timing
 from .floors import collapse_floors
+from .load import min_gap_frac
 from .nulls import CELLS, sign_test
 from .stats import holm, strata_permutations
 from .stats import sign_test as binomial_p
 from .units import EVENTS, unit_events, unit_medians
 
 VERDICT_COLUMNS = ["claim", "measure", "variant", "event", "protocol", "statistic", "value", "ci_lo", "ci_hi",
-                   "ci_level", "second_statistic", "second_value", "second_ci_lo", "second_ci_hi", "n_units", "n_runs",
+                   "ci_level", "second_statistic", "second_value", "second_ci_lo", "second_ci_hi", "effect_of_interest",
+                   "n_units", "n_runs",
                    "null", "null_value", "p", "p_holm", "family", "rule", "verdict", "power", "false_rate", "underpowered",
                    "stable", "stability", "headline", "detail"]
 
@@ -66,6 +68,9 @@ RULES = {
                     " not reproduced: the interval entirely outside it (lower end >= delta or upper end <= -delta)"),
     "lag": ("reproduced: adjusted p < alpha and the 90% interval's lower end (the one-sided 95% bound) above 0;"
             " not reproduced: its upper end at or below 0"),
+    "lead": ("not reproduced: the second statistic's (the lead as a share of the later event's step) 95% interval"
+             " entirely below effect_of_interest, the precursor rule's clear gap f (a lead, if there is one,"
+             " shorter than the 'much earlier' the claim states); otherwise as greater"),
 }
 WORDS = ("reproduced", "not reproduced", "inconclusive")
 POWERED_NEGATIVE = ("a row these rules leave inconclusive whose adjusted p >= alpha on a design where its test"
@@ -77,9 +82,11 @@ RULE = ("; ".join(f"{k}: {v}" for k, v in RULES.items())
 
 
 def word(p, ci_lo, estimate, n_units: int, null_value: float, alpha: float = 0.05, n_min: int = 5,
-         rule: str = "greater", ci_hi=None, second_lo=None, second_hi=None) -> str:
+         rule: str = "greater", ci_hi=None, second_lo=None, second_hi=None, effect_of_interest=None) -> str:
     """The verdict rules (``RULES``): p is the Holm-adjusted p; ci_lo, ci_hi the interval
-    (None or NaN: no interval, the estimate decides); null_value is delta for equivalence."""
+    (None or NaN: no interval, the estimate decides); null_value is delta for equivalence;
+    effect_of_interest the smallest effect the claim states, in the second statistic's units
+    (rule lead)."""
     def ok(x):
         return x is not None and not (isinstance(x, float) and math.isnan(x))
     if n_units < n_min or not ok(p) or not ok(estimate):
@@ -96,6 +103,10 @@ def word(p, ci_lo, estimate, n_units: int, null_value: float, alpha: float = 0.0
         if p < alpha and ci_lo > 0:
             return "reproduced"
         return "not reproduced" if ci_hi <= 0 else "inconclusive"
+    if rule == "lead":
+        if ok(second_hi) and ok(effect_of_interest) and second_hi < effect_of_interest:
+            return "not reproduced"
+        rule = "greater"
     sign = -1.0 if rule == "less" else 1.0
     bound = (ci_hi if rule == "less" else ci_lo)
     beyond = sign * (bound - null_value) > 0 if ok(bound) else sign * (estimate - null_value) > 0
@@ -133,6 +144,7 @@ class ClaimRow:
     ci_level: float = 0.95
     second: tuple = ("", None, None, None)     # (statistic, value, lo, hi)
     headline: bool = False
+    effect_of_interest: float | None = None     # rule lead: the claim's smallest effect (second statistic)
 
     def as_dict(self) -> dict:
         """The row in VERDICT_COLUMNS order (p_holm, verdict, power are filled by ``finish``)."""
@@ -140,7 +152,7 @@ class ClaimRow:
                 "protocol": self.protocol, "statistic": self.statistic, "value": self.value,
                 "ci_lo": self.ci[0], "ci_hi": self.ci[1], "ci_level": self.ci_level if self.ci[0] is not None else None,
                 "second_statistic": self.second[0], "second_value": self.second[1], "second_ci_lo": self.second[2],
-                "second_ci_hi": self.second[3], "n_units": self.n_units, "n_runs": self.n_runs, "null": self.null,
+                "second_ci_hi": self.second[3], "effect_of_interest": self.effect_of_interest, "n_units": self.n_units, "n_runs": self.n_runs, "null": self.null,
                 "null_value": self.null_value, "p": self.p, "p_holm": None, "family": self.family, "rule": self.rule,
                 "verdict": None, "power": None, "false_rate": None, "underpowered": None, "stable": None,
                 "stability": "", "headline": self.headline, "detail": self.detail}
@@ -205,6 +217,7 @@ def runs_views(pres: list[dict], st: dict, unit_cols=CELLS) -> list[RunsView]:
                           "t_acq": p.get("acquisition_step"), "t_lp": p.get("logprob_half_step"),
                           "t_first": p.get("first_token_acquisition_step"),
                           "t_probe": ((p.get("probes") or {}).get("acquisition_step")),
+                          "min_gap_frac": min_gap_frac(p),
                           **{c: p.get(c) for c in unit_cols if c not in ("task", "level", "size")}}
                          for p in study])
     return [RunsView(runs, study, st, tuple(unit_cols))] if len(runs) else []
@@ -286,19 +299,35 @@ def acquisition_rate(v: RunsView) -> list[ClaimRow]:
                      binomial_p(k, n, "greater"), "acquisition rate", f"{k}/{n} cells")]
 
 
-def _lead(v: RunsView, claim: str, measure: str, later: str, earlier: str, statistic: str) -> list[ClaimRow]:
+def _lead(v: RunsView, claim: str, measure: str, later: str, earlier: str, statistic: str,
+          rule: str = "greater") -> list[ClaimRow]:
     """Per cell the median lead later - earlier over its seeds with both events; the median
-    over cells, its bootstrap interval over cells and the exact one-sided sign test over cells."""
+    over cells, its bootstrap interval over cells and the exact one-sided sign test over cells.
+    Second statistic: the same of the relative lead (later - earlier) / later, the share of the
+    later event's step the earlier one comes before it (>= f: the precursor rule's clear gap,
+    ``events.precursor_min_gap_frac``, the runs' own; ``effect_of_interest``, read by rule lead)."""
     d = v.runs.dropna(subset=[later, earlier]).copy()
     d["lead"] = pd.to_numeric(d[later]) - pd.to_numeric(d[earlier])
-    cells = unit_medians(d, ["lead"], v.unit_cols) if len(d) else pd.DataFrame(columns=["lead", "runs"])
+    t_later = pd.to_numeric(d[later]).to_numpy(float) if len(d) else np.zeros(0)
+    d["relative_lead"] = np.where(t_later > 0, d["lead"].to_numpy(float) / np.maximum(t_later, 1e-300), np.nan)
+    cells = (unit_medians(d, ["lead", "relative_lead"], v.unit_cols) if len(d)
+             else pd.DataFrame(columns=["lead", "relative_lead", "runs"]))
     lead = cells["lead"].to_numpy(float)
+    rel = cells["relative_lead"].to_numpy(float)
+    rel = rel[np.isfinite(rel)]
+    fs = pd.to_numeric(d["min_gap_frac"], errors="coerce").dropna().unique() if "min_gap_frac" in d else []
+    f = float(np.median(fs)) if len(fs) else None
     st = sign_test(lead, "greater")
+    second = ("median over cells of the relative lead (later - earlier) / later",
+              float(np.median(rel)) if len(rel) else None, *_boot(rel, np.median, v.nb, v.seed + 1))
     return [ClaimRow(claim, measure, "", statistic, float(np.median(lead)) if len(lead) else None,
                      _boot(lead, np.median, v.nb, v.seed), len(cells), len(d),
                      "exact one-sided sign test over cells (a cell's median lead over its seeds > 0)", 0.0, st["p"],
-                     claim, f"{st['wins']} of {st['n']} cells lead ({int((d['lead'] > 0).sum())} of {len(d)} runs)"
-                     if len(d) else "no run has both events")]
+                     claim, (f"{st['wins']} of {st['n']} cells lead ({int((d['lead'] > 0).sum())} of {len(d)} runs)"
+                             + (f"; clear gap f = {f:g}" + (" (runs differ: median)" if len(fs) > 1 else "")
+                                if f is not None else ""))
+                     if len(d) else "no run has both events", rule=rule, second=second,
+                     effect_of_interest=f if rule == "lead" else None)]
 
 
 def logprob_before_accuracy(v: RunsView) -> list[ClaimRow]:
@@ -306,9 +335,9 @@ def logprob_before_accuracy(v: RunsView) -> list[ClaimRow]:
     log-prob's half-rise; acquisition = 50% of chance-normalised accuracy), for the whole
     answer and, beside it, the first answer token."""
     return (_lead(v, "log-prob before accuracy", "accuracy", "t_acq", "t_lp",
-                  "median over cells of the log-prob half-rise's lead over whole-answer acquisition (steps)")
+                  "median over cells of the log-prob half-rise's lead over whole-answer acquisition (steps)", "lead")
             + _lead(v, "log-prob before accuracy", "accuracy_first_token", "t_first", "t_lp",
-                    "median over cells of the log-prob half-rise's lead over first-token acquisition (steps)"))
+                    "median over cells of the log-prob half-rise's lead over first-token acquisition (steps)", "lead"))
 
 
 def probes_before_behaviour(v: RunsView) -> list[ClaimRow]:
@@ -833,10 +862,11 @@ CLAIMS: list[Claim] = [
           "share of cells acquired (a cell: most of its seeds acquired); exact one-sided binomial test over cells,"
           " Clopper-Pearson interval", "1/2", "precursor.json: acquired", "runs", acquisition_rate),
     Claim("log-prob before accuracy", "two rows (whole answer, first token)",
-          "the answer's log-probability emerges before accuracy does",
+          "the answer's log-probability emerges much earlier than accuracy, when accuracy is still near zero",
           "per cell the median lead acquisition - log-prob half-rise over its seeds (both events at half of their"
           " change from the input-blind level); the median over cells, bootstrap over cells, exact one-sided sign"
-          " test over cells", "lead 0", "precursor.json: acquisition_step, first_token_acquisition_step,"
+          " test over cells; 'much earlier': the relative lead (lead / acquisition step; median over cells,"
+          " bootstrap) not entirely below the precursor rule's clear gap f (rule lead)", "lead 0", "precursor.json: acquisition_step, first_token_acquisition_step,"
           " logprob_half_step", "runs", logprob_before_accuracy),
     Claim("probes before behaviour", "one row",
           "the final-layer probe reads the first answer token before the model emits it",
@@ -989,7 +1019,8 @@ def finish(rows: list[dict], st: dict, power: pd.DataFrame | None = None) -> pd.
         return None if x is None or not np.isfinite(x) else float(x)
     df["verdict"] = [word(num(r.p_holm), num(r.ci_lo), num(r.value), int(r.n_units or 0),
                           num(r.null_value) or 0.0, alpha, n_min, r.rule or "greater", num(r.ci_hi),
-                          num(r.second_ci_lo), num(r.second_ci_hi)) for r in df.itertuples()]
+                          num(r.second_ci_lo), num(r.second_ci_hi), num(r.effect_of_interest))
+                     for r in df.itertuples()]
     if power is not None and len(power):
         bound = float(st.get("min_power", 0.8))
         curves, fr = power_curves(power), false_rate_by_claim(power)
