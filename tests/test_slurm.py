@@ -301,19 +301,18 @@ def test_site_edited_profile_dry_run_passes(tmp_path, edits):
 
 
 @pytest.mark.slow
-def test_paper_grid_dry_run_job_count_and_time(tmp_path):
+def test_paper_grid_dry_run_job_count(tmp_path):
     """`snakemake -n --profile slurm --configfile config/paper.yaml` (profile with the three
-    site edits): one job per run and stage."""
+    site edits): one job per run and stage. How long the plan takes is a benchmark
+    (benchmarks/bench_dry_run.py), not a timed test."""
     _need_plugin()
     paper = REPO / "config" / "paper.yaml"
     if not paper.exists():
         pytest.skip("config/paper.yaml not present")
     prof = site_profile(tmp_path / "profile", cpu_partition="cpu", gpu_partition="gpu", account="proj")
-    t0 = time.time()
     p = subprocess.run(SNAKEMAKE + ["-n", "--profile", str(prof), "--configfile", str(paper)],
                        cwd=REPO, capture_output=True, text=True, timeout=120,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
-    dt = time.time() - t0
     assert p.returncode == 0, p.stderr[-3000:]
     out = p.stdout + p.stderr
     counts = {k: int(v) for k, v in re.findall(r"^(\w+)\s+(\d+)$", out[out.index("Job stats:"):], flags=re.M)}
@@ -324,8 +323,6 @@ def test_paper_grid_dry_run_job_count_and_time(tmp_path):
         assert counts[stage] == n_runs, (stage, counts)
     assert max(v for k, v in counts.items() if k != "total") == n_runs
     assert counts["total"] < 1000, counts
-    # generous bound for a shared 2-core CI machine; docs/validation.md quotes the measured time
-    assert dt < 30, f"dry-run took {dt:.1f} s"
 
 
 # ------------------------------------------------------------ real SLURM (integration)
