@@ -4,8 +4,9 @@
 
 One markdown row per verdict row, in verdict.csv's order: the claim, the measure and RankMe
 variant it was tested on, the event or scope (level, size, class), the statistic with its
-estimate and interval (for timing rows the partial correlation, then the leave-one-out gain
-over the loss curve with its interval), n cells (runs), the null, the Holm-adjusted p, the
+estimate and interval, then the second statistic with its interval (timing rows: the
+leave-one-out gain over the loss curve; lead rows: the relative lead, against the clear gap f
+where rule lead reads it), n cells (runs), the null, the Holm-adjusted p, the
 power at the row's own cell count (from verdict_power.csv), stable (the word survives every
 seed split; `-` where the grid has no split for it) and the verdict. Then the counts of words
 and of unstable rows, and the underpowered inconclusive rows. Nothing is computed here: every
@@ -63,14 +64,20 @@ STABLE_WORD = {"true": "yes", "false": "**no**"}
 def findings(summary: Path) -> str:
     df = pd.read_csv(summary / "verdict.csv")
     stable = df["stable"].map(_flag)
-    out = ["| # | claim | measure (variant) | event / scope | statistic: estimate [interval] | gain over the loss"
-           " curve [95%] | n cells (runs) | null | p (Holm) | power | stable | verdict |",
+    out = ["| # | claim | measure (variant) | event / scope | statistic: estimate [interval] | second statistic"
+           " [95%] (gain over the loss curve; relative lead vs f) | n cells (runs) | null | p (Holm) | power | stable"
+           " | verdict |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(df.itertuples(), 1):
         measure = str(r.measure or "")
         variant = str(r.variant or "")
         mv = f"{measure} ({variant})" if variant and variant != "nan" else measure
         second = _est(r.second_value, r.second_ci_lo, r.second_ci_hi) if str(r.second_statistic or "") not in ("", "nan") else "-"
+        eoi = _num(getattr(r, "effect_of_interest", None))
+        if second != "-" and str(r.rule) == "lead" and eoi:
+            second += f" vs f = {eoi}"
+        elif second != "-" and "relative lead" in str(r.second_statistic):
+            second += " (relative lead)"
         level = _num(r.ci_level, 2)
         stat = f"{r.statistic}: {_est(r.value, r.ci_lo, r.ci_hi)}" + (f" ({level})" if level and _num(r.ci_lo) else "")
         event = str(r.event) if str(r.event) not in ("", "nan") else "-"
