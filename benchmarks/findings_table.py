@@ -74,10 +74,8 @@ def findings(summary: Path) -> str:
         mv = f"{measure} ({variant})" if variant and variant != "nan" else measure
         second = _est(r.second_value, r.second_ci_lo, r.second_ci_hi) if str(r.second_statistic or "") not in ("", "nan") else "-"
         eoi = _num(getattr(r, "effect_of_interest", None))
-        if second != "-" and str(r.rule) == "lead" and eoi:
+        if second != "-" and eoi:
             second += f" vs f = {eoi}"
-        elif second != "-" and "relative lead" in str(r.second_statistic):
-            second += " (relative lead)"
         level = _num(r.ci_level, 2)
         stat = f"{r.statistic}: {_est(r.value, r.ci_lo, r.ci_hi)}" + (f" ({level})" if level and _num(r.ci_lo) else "")
         event = str(r.event) if str(r.event) not in ("", "nan") else "-"

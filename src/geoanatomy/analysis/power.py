@@ -159,7 +159,9 @@ def _simulate(t: pd.DataFrame, scenario: str, rng, unit_cols=CELLS) -> dict:
     b = rng.normal(0, 0.3, cell.max() + 1)[cell]
     e = rng.normal(0, 0.05, n)
     hard = (t["difficulty"] == "hard").to_numpy()
-    half = (rng.random(cell.max() + 1) < 0.5)[cell]
+    # partial: one draw per cell (its seeds alike, onset and extreme alike); drawn for that
+    # scenario only, so the other scenarios' random streams are what they were
+    half = (rng.random(cell.max() + 1) < 0.5)[cell] if scenario == "partial" else None
     out = {}
     for kind, ref in (("onset", "loss_onset_step"), ("extreme", "loss_extreme_step")):
         t_ref = pd.to_numeric(t[ref], errors="coerce").to_numpy(float)

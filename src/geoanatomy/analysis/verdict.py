@@ -308,15 +308,14 @@ def _lead(v: RunsView, claim: str, measure: str, later: str, earlier: str, stati
     ``events.precursor_min_gap_frac``, the runs' own; ``effect_of_interest``, read by rule lead)."""
     d = v.runs.dropna(subset=[later, earlier]).copy()
     d["lead"] = pd.to_numeric(d[later]) - pd.to_numeric(d[earlier])
-    t_later = pd.to_numeric(d[later]).to_numpy(float) if len(d) else np.zeros(0)
-    d["relative_lead"] = np.where(t_later > 0, d["lead"].to_numpy(float) / np.maximum(t_later, 1e-300), np.nan)
+    d["relative_lead"] = d["lead"] / pd.to_numeric(d[later]).where(lambda x: x > 0)
     cells = (unit_medians(d, ["lead", "relative_lead"], v.unit_cols) if len(d)
              else pd.DataFrame(columns=["lead", "relative_lead", "runs"]))
     lead = cells["lead"].to_numpy(float)
     rel = cells["relative_lead"].to_numpy(float)
     rel = rel[np.isfinite(rel)]
-    fs = pd.to_numeric(d["min_gap_frac"], errors="coerce").dropna().unique() if "min_gap_frac" in d else []
-    f = float(np.median(fs)) if len(fs) else None
+    # one f for all runs: a summary pools only runs with the same event definitions (load)
+    f = float(d["min_gap_frac"].iloc[0]) if len(d) and "min_gap_frac" in d else None
     st = sign_test(lead, "greater")
     second = ("median over cells of the relative lead (later - earlier) / later",
               float(np.median(rel)) if len(rel) else None, *_boot(rel, np.median, v.nb, v.seed + 1))
@@ -324,8 +323,7 @@ def _lead(v: RunsView, claim: str, measure: str, later: str, earlier: str, stati
                      _boot(lead, np.median, v.nb, v.seed), len(cells), len(d),
                      "exact one-sided sign test over cells (a cell's median lead over its seeds > 0)", 0.0, st["p"],
                      claim, (f"{st['wins']} of {st['n']} cells lead ({int((d['lead'] > 0).sum())} of {len(d)} runs)"
-                             + (f"; clear gap f = {f:g}" + (" (runs differ: median)" if len(fs) > 1 else "")
-                                if f is not None else ""))
+                             + (f"; clear gap f = {f:g}" if f is not None else ""))
                      if len(d) else "no run has both events", rule=rule, second=second,
                      effect_of_interest=f if rule == "lead" else None)]
 
