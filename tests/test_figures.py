@@ -415,3 +415,32 @@ def test_verdict_figure_families_cover_every_claim_once_and_match_the_registry()
     assert len(named) == len(set(named))
     assert {c.name for c in verdict.CLAIMS} <= set(named), {c.name for c in verdict.CLAIMS} - set(named)
     assert parts.BY_NAME["claims"].files() == [f"figures/verdict_{f}.png" for f in fv.FAMILIES]
+
+
+def test_a_lead_row_draws_its_relative_lead_against_the_clear_gap_that_decides_its_colour():
+    """Rule lead reads 'not reproduced' when the relative lead's interval lies below f even
+    though the lead in steps is significantly above 0: the figure must draw what decided it
+    (the relative lead, a dotted line at f), not the step lead against 0."""
+    import pandas as pd
+    from geoanatomy.analysis import figures_verdict as fv
+    from geoanatomy.analysis.verdict import VERDICT_COLUMNS, word
+    base = {c: None for c in VERDICT_COLUMNS}
+    lead = dict(base, claim="log-prob before accuracy", measure="accuracy", protocol="single-task",
+                statistic="median lead (steps)", value=12.0, ci_lo=2.0, ci_hi=60.0, p_holm=0.01,
+                second_statistic="median relative lead", second_value=0.04, second_ci_lo=0.01, second_ci_hi=0.12,
+                effect_of_interest=0.25, n_units=30, n_runs=59, null_value=0.0, rule="lead")
+    lead["verdict"] = word(0.01, 2.0, 12.0, 30, 0.0, rule="lead", ci_hi=60.0, second_lo=0.01, second_hi=0.12,
+                           effect_of_interest=0.25)
+    assert lead["verdict"] == "not reproduced"      # the sign test alone would have said reproduced
+    probe = dict(lead, claim="probes before behaviour", rule="greater", effect_of_interest=None,
+                 verdict="reproduced", value=30.0, ci_lo=15.0, ci_hi=39.0)
+    v = pd.DataFrame([lead, probe])
+    fig = fv.draw_family(v, "lags")
+    axes = {ax.get_gid(): ax for ax in fig.axes if ax.get_gid()}
+    lines = {ln.get_gid(): ln for ax in axes.values() for ln in ax.get_lines() if ln.get_gid()}
+    assert list(lines["row:log-prob before accuracy:0"].get_xdata()) == [0.04]
+    assert list(lines["ci:log-prob before accuracy:0"].get_xdata()) == [0.01, 0.12]
+    assert list(lines["effect:log-prob before accuracy"].get_xdata()) == [0.25, 0.25]
+    assert list(lines["row:probes before behaviour:1"].get_xdata()) == [30.0]     # rule greater: the steps
+    assert "effect:probes before behaviour" not in lines
+    assert any("lead 12 steps" in t.get_text() for t in axes["log-prob before accuracy"].texts)

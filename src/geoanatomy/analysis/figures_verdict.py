@@ -10,7 +10,12 @@ no estimate (too few cells) are not drawn: the panel lists them by name instead.
 What a row draws (``row_estimate``): ``value`` and ``ci_lo``/``ci_hi``, except for the timing
 test ("timing beyond the loss curve"), whose interval is that of its second statistic, the
 leave-one-cell-out gain over the loss curve (``second_*``; its first, the partial Spearman,
-has a permutation p and no interval): that row draws the gain against 0.
+has a permutation p and no interval): that row draws the gain against 0; and rows of rule
+``lead`` (a lead claimed to be large, "much earlier"), which draw their second statistic, the
+lead as a share of the later event's step, against 0 (no lead) and against the claim's
+smallest effect ``effect_of_interest`` (dotted): rule lead reads "not reproduced" when that
+interval lies entirely below it, whatever the sign test on the lead in steps says, so the
+figure shows what decided the colour. The lead in steps is printed at the right.
 """
 from __future__ import annotations
 
@@ -55,10 +60,15 @@ def _num(x):
 
 def row_estimate(r: dict) -> tuple:
     """(statistic, estimate, lo, hi) a verdict row draws (module doc); None where absent."""
-    if r.get("claim") == GAIN_CLAIM:
+    if r.get("claim") == GAIN_CLAIM or _is_lead(r):
         return (_text(r.get("second_statistic")), _num(r.get("second_value")), _num(r.get("second_ci_lo")),
                 _num(r.get("second_ci_hi")))
     return _text(r.get("statistic")), _num(r.get("value")), _num(r.get("ci_lo")), _num(r.get("ci_hi"))
+
+
+def _is_lead(r: dict) -> bool:
+    """A row of rule lead that carries its relative lead (second statistic)."""
+    return r.get("rule") == "lead" and _num(r.get("second_value")) is not None
 
 
 def _text(x) -> str:
@@ -85,7 +95,8 @@ def _right(r: dict) -> str:
     st = r.get("stable")
     stab = "" if st is None or (isinstance(st, float) and math.isnan(st)) or st == "" else \
         ("stable" if str(st).lower() in ("true", "1", "1.0") else "UNSTABLE")
-    return "  ".join(x for x in (str(r.get("verdict") or ""), n, f"power {pw:.2f}" if pw is not None else "", stab) if x)
+    steps = f"lead {_num(r.get('value')):g} steps" if _is_lead(r) and _num(r.get("value")) is not None else ""
+    return "  ".join(x for x in (str(r.get("verdict") or ""), n, steps, f"power {pw:.2f}" if pw is not None else "", stab) if x)
 
 
 def panel_labels(rows: list[dict]) -> list[str]:
@@ -162,6 +173,9 @@ def draw_family(verdict: pd.DataFrame, family: str, subtitle: str = ""):
             ax.text(1.02, yy, _right(r), transform=ax.get_yaxis_transform(), va="center", fontsize=6.5, color=c)
         nulls = {((0.0, "greater") if claim == GAIN_CLAIM else (_num(r.get("null_value")), r.get("rule")))
                  for _, r, *_ in drawn}
+        for f in {_num(r.get("effect_of_interest")) for _, r, *_ in drawn if _is_lead(r)} - {None}:
+            ax.axvline(f, color="0.3", ls=":", lw=1.0, gid=f"effect:{claim}")
+            ax.text(f, 1.0, " f", transform=ax.get_xaxis_transform(), fontsize=6.5, color="0.3", va="bottom")
         for nv, rule in nulls:
             if nv is None:
                 continue
