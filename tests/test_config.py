@@ -497,12 +497,18 @@ SNAKEMAKE_OWN_ERRORS = ("Config file must be given as JSON or YAML with keys at 
                         "UnicodeDecodeError")
 
 
+# A guard against a hung Snakemake, not a time limit: a parse that ends in a config error takes
+# seconds on a quiet machine, but 120 s was seen to expire when the suite ran at the lowest
+# priority beside a study grid using both cores (2026-12-04).
+SNAKEMAKE_HANG_S = 900
+
+
 def _snakemake(workdir: Path, *args):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                OMP_NUM_THREADS="1")
     p = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
                         "--directory", str(workdir), *args], cwd=workdir, env=env,
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=SNAKEMAKE_HANG_S)
     return p.returncode, p.stdout + p.stderr
 
 
