@@ -3,7 +3,6 @@ allowed values (or the bound). BAD_INPUTS is the table quoted in docs/bad-input.
 careless and hostile files (encodings, repeated keys, JSON, alias bombs), the
 validate/snakemake agreement and a fuzz test follow it."""
 import copy
-import os
 import random
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, smk
 from geoanatomy.config import ConfigError, load_config, resolve, run_names, run_spec
 from geoanatomy.tasks import TASKS
 
@@ -497,18 +496,9 @@ SNAKEMAKE_OWN_ERRORS = ("Config file must be given as JSON or YAML with keys at 
                         "UnicodeDecodeError")
 
 
-# A guard against a hung Snakemake, not a time limit: a parse that ends in a config error takes
-# seconds on a quiet machine, but 120 s was seen to expire when the suite ran at the lowest
-# priority beside a study grid using both cores (2026-12-04).
-SNAKEMAKE_HANG_S = 900
-
-
 def _snakemake(workdir: Path, *args):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-               OMP_NUM_THREADS="1")
-    p = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-                        "--directory", str(workdir), *args], cwd=workdir, env=env,
-                       capture_output=True, text=True, timeout=SNAKEMAKE_HANG_S)
+    """conftest.smk without raising: (return code, stdout + stderr)."""
+    p = smk(workdir, *args, check=False)
     return p.returncode, p.stdout + p.stderr
 
 
