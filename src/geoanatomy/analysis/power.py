@@ -91,6 +91,10 @@ _SIMULTANEOUS = ("simultaneous", "simultaneous-noisy")     # power: the smaller 
 _PRECURSOR = ("proportional", "proportional-noisy")
 # (claim, event) -> (null scenarios, alternative(s), measure name the rows are simulated under)
 CLAIM_DESIGN = {
+    # the claim is "much earlier": a lead shorter than the clear gap is one of its nulls
+    ("log-prob before accuracy", ""): (("exchangeable", "behaviour-clustered", "simultaneous", "short-lead"),
+                                       _PRECURSOR, None),
+    ("probes before behaviour", ""): (("exchangeable", "behaviour-clustered", "simultaneous"), _PRECURSOR, None),
     ("timing beyond the loss curve", "onset"): (_TIMING_NULLS, _PRECURSOR, "rankme_centred"),
     ("timing beyond the loss curve", "extreme"): (_TIMING_NULLS, _PRECURSOR, "rankme_centred"),
     ("precursor rate on hard cells (descriptive)", "transition"): (_TIMING_NULLS, _PRECURSOR, "rankme_centred"),
@@ -104,10 +108,6 @@ CLAIM_DESIGN = {
                                                  "hessian_top"),
     # the claim is a modest order (52-69% of pairs), so its power is against a modest order
     ("within-class concordance", "transition"): (("exchangeable", "clock"), "partial", "rankme_centred"),
-    ("probes before behaviour", ""): (("exchangeable", "behaviour-clustered", "simultaneous"), _PRECURSOR, None),
-    # the claim is "much earlier": a lead shorter than the clear gap is one of its nulls
-    ("log-prob before accuracy", ""): (("exchangeable", "behaviour-clustered", "simultaneous", "short-lead"),
-                                       _PRECURSOR, None),
 }
 BINOMIAL = {"acquisition rate": "runs", "top-down propagation": "summary"}
 NOT_SIMULATED = ("collapse -> recovery -> acquisition", "floors task-specific", "floors equal across sizes",
