@@ -131,7 +131,7 @@ def _row_line(r, stable: str) -> str:
 def by_claim(summary: Path) -> str:
     """The findings claim by claim (see the module docstring), from ``summary``/verdict.csv."""
     from geoanatomy.analysis.figures_verdict import FAMILIES, TITLES
-    from geoanatomy.analysis.verdict import CLAIMS
+    from geoanatomy.analysis.claims import CLAIMS
     df = pd.read_csv(summary / "verdict.csv")
     df["_stable"] = df["stable"].map(_flag)
     claims = {c.name: c for c in CLAIMS}

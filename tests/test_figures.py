@@ -410,10 +410,10 @@ def test_verdict_figures_draw_each_row_of_verdict_csv_and_no_row_without_an_esti
 
 def test_verdict_figure_families_cover_every_claim_once_and_match_the_registry():
     from geoanatomy.analysis import figures_verdict as fv
-    from geoanatomy.analysis import parts, verdict
+    from geoanatomy.analysis import claims, parts
     named = [c for cs in fv.FAMILIES.values() for c in cs]
     assert len(named) == len(set(named))
-    assert {c.name for c in verdict.CLAIMS} <= set(named), {c.name for c in verdict.CLAIMS} - set(named)
+    assert {c.name for c in claims.CLAIMS} <= set(named), {c.name for c in claims.CLAIMS} - set(named)
     assert parts.BY_NAME["claims"].files() == [f"figures/verdict_{f}.png" for f in fv.FAMILIES]
 
 

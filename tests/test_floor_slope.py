@@ -5,7 +5,8 @@ grids with a planted slope through the real claim function."""
 import numpy as np
 import pytest
 
-from geoanatomy.analysis import verdict
+from geoanatomy.analysis import claims, verdict
+from geoanatomy.analysis.claims import floors as cfloors
 
 ST = {"alpha": 0.05, "n_bootstrap": 2000, "n_permutations": 200, "seed": 0, "verdict_min_units": 5,
       "slope_equivalence": 0.1}
@@ -16,7 +17,7 @@ def test_the_slope_is_the_pooled_within_group_slope():
     # group 2: x -1, 0, 1; medians 5, 5.2, 5.4 -> sxy 0.4, sxx 2; pooled (0.25 + 0.4) / 2.5
     cells = [[(0.0, np.array([1.0])), (1.0, np.array([1.4, 1.5, 9.0]))],
              [(0.0, np.array([5.0, 5.0])), (1.0, np.array([5.2])), (2.0, np.array([5.4]))]]
-    assert verdict._within_group_slope(cells) == pytest.approx(0.26)
+    assert cfloors._within_group_slope(cells) == pytest.approx(0.26)
 
 
 def test_without_seed_noise_every_bootstrap_slope_is_the_planted_one():
@@ -26,7 +27,7 @@ def test_without_seed_noise_every_bootstrap_slope_is_the_planted_one():
     for g in range(7):
         xs = [5.0, 5.5, 6.0][: 2 + g % 2]
         cells.append([(x, np.full(1 + (g + i) % 3, 0.3 * x + g)) for i, x in enumerate(xs)])
-    boots = verdict._within_group_slope_bootstrap(cells, 500, rng)
+    boots = cfloors._within_group_slope_bootstrap(cells, 500, rng)
     assert boots.shape == (500,) and np.allclose(boots, 0.3)
 
 
@@ -36,7 +37,7 @@ def test_without_seed_noise_every_bootstrap_slope_is_the_planted_one():
 def test_each_cells_seeds_are_resampled_as_a_bootstrap_of_its_median(seeds, exact):
     # one group, two cells at x 0 and 1: the slope is median(B) - median(A), A constant 0
     cells = [[(0.0, np.zeros(3)), (1.0, np.array(seeds))]]
-    boots = verdict._within_group_slope_bootstrap(cells, 40000, np.random.default_rng(0))
+    boots = cfloors._within_group_slope_bootstrap(cells, 40000, np.random.default_rng(0))
     vals, counts = np.unique(np.round(boots, 9), return_counts=True)
     assert set(vals) == set(exact)
     for v, c in zip(vals, counts):
@@ -67,7 +68,7 @@ def _pres(slope, n_groups=8, seeds=2, noise=0.02, seed=0):
 
 def _words(slope, seed):
     pres = _pres(slope, seed=seed)
-    rows = verdict.floors_equal_across_sizes(verdict.runs_views(pres, ST)[0])
+    rows = cfloors.floors_equal_across_sizes(claims.runs_views(pres, ST)[0])
     df = verdict.finish([r.as_dict() for r in rows], ST)
     return list(df["verdict"])
 

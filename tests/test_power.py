@@ -7,6 +7,8 @@ import pytest
 from geoanatomy.analysis import power
 from test_verdict import cells_of, grid_rows
 
+from geoanatomy.analysis.claims import CLAIMS
+
 ST = {"alpha": 0.05, "n_bootstrap": 200, "n_permutations": 200, "seed": 0, "verdict_min_units": 5,
       "equivalence_decades": 0.1, "min_power": 0.8}
 
@@ -43,9 +45,10 @@ def test_power_table_separates_nulls_from_alternatives():
     table = power.verdict_power(design(), ST, n_populations=20, multiples=(1, 2), seed=1)
     assert set(table.columns) == set(power.POWER_COLUMNS)
     g = table[table["design"] == "grid"]
-    for (claim, event), (nulls, alt, _) in power.CLAIM_DESIGN.items():
+    for c, event in power.designs():
+        claim = c.name
         rows = g[(g["claim"] == claim) & (g["event"].fillna("") == event)]
-        assert set(rows["scenario"]) == set(nulls) | set(power._alts(alt)), claim
+        assert set(rows["scenario"]) == set(c.design.nulls) | set(c.design.alternative), claim
         if claim != "precursor rate on hard cells (descriptive)":
             assert rows[rows["role"] == power.ROLE_NULL]["reproduced"].max() <= 0.15, (claim, rows)
     # the old precursor rate cannot tell a loss-tied event from a precursor: that is why it is
@@ -63,11 +66,13 @@ def test_power_table_separates_nulls_from_alternatives():
     need = power.cells_needed(table, 0.8)
     assert need[("Hessian lags acquisition", "transition")] == 16
     assert need[("timing beyond the loss curve", "extreme")] in (16, 32, "> 32")
-    assert set(table.loc[table["scenario"] == "not simulated", "claim"]) == set(power.NOT_SIMULATED)
+    assert set(table.loc[table["scenario"] == "not simulated", "claim"]) == {
+        c.name for c in CLAIMS if c.design.kind == "not simulated"}
 
 
 def test_verdict_marks_underpowered_claims():
-    from geoanatomy.analysis.verdict import ClaimRow, finish
+    from geoanatomy.analysis.claims import ClaimRow
+    from geoanatomy.analysis.verdict import finish
     table = pd.DataFrame([
         {"claim": "a", "event": "", "scenario": "proportional", "role": power.ROLE_ALT, "design": "grid", "n_cells": 8,
          "n_populations": 10, "reproduced": 0.4, "not_reproduced": 0.0, "inconclusive": 0.6},
@@ -175,7 +180,9 @@ def test_a_lead_shorter_than_the_clear_gap_is_not_the_much_earlier_the_study_cla
     # in every cell is a real lead (the sign test finds it; rule greater would say reproduced) but
     # shorter than the precursor rule's clear gap f = 0.25: rule lead reads not reproduced; a
     # lead of half the acquisition step reads reproduced
-    from geoanatomy.analysis.verdict import RunsView, finish, logprob_before_accuracy
+    from geoanatomy.analysis.claims import RunsView
+    from geoanatomy.analysis.claims.behaviour import logprob_before_accuracy
+    from geoanatomy.analysis.verdict import finish
     rows = design(24, seed=4)
     t = power._design(rows, 1)
     rng = np.random.default_rng(1)

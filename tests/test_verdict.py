@@ -10,8 +10,11 @@ import pytest
 from geoanatomy.analysis.rates import ROW_COLUMNS
 from geoanatomy.analysis.stats import holm
 from geoanatomy.analysis.nulls import cluster_bootstrap
-from geoanatomy.analysis import verdict
-from geoanatomy.analysis.verdict import CLAIMS, VERDICT_COLUMNS, ClaimRow, finish, precursor_claims, word
+from geoanatomy.analysis import claims, verdict
+from geoanatomy.analysis.claims import base as cbase
+from geoanatomy.analysis.claims import behaviour as cbeh
+from geoanatomy.analysis.claims import CLAIMS, ClaimRow
+from geoanatomy.analysis.verdict import VERDICT_COLUMNS, finish, precursor_claims, word
 
 TASKS = ["copy", "rev", "cmp", "par", "add", "mod", "sort", "mul"]
 ST = {"alpha": 0.05, "n_bootstrap": 499, "n_permutations": 999, "seed": 0, "verdict_min_units": 5,
@@ -87,7 +90,7 @@ def _verdict_of(df, claim, event="extreme", st=ST):
     """The word of one claim's row (by event kind): its rows function on the measure views of
     ``df``, then Holm and the rule (verdict.finish), as verdict.csv makes them."""
     c = next(c for c in CLAIMS if c.name == claim)
-    v = finish([r.as_dict() for view in verdict.measure_views(df, st) for r in c.rows(view)], st)
+    v = finish([r.as_dict() for view in claims.measure_views(df, st) for r in c.rows(view)], st)
     sel = v[(v["claim"] == claim) & (v["event"] == event)]
     return sel["verdict"].iloc[0] if len(sel) else None
 
@@ -128,8 +131,8 @@ def test_seed_clustered_noise_keeps_the_false_rate():
         noise = np.exp(rng.normal(0, 0.5, 8)[code] + rng.normal(0, 0.05, 24))
         runs = pd.DataFrame({"task": [c[0] for c in cells], "level": [c[1] for c in cells],
                              "size": [c[2] for c in cells], "t_first": t_acq, "t_probe": np.round(t_acq * noise)})
-        v = verdict.RunsView(runs, [], ST)
-        row = verdict.probes_before_behaviour(v)[0]
+        v = claims.RunsView(runs, [], ST)
+        row = cbeh.probes_before_behaviour(v)[0]
         lead_hits += row.p < 0.05
         run_level_hits += sign_test(runs["t_first"] - runs["t_probe"], "greater")["p"] < 0.05
         t_ref = np.round(t_acq * np.exp(rng.normal(0, 0.3, 24)))
@@ -200,10 +203,10 @@ def test_specificity_is_judged_against_a_clock():
 
 def test_rates_get_clopper_pearson_not_a_degenerate_bootstrap():
     """An 11/11 rate bootstraps to [1, 1]; the verdict's interval over cells is Clopper-Pearson."""
-    lo, hi = verdict._clopper_pearson(11, 11)
+    lo, hi = cbase.clopper_pearson(11, 11)
     assert hi == 1.0 and lo == pytest.approx(0.7151, abs=1e-3)
     runs = pd.DataFrame({"task": TASKS[:6] * 2, "level": ["L1"] * 6 + ["L2"] * 6, "size": "nano", "acquired": True})
-    row = verdict.acquisition_rate(verdict.RunsView(runs, [], ST))[0]
+    row = cbeh.acquisition_rate(claims.RunsView(runs, [], ST))[0]
     assert row.value == 1.0 and row.ci[0] < 0.8
 
 
@@ -220,7 +223,7 @@ def test_one_sided_spearman_p_is_exact_with_ties():
     assert r["p_greater"] == pytest.approx(brute)
     assert r["p_greater"] != pytest.approx(r["p"] / 2)
     e = {"rho": r["rho"], "p": r["p"], "p_greater": r["p_greater"], "n": 6}
-    assert verdict._p_greater(e) == r["p_greater"]
+    assert cbase.p_greater(e) == r["p_greater"]
 
 
 def test_permutation_lead_p_has_one_convention_in_both_branches():
@@ -268,7 +271,7 @@ def test_claim_rows_have_the_csv_columns():
     assert list(d) == VERDICT_COLUMNS
     assert (d["ci_lo"], d["ci_hi"], d["ci_level"], d["protocol"]) == (0.5, 0.9, 0.95, "single-task")
     assert d["p_holm"] is None and d["verdict"] is None
-    assert verdict._row(*list(r.__dict__.values())[:13]) == d       # the positional form analysis.protocols uses
+    assert claims.row_dict(*list(r.__dict__.values())[:13]) == d       # the positional form analysis.protocols uses
 
 
 def test_claims_list_orders_the_rows():
@@ -328,7 +331,7 @@ def test_verdict_names_where_the_classes_came_from():
 def test_cross_scale_rows_are_written_from_the_list_prediction_writes():
     """prediction.json's cross_scale is a list of {a, b, by_measure} (analysis.prediction);
     the verdict reads it (the old code iterated a dict and wrote no row)."""
-    from geoanatomy.analysis.verdict import cross_scale_prediction
+    from geoanatomy.analysis.claims.prediction import cross_scale_prediction
     entry = {"rho": 0.9, "p": 0.02, "n": 6, "reason": None}
     js = {"prediction.json": {"cross_scale": [{"a": "nano", "b": "micro",
                                                 "by_measure": {"rankme": {"L3": entry}, "rankme_centred": {"L3": entry}}}]}}

@@ -25,29 +25,19 @@ import textwrap
 import pandas as pd
 
 from . import figstyle
+from .claims import CLAIMS
+from .claims.base import FIGURES
 
-# figure family -> its claims (the ``claim`` column; every claim of analysis.verdict.CLAIMS and
-# of verdict.json_claims is in exactly one family: tests/test_figures.py checks it)
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "timing": ("timing beyond the loss curve", "precursor rate on hard cells (descriptive)",
-               "precursor specific to hard cells", "collapse -> recovery -> acquisition",
-               "within-class concordance"),
-    "lags": ("easy cells: transition simultaneous with acquisition", "LLC synchronous with acquisition",
-             "gradient ranks in step with acquisition", "Hessian lags acquisition",
-             "log-prob before accuracy", "probes before behaviour"),
-    "floors": ("floors task-specific", "floors equal across sizes", "MOD floor near 2.0",
-               "floor rank agreement across sizes"),
-    "topdown": ("top-down propagation",),
-    "prediction": ("acquisition rate", "acquisition order scale-invariant",
-                   "smaller-size geometry predicts larger-size acquisition order", "ordering swaps predicted"),
-}
+# figure family -> its claims (each claim names its family: analysis.claims, Claim.figure), in
+# the claims' table order
+FAMILIES: dict[str, tuple[str, ...]] = {f: tuple(c.name for c in CLAIMS if c.figure == f) for f in FIGURES}
 TITLES = {"timing": "geometry before behaviour, beyond the loss curve",
           "lags": "equivalence and lags: geometry and behaviour together or apart",
           "floors": "collapse floors across tasks and sizes",
           "topdown": "top-down propagation of the collapse",
           "prediction": "acquisition and the limits of prediction across sizes"}
 WORD_COLOUR = {"reproduced": "tab:green", "not reproduced": "tab:red", "inconclusive": "0.5"}
-GAIN_CLAIM = "timing beyond the loss curve"
+SECOND = {c.name for c in CLAIMS if c.draws == "second"}   # claims whose rows draw their second statistic
 
 
 def _num(x):
@@ -60,7 +50,7 @@ def _num(x):
 
 def row_estimate(r: dict) -> tuple:
     """(statistic, estimate, lo, hi) a verdict row draws (module doc); None where absent."""
-    if r.get("claim") == GAIN_CLAIM or _is_lead(r):
+    if r.get("claim") in SECOND or _is_lead(r):
         return (_text(r.get("second_statistic")), _num(r.get("second_value")), _num(r.get("second_ci_lo")),
                 _num(r.get("second_ci_hi")))
     return _text(r.get("statistic")), _num(r.get("value")), _num(r.get("ci_lo")), _num(r.get("ci_hi"))
@@ -171,7 +161,7 @@ def draw_family(verdict: pd.DataFrame, family: str, subtitle: str = ""):
                 ax.plot([lo, hi], [yy, yy], color=c, lw=2.2, alpha=0.55, solid_capstyle="butt", gid=f"ci:{claim}:{ri}")
             ax.plot([x], [yy], "o", color=c, ms=5, gid=f"row:{claim}:{ri}")
             ax.text(1.02, yy, _right(r), transform=ax.get_yaxis_transform(), va="center", fontsize=6.5, color=c)
-        nulls = {((0.0, "greater") if claim == GAIN_CLAIM else (_num(r.get("null_value")), r.get("rule")))
+        nulls = {((0.0, "greater") if claim in SECOND else (_num(r.get("null_value")), r.get("rule")))
                  for _, r, *_ in drawn}
         for f in {_num(r.get("effect_of_interest")) for _, r, *_ in drawn if _is_lead(r)} - {None}:
             ax.axvline(f, color="0.3", ls=":", lw=1.0, gid=f"effect:{claim}")

@@ -62,9 +62,9 @@ from ..schedule import train_checkpoint_steps
 from .nulls import CELLS
 from .stats import sign_test as binomial_p
 from .units import unit_events
-from .verdict import (CLAIMS, ROLE_ALT, ROLE_NULL, RunsView, _clopper_pearson, false_rate_by_claim,  # noqa: F401
-                      finish, in_step_or_lag, logprob_before_accuracy, power_by_claim, probes_before_behaviour,
-                      views_of_units, word)
+from .claims import CLAIMS, RunsView, reading, views_of_units
+from .claims.base import clopper_pearson
+from .verdict import ROLE_ALT, ROLE_NULL, finish, word
 
 POWER_SETTINGS = {"n_permutations": 999, "n_bootstrap": 499}
 SCENARIOS = ("exchangeable", "clock", "loss-tied", "seed-clustered", "behaviour-clustered", "proportional",
@@ -85,38 +85,13 @@ SCENARIO_TEXT = {
     "lag": "lag: t = t_acq x 10^(0.3 + N(0, 0.03))",
     "lag-noisy": "lag-noisy: t = t_acq x 10^(0.3 + N(0, 0.1))",
 }
-_TIMING_NULLS = ("exchangeable", "clock", "loss-tied", "seed-clustered")
-_LAG_NULLS = ("proportional", "lag")
-_SIMULTANEOUS = ("simultaneous", "simultaneous-noisy")     # power: the smaller of the two
-_PRECURSOR = ("proportional", "proportional-noisy")
-# (claim, event) -> (null scenarios, alternative(s), measure name the rows are simulated under)
-CLAIM_DESIGN = {
-    # the claim is "much earlier": a lead shorter than the clear gap is one of its nulls
-    ("log-prob before accuracy", ""): (("exchangeable", "behaviour-clustered", "simultaneous", "short-lead"),
-                                       _PRECURSOR, None),
-    ("probes before behaviour", ""): (("exchangeable", "behaviour-clustered", "simultaneous"), _PRECURSOR, None),
-    ("timing beyond the loss curve", "onset"): (_TIMING_NULLS, _PRECURSOR, "rankme_centred"),
-    ("timing beyond the loss curve", "extreme"): (_TIMING_NULLS, _PRECURSOR, "rankme_centred"),
-    ("precursor rate on hard cells (descriptive)", "transition"): (_TIMING_NULLS, _PRECURSOR, "rankme_centred"),
-    ("precursor specific to hard cells", "transition"): (_TIMING_NULLS + _PRECURSOR, "hard-only",
-                                                         "rankme_centred"),
-    ("easy cells: transition simultaneous with acquisition", "transition"): (_LAG_NULLS, _SIMULTANEOUS,
-                                                                              "rankme_centred"),
-    ("LLC synchronous with acquisition", "transition"): (_LAG_NULLS, _SIMULTANEOUS, "llc"),
-    ("gradient ranks in step with acquisition", "transition"): (_LAG_NULLS, _SIMULTANEOUS, "grad_erank"),
-    ("Hessian lags acquisition", "transition"): (("simultaneous", "proportional"), ("lag", "lag-noisy"),
-                                                 "hessian_top"),
-    # the claim is a modest order (52-69% of pairs), so its power is against a modest order
-    ("within-class concordance", "transition"): (("exchangeable", "clock"), "partial", "rankme_centred"),
-}
-BINOMIAL = {"acquisition rate": "runs", "top-down propagation": "summary"}
-NOT_SIMULATED = ("collapse -> recovery -> acquisition", "floors task-specific", "floors equal across sizes",
-                 "MOD floor near 2.0", "floor rank agreement across sizes", "acquisition order scale-invariant",
-                 "smaller-size geometry predicts larger-size acquisition order", "ordering swaps predicted")
-# Claims whose rows count the cells of one class only: their n_units in a design are that
-# class's acquired cells (every other claim's are the design's acquired cells).
-CLASS_UNITS = {"precursor rate on hard cells (descriptive)": "hard",
-               "easy cells: transition simultaneous with acquisition": "easy"}
+
+
+def designs() -> list[tuple]:
+    """(claim, event) of every simulated claim's power rows, in the claims' table order."""
+    return [(c, ev) for c in CLAIMS if c.design.kind == "simulated" for ev in c.design.events]
+
+
 POWER_COLUMNS = ["claim", "event", "scenario", "role", "design", "n_cells", "n_units", "n_populations", "reproduced",
                  "not_reproduced", "inconclusive"]
 
@@ -283,10 +258,6 @@ def _sim_rows(t: pd.DataFrame, sim: dict, measures, grids=None) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def _alts(alt) -> tuple:
-    return alt if isinstance(alt, tuple) else (alt,)
-
-
 def _population_rows(units: pd.DataFrame, t: pd.DataFrame, sim: dict, st_sim: dict, unit_cols,
                      checkpoints=None) -> list[dict]:
     """The verdict rows (before Holm and the rule) of one simulated population: its unit table
@@ -294,19 +265,17 @@ def _population_rows(units: pd.DataFrame, t: pd.DataFrame, sim: dict, st_sim: di
     the other measures), and the lead claims on simulated probe and log-prob steps (on the
     runs' checkpoints, ``checkpoints``: a ``_grid_matrix``: probes and log-probs are read at
     every checkpoint)."""
-    named = {c for c, _ in CLAIM_DESIGN}
     res = []
     for v in views_of_units(units, st_sim):
-        fns = ([c.rows for c in CLAIMS if c.reads == "measure" and c.name in named]
-               if v.measure == "rankme_centred" else [in_step_or_lag])
-        res += [r.as_dict() for f in fns for r in f(v)]
+        res += [r.as_dict() for c in reading("measure", "simulated") if c.design.measure == v.measure
+                for r in c.rows(v)]
     runs = t[list(unit_cols)].assign(t_acq=t["acquisition_step"].to_numpy(float),
                                      t_first=t["acquisition_step"].to_numpy(float),
                                      t_lp=on_grid(sim["extreme"], checkpoints),
                                      t_probe=on_grid(sim["extreme"], checkpoints),
                                      min_gap_frac=t["min_gap_frac"].to_numpy(float))
     view = RunsView(runs, [], st_sim, tuple(unit_cols))
-    res += [r.as_dict() for r in probes_before_behaviour(view) + logprob_before_accuracy(view)]
+    res += [r.as_dict() for c in reading("runs", "simulated") for r in c.rows(view)]
     return res
 
 
@@ -336,7 +305,7 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
     out = []
     if not len(rows) or not (rows["kind"] == "geometric").any():
         return pd.DataFrame(columns=POWER_COLUMNS)
-    measures = sorted({d[2] for d in CLAIM_DESIGN.values() if d[2]})
+    measures = sorted({c.design.measure for c, _ in designs() if c.design.measure})
     for k in multiples:
         t = _design(rows, k, unit_cols)
         if not len(t):
@@ -346,7 +315,7 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
         n_pop = n_populations if k == 1 else (n_populations_multiples or max(1, n_populations // 4))
         n_cells = int(t.groupby(list(unit_cols)).ngroups)
         n_class = {c: int(t[t["difficulty"] == c].groupby(list(unit_cols)).ngroups) for c in ("hard", "easy")}
-        wanted = {sc for (nulls, alt, _) in CLAIM_DESIGN.values() for sc in (nulls if k == 1 else ()) + _alts(alt)}
+        wanted = {sc for c, _ in designs() for sc in (c.design.nulls if k == 1 else ()) + c.design.alternative}
         for sc in [s for s in SCENARIOS if s in wanted]:
             sims = [_simulate(t, sc, rng, unit_cols) for _ in range(n_pop)]
             # one unit table for every population at once (the population is one more unit key)
@@ -356,18 +325,18 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
             per_pop = [_population_rows(u.drop(columns="population"), t, sims[i], st_sim, unit_cols, on_ck)
                        for i, u in units.groupby("population", sort=True)]
             words = _words(per_pop, st_sim)
-            for (claim, event), (nulls, alt, _) in CLAIM_DESIGN.items():
-                alts = _alts(alt)
-                if not ((sc in nulls and k == 1) or sc in alts):
+            for c, event in designs():
+                claim, alts = c.name, c.design.alternative
+                if not ((sc in c.design.nulls and k == 1) or sc in alts):
                     continue
                 sel = words[(words["claim"] == claim) & (words["event"] == event)]
-                if claim == "log-prob before accuracy":
-                    sel = sel[sel["measure"] == "accuracy"]
+                if c.design.row_measure:
+                    sel = sel[sel["measure"] == c.design.row_measure]
                 ws = sel.groupby("population")["verdict"].first().reindex(range(n_pop)).fillna("inconclusive")
                 out.append({"claim": claim, "event": event, "scenario": sc,
                             "role": ROLE_ALT if sc in alts else ROLE_NULL,
                             "design": design_name(k), "n_cells": n_cells,
-                            "n_units": n_class.get(CLASS_UNITS.get(claim), n_cells), "n_populations": n_pop,
+                            "n_units": n_class.get(c.design.units, n_cells), "n_populations": n_pop,
                             "reproduced": float((ws == "reproduced").mean()),
                             "not_reproduced": float((ws == "not reproduced").mean()),
                             "inconclusive": float((ws == "inconclusive").mean())})
@@ -375,7 +344,7 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
     out += [{"claim": c, "event": "", "scenario": "not simulated", "role": "", "design": "", "n_cells": None,
              "n_units": None,
              "n_populations": 0, "reproduced": None, "not_reproduced": None, "inconclusive": None}
-            for c in NOT_SIMULATED]
+            for c in (c.name for c in CLAIMS if c.design.kind == "not simulated")]
     return pd.DataFrame(out, columns=POWER_COLUMNS)
 
 
@@ -391,14 +360,14 @@ def _binomial_power(rows, st, n_populations, rng, unit_cols, multiples=(1,)) -> 
     n_grid = int(real.groupby(list(unit_cols)).ngroups)
     out = []
     alpha, n_min = float(st.get("alpha", 0.05)), int(st.get("verdict_min_units", 5))
-    for claim in BINOMIAL:
+    for claim in (c.name for c in CLAIMS if c.design.kind == "binomial"):
         for mult, share, role, sc in ([(1, 0.5, ROLE_NULL, "share 1/2")]
                                       + [(m, 0.8, ROLE_ALT, "share 0.8") for m in sorted(set(multiples) | {1})]):
             n = max(1, int(np.ceil(mult * n_grid))) if mult < 1 else int(mult * n_grid)
             ws = []
             for _ in range(n_populations):
                 k = int(rng.binomial(n, share))
-                ws.append(word(binomial_p(k, n, "greater"), _clopper_pearson(k, n)[0], k / n if n else None, n,
+                ws.append(word(binomial_p(k, n, "greater"), clopper_pearson(k, n)[0], k / n if n else None, n,
                                0.5, alpha, n_min))
             ws = pd.Series(ws)
             out.append({"claim": claim, "event": "", "scenario": sc, "role": role, "design": design_name(mult),

@@ -38,14 +38,16 @@ import numpy as np
 import pandas as pd
 
 from . import floors, prediction, rates, scale, topdown
+from .claims import RANKME, row_dict
 from .load import is_control, level_order, run_facts, size_order, task_order
 from .nulls import cluster_bootstrap, sign_test
 from .stats import sign_test as binomial_p
+from .verdict import json_claims, precursor_claims
 
 MIXTURE = "mixture"
 SINGLE = "single-task"
 MODEL = ("model",)
-RANKME = {"rankme": "uncentred", "rankme_centred": "centred"}
+
 MIXTURE_NOTE = ("mixture rows: units are the combinations of mixture models, which share weights and batches, "
                 "so n_units counts models (n_runs combinations), intervals resample models with their "
                 "combinations nested, permutation nulls shuffle acquisition steps within a model and sign "
@@ -185,8 +187,7 @@ def protocol_rates(pres: list[dict], st: dict) -> pd.DataFrame:
 
 # ------------------------------------------------------------------- verdict rows
 def _row(*a, **k):
-    from .verdict import _row as row
-    return row(*a, **k, protocol=MIXTURE)
+    return row_dict(*a, **k, protocol=MIXTURE)
 
 
 def _fam(name: str) -> str:
@@ -264,7 +265,6 @@ def summary_claims(mix: list[dict], st: dict) -> list[dict]:
     same statistics as the single-task ones computed on the mixture units. Within a size the
     mixture's units are one model's, so the ANOVA's size factor is the model (a block), and a
     rank correlation across tasks between two sizes pairs two independently trained models."""
-    from .verdict import json_claims
     fl = floors.collapse_floors(mix)
     jsons = {"floor_summary.json": floors.floor_summary(fl, floors.floor_spread(fl, st), st),
              "scale_invariance.json": scale.scale_invariance(mix, st),
@@ -285,7 +285,6 @@ def summary_claims(mix: list[dict], st: dict) -> list[dict]:
 
 def mixture_claims(mix: list[dict], st: dict) -> list[dict]:
     """Every verdict row of the mixture protocol (before Holm; verdict.finish adjusts per family)."""
-    from .verdict import precursor_claims
     rows = _with_models(rates.measure_rows(mix, st["coincide_log10_tol"]), mix)
     return (behaviour_claims(mix, st)
             + [{**r, "family": _fam(r["family"])} for r in precursor_claims(rows, st, protocol=MIXTURE,

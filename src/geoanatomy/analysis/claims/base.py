@@ -1,0 +1,284 @@
+"""What every claim is made of: ``Claim`` (one claim of the study as one object: its rows,
+what it reads, how ``analysis.power`` simulates it, the figure that draws it), ``Design`` (that
+simulation), ``ClaimRow`` (one row of verdict.csv before Holm, the rule and the power) and the
+views a claim's rows are computed from (``RunsView``: the runs' behavioural events;
+``MeasureView``: one measure's units).
+
+Units. Every row is about units: task x level x size cells, the seeds of a cell nested in it
+(one number per cell, the median over its seeds; ``analysis.units``). Intervals resample
+cells, permutations permute cells within a size, sign tests and counts are over cells;
+n_units counts cells and n_runs the runs in them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ..load import min_gap_frac
+from ..nulls import CELLS
+from ..units import unit_events
+
+VERDICT_COLUMNS = ["claim", "measure", "variant", "event", "protocol", "statistic", "value", "ci_lo", "ci_hi",
+                   "ci_level", "second_statistic", "second_value", "second_ci_lo", "second_ci_hi", "effect_of_interest",
+                   "n_units", "n_runs",
+                   "null", "null_value", "p", "p_holm", "family", "rule", "verdict", "power", "false_rate", "underpowered",
+                   "stable", "stability", "headline", "detail"]
+RANKME = {"rankme": "uncentred", "rankme_centred": "centred"}
+READS = ("runs", "measure", "summary")      # what a claim's rows are computed from (``Claim.reads``)
+FIGURES = ("timing", "lags", "floors", "topdown", "prediction")     # figure families, in drawing order
+
+
+@dataclass(frozen=True)
+class Design:
+    """How ``analysis.power`` simulates a claim on the grid's own design.
+
+    ``kind``: "simulated" (event steps simulated per run under the scenarios ``nulls`` and
+    ``alternative``, analysis.power.SCENARIOS, then the claim's own rows), "binomial" (a share
+    over the grid's cells: 1/2 null, 0.8 alternative, through the claim's rows' rule) or "not
+    simulated" (the claim reads other quantities than event timing: no power, said so).
+    ``measure``: for a claim that reads a measure, the measure whose simulated rows it is
+    scored on (its rows for other measures are not simulated); ``events``: the event kinds it has
+    rows for (one power row each); ``units``: "hard" or "easy" when its rows count the acquired
+    cells of one class only; ``row_measure``: score only the rows of this measure (a claim with
+    rows for several behavioural measures)."""
+    kind: str = "not simulated"
+    nulls: tuple = ()
+    alternative: tuple = ()
+    measure: str | None = None
+    events: tuple = ("",)
+    units: str | None = None
+    row_measure: str | None = None
+
+    def __post_init__(self):
+        if self.kind not in ("simulated", "binomial", "not simulated"):
+            raise ValueError(f"Design.kind: {self.kind!r} is not simulated, binomial or not simulated")
+        if self.kind == "simulated" and not (self.nulls and self.alternative):
+            raise ValueError("Design: a simulated claim needs nulls and an alternative")
+
+
+NOT_SIMULATED = Design()
+BINOMIAL = Design("binomial")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the study: its ``claim`` column, the study's statement, our test and its
+    null, what it reads, and ``rows(view)``, its rows from one view of the data (``reads``
+    says which: "runs" RunsView, "measure" MeasureView, "summary" the summary JSON files);
+    ``design``: how analysis.power simulates it; ``figure``: the figure family that draws it
+    (figures/verdict_{figure}.png) and ``draws``: what its rows draw there ("value": the
+    statistic and its interval; "second": the second statistic's, as the timing test's gain
+    over the loss curve); ``caption``: the panel's caption (the statement when empty)."""
+    name: str
+    per: str                    # what one row is about
+    statement: str
+    test: str
+    null: str
+    inputs: str
+    reads: str                  # "runs" | "measure" | "summary"
+    rows: Callable[..., list]
+    design: Design = NOT_SIMULATED
+    figure: str = "prediction"
+    draws: str = "value"
+    caption: str = ""
+
+    def __post_init__(self):
+        if self.reads not in READS:
+            raise ValueError(f"claim {self.name!r}: reads {self.reads!r} is not one of {READS}")
+        if self.figure not in FIGURES:
+            raise ValueError(f"claim {self.name!r}: figure {self.figure!r} is not one of {FIGURES}")
+        if self.draws not in ("value", "second"):
+            raise ValueError(f"claim {self.name!r}: draws {self.draws!r} is not value or second")
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    """One row of verdict.csv before Holm, the rule and the power (``as_dict``: its columns)."""
+    claim: str
+    measure: str
+    variant: str
+    statistic: str
+    value: float | None
+    ci: tuple                   # (lo, hi); (None, None): no interval
+    n_units: int
+    n_runs: int
+    null: str
+    null_value: float | None
+    p: float | None             # one-sided (or TOST), before Holm
+    family: str                 # Holm family
+    detail: str = ""
+    protocol: str = "single-task"
+    rule: str = "greater"
+    event: str = ""
+    ci_level: float = 0.95
+    second: tuple = ("", None, None, None)     # (statistic, value, lo, hi)
+    headline: bool = False
+    effect_of_interest: float | None = None     # rule lead: the claim's smallest effect (second statistic)
+
+    def as_dict(self) -> dict:
+        """The row in VERDICT_COLUMNS order (p_holm, verdict, power are filled by ``finish``)."""
+        return {"claim": self.claim, "measure": self.measure, "variant": self.variant, "event": self.event,
+                "protocol": self.protocol, "statistic": self.statistic, "value": self.value,
+                "ci_lo": self.ci[0], "ci_hi": self.ci[1], "ci_level": self.ci_level if self.ci[0] is not None else None,
+                "second_statistic": self.second[0], "second_value": self.second[1], "second_ci_lo": self.second[2],
+                "second_ci_hi": self.second[3], "effect_of_interest": self.effect_of_interest, "n_units": self.n_units, "n_runs": self.n_runs, "null": self.null,
+                "null_value": self.null_value, "p": self.p, "p_holm": None, "family": self.family, "rule": self.rule,
+                "verdict": None, "power": None, "false_rate": None, "underpowered": None, "stable": None,
+                "stability": "", "headline": self.headline, "detail": self.detail}
+
+
+def row_dict(*args, **kw) -> dict:
+    """A row dict from ClaimRow's fields given positionally (analysis.protocols' mixture rows)."""
+    return ClaimRow(*args, **kw).as_dict()
+
+
+def clopper_pearson(k: int, n: int) -> tuple:
+    if n == 0:
+        return (None, None)
+    lo = 0.0 if k == 0 else float(stats.beta.ppf(0.025, k, n - k + 1))
+    hi = 1.0 if k == n else float(stats.beta.ppf(0.975, k + 1, n - k))
+    return (lo, hi)
+
+
+def boot(x: np.ndarray, stat, nb: int, seed: int, level: float = 0.95) -> tuple:
+    """Percentile interval of ``stat`` (np.median, np.mean: anything taking axis=1) over units:
+    x (one number per unit) resampled with replacement, nb times."""
+    x = np.asarray(x, dtype=float)
+    if not len(x):
+        return (None, None)
+    rng = np.random.default_rng(seed)
+    vals = stat(x[rng.integers(0, len(x), (nb, len(x)))], axis=1)
+    vals = vals[np.isfinite(vals)]
+    if not len(vals):
+        return (None, None)
+    lo, hi = np.quantile(vals, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return (float(lo), float(hi))
+
+
+def fmt(x, nd=2) -> str:
+    return "NA" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{nd}f}"
+
+
+# ------------------------------------------------- what the claims read (one view each)
+def _settings(st: dict) -> tuple[int, int, int]:
+    """(bootstrap resamples, permutations, seed) of the ``summary:`` settings, one home for
+    their defaults in the views."""
+    return int(st.get("n_bootstrap", 2000)), int(st.get("n_permutations", 10_000)), int(st.get("seed", 0))
+
+
+@dataclass(frozen=True)
+class RunsView:
+    """The study runs' behavioural events (one row per run) and their units, for the behaviour
+    and floor claims."""
+    runs: pd.DataFrame
+    pres: list
+    st: dict
+    unit_cols: tuple = CELLS
+
+    nb = property(lambda self: _settings(self.st)[0])
+    seed = property(lambda self: _settings(self.st)[2])
+
+
+def runs_views(pres: list[dict], st: dict, unit_cols=CELLS) -> list[RunsView]:
+    """One view of the non-control, non-diverged runs; none when there is no such run."""
+    study = [p for p in pres if not p.get("control") and not p.get("diverged")]
+    runs = pd.DataFrame([{"task": p["task"], "level": p["level"], "size": p["size"], "acquired": bool(p["acquired"]),
+                          "t_acq": p.get("acquisition_step"), "t_lp": p.get("logprob_half_step"),
+                          "t_first": p.get("first_token_acquisition_step"),
+                          "t_probe": ((p.get("probes") or {}).get("acquisition_step")),
+                          "min_gap_frac": min_gap_frac(p),
+                          **{c: p.get(c) for c in unit_cols if c not in ("task", "level", "size")}}
+                         for p in study])
+    return [RunsView(runs, study, st, tuple(unit_cols))] if len(runs) else []
+
+
+@dataclass(frozen=True)
+class MeasureView:
+    """One measure's units (``analysis.units``) and the settings its claims use."""
+    measure: str
+    variant: str
+    units: pd.DataFrame         # one row per unit of this measure (all classes)
+    st: dict
+    protocol: str = "single-task"
+    strata: str = "size"        # permutations permute units within its values
+
+    @cached_property
+    def acq(self) -> pd.DataFrame:
+        return self.units[self.units["acquired"]].reset_index(drop=True)
+
+    nb = property(lambda self: _settings(self.st)[0])
+    n_perm = property(lambda self: _settings(self.st)[1])
+    seed = property(lambda self: _settings(self.st)[2])
+
+    @property
+    def unit_word(self) -> str:
+        """What a unit is in this protocol's rows: cells (single-task) or models (mixture)."""
+        return "cells" if self.protocol == "single-task" else "models"
+
+    @property
+    def delta(self) -> float:
+        return float(self.st.get("equivalence_decades", 0.1))
+
+    @property
+    def headline(self) -> bool:
+        return self.variant == str(self.st.get("headline_variant", "centred")) and self.measure.startswith("rankme")
+
+    def mean_direction(self, units: pd.DataFrame) -> str:
+        """'mean-direction (...)' for an uncentred RankMe row whose curve follows the mean share."""
+        if self.variant != "uncentred" or "mean_share_rho" not in units:
+            return ""
+        rho = pd.to_numeric(units["mean_share_rho"], errors="coerce").dropna()
+        bound = float(self.st.get("mean_direction_rho", 0.9))
+        if len(rho) and float(rho.median()) >= bound:
+            return (f"mean-direction: median rank correlation with 1 - mean share {rho.median():.2f} >= {bound}"
+                    f" over {len(rho)} units; ")
+        return ""
+
+
+def measure_views(rows: pd.DataFrame, st: dict, protocol: str = "single-task", unit_cols=CELLS,
+                  strata: str = "size") -> list[MeasureView]:
+    """One view per geometric measure with an acquired unit, in table order."""
+    return views_of_units(unit_events(rows, unit_cols), st, protocol, strata)
+
+
+def views_of_units(units: pd.DataFrame, st: dict, protocol: str = "single-task",
+                   strata: str = "size") -> list[MeasureView]:
+    """``measure_views`` from a unit table (``analysis.units.unit_events``)."""
+    if not len(units):
+        return []
+    out = []
+    for measure, u in units[units["kind"] == "geometric"].groupby("measure", sort=False):
+        u = u.reset_index(drop=True)
+        if u["acquired"].any():
+            out.append(MeasureView(measure, str(u["variant"].iloc[0] or ""), u, st, protocol, strata))
+    return out
+
+
+def n_runs(u: pd.DataFrame) -> int:
+    return int(u["runs"].sum()) if len(u) else 0
+
+
+def one_sided(rho, p_two):
+    """One-sided p for rho > 0 from a two-sided permutation p; prefers an exact one-sided p
+    when the statistic carries one (``p_greater``): halving is exact only without ties."""
+    if rho is None or p_two is None:
+        return None
+    return p_two / 2 if rho > 0 else 1 - p_two / 2
+
+
+def p_greater(e: dict):
+    return e.get("p_greater") if e.get("p_greater") is not None else one_sided(e.get("rho"), e.get("p"))
+
+
+# scenario groups of analysis.power.SCENARIOS that several claims' designs share
+TIMING_NULLS = ("exchangeable", "clock", "loss-tied", "seed-clustered")
+PRECURSOR = ("proportional", "proportional-noisy")
+LAG_NULLS = ("proportional", "lag")
+SIMULTANEOUS = ("simultaneous", "simultaneous-noisy")     # power: the smaller of the two
+UNITS_TEXT = "precursor.json of every run: events of each measure and of the loss curve, per cell (analysis.units)"

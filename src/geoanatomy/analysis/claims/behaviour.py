@@ -1,0 +1,89 @@
+"""The behaviour claims: how many cells acquire, and whether the answer's log-probability and a
+linear probe read it before the model emits it (leads over cells, from the runs).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..nulls import sign_test
+from ..stats import sign_test as binomial_p
+from ..units import unit_medians
+from .base import BINOMIAL, PRECURSOR, Claim, ClaimRow, Design, RunsView, boot, clopper_pearson
+
+
+def acquisition_rate(v: RunsView) -> list[ClaimRow]:
+    cells = v.runs.groupby(list(v.unit_cols))["acquired"].mean()
+    k, n = int((cells > 0.5).sum()), int(len(cells))
+    return [ClaimRow("acquisition rate", "accuracy", "", "share of cells acquired (majority of seeds)",
+                     k / n if n else None, clopper_pearson(k, n), n, len(v.runs),
+                     "exact binomial test against 1/2 (Clopper-Pearson interval over cells)", 0.5,
+                     binomial_p(k, n, "greater"), "acquisition rate", f"{k}/{n} cells")]
+
+
+def _lead(v: RunsView, claim: str, measure: str, later: str, earlier: str, statistic: str,
+          rule: str = "greater") -> list[ClaimRow]:
+    """Per cell the median lead later - earlier over its seeds with both events; the median
+    over cells, its bootstrap interval over cells and the exact one-sided sign test over cells.
+    Second statistic: the same of the relative lead (later - earlier) / later, the share of the
+    later event's step the earlier one comes before it (>= f: the precursor rule's clear gap,
+    ``events.precursor_min_gap_frac``, the runs' own; ``effect_of_interest``, read by rule lead)."""
+    d = v.runs.dropna(subset=[later, earlier]).copy()
+    d["lead"] = pd.to_numeric(d[later]) - pd.to_numeric(d[earlier])
+    d["relative_lead"] = d["lead"] / pd.to_numeric(d[later]).where(lambda x: x > 0)
+    cells = (unit_medians(d, ["lead", "relative_lead"], v.unit_cols) if len(d)
+             else pd.DataFrame(columns=["lead", "relative_lead", "runs"]))
+    lead = cells["lead"].to_numpy(float)
+    rel = cells["relative_lead"].to_numpy(float)
+    rel = rel[np.isfinite(rel)]
+    # one f for all runs: a summary pools only runs with the same event definitions (load)
+    f = float(d["min_gap_frac"].iloc[0]) if len(d) and "min_gap_frac" in d else None
+    st = sign_test(lead, "greater")
+    second = ("median over cells of the relative lead (later - earlier) / later",
+              float(np.median(rel)) if len(rel) else None, *boot(rel, np.median, v.nb, v.seed + 1))
+    return [ClaimRow(claim, measure, "", statistic, float(np.median(lead)) if len(lead) else None,
+                     boot(lead, np.median, v.nb, v.seed), len(cells), len(d),
+                     "exact one-sided sign test over cells (a cell's median lead over its seeds > 0)", 0.0, st["p"],
+                     claim, (f"{st['wins']} of {st['n']} cells lead ({int((d['lead'] > 0).sum())} of {len(d)} runs)"
+                             + (f"; clear gap f = {f:g}" if f is not None else ""))
+                     if len(d) else "no run has both events", rule=rule, second=second,
+                     effect_of_interest=f if rule == "lead" else None)]
+
+
+def logprob_before_accuracy(v: RunsView) -> list[ClaimRow]:
+    """Both events at the same depth: half of their change from the input-blind level (the
+    log-prob's half-rise; acquisition = 50% of chance-normalised accuracy), for the whole
+    answer and, beside it, the first answer token."""
+    return (_lead(v, "log-prob before accuracy", "accuracy", "t_acq", "t_lp",
+                  "median over cells of the log-prob half-rise's lead over whole-answer acquisition (steps)", "lead")
+            + _lead(v, "log-prob before accuracy", "accuracy_first_token", "t_first", "t_lp",
+                    "median over cells of the log-prob half-rise's lead over first-token acquisition (steps)", "lead"))
+
+
+def probes_before_behaviour(v: RunsView) -> list[ClaimRow]:
+    return _lead(v, "probes before behaviour", "probe_accuracy_norm", "t_first", "t_probe",
+                 "median over cells of the final-layer probe's lead over first-token acquisition (steps)")
+
+
+CLAIMS = [
+    Claim("acquisition rate", "one row",
+          "most task x level x size combinations are acquired within the training budget",
+          "share of cells acquired (a cell: most of its seeds acquired); exact one-sided binomial test over cells,"
+          " Clopper-Pearson interval", "1/2", "precursor.json: acquired", "runs", acquisition_rate,
+          design=BINOMIAL, figure="prediction"),
+    Claim("log-prob before accuracy", "two rows (whole answer, first token)",
+          "the answer's log-probability emerges much earlier than accuracy, when accuracy is still near zero",
+          "per cell the median lead acquisition - log-prob half-rise over its seeds (both events at half of their"
+          " change from the input-blind level); the median over cells, bootstrap over cells, exact one-sided sign"
+          " test over cells; 'much earlier': the relative lead (lead / acquisition step; median over cells,"
+          " bootstrap) not entirely below the precursor rule's clear gap f (rule lead)", "lead 0", "precursor.json: acquisition_step, first_token_acquisition_step,"
+          " logprob_half_step", "runs", logprob_before_accuracy,
+          design=Design("simulated", ("exchangeable", "behaviour-clustered", "simultaneous", "short-lead"),
+                        PRECURSOR, row_measure="accuracy"), figure="lags"),
+    Claim("probes before behaviour", "one row",
+          "the final-layer probe reads the first answer token before the model emits it",
+          "as log-prob before accuracy, probe acquisition against first-token acquisition",
+          "lead 0", "precursor.json: first_token_acquisition_step, probes", "runs", probes_before_behaviour,
+          design=Design("simulated", ("exchangeable", "behaviour-clustered", "simultaneous"), PRECURSOR),
+          figure="lags"),
+]

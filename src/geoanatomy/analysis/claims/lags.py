@@ -1,0 +1,79 @@
+"""The lag claims: a measure's transition simultaneous with acquisition (easy cells; the LLC, the
+gradient ranks over acquired cells) or after it (the Hessian), as the lag in decades.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import timing
+from .base import LAG_NULLS, SIMULTANEOUS, UNITS_TEXT, Claim, ClaimRow, Design, MeasureView, n_runs
+
+
+def _lag_row(m: MeasureView, claim: str, u: pd.DataFrame, rule: str, family: str, statement: str) -> ClaimRow:
+    u = u[np.isfinite(u["lag_transition"].to_numpy(float))]           # the cells with the event
+    r = timing.lag_test(u["lag_transition"].to_numpy(float), m.delta, m.nb, m.seed)
+    p = r["p_simultaneous"] if rule == "equivalence" else r["p_lags"]
+    return ClaimRow(claim, m.measure, m.variant,
+                    "mean over cells of the lag log10(t_tr + 1) - log10(t_acq + 1) (decades)", r["mean"], r["ci90"],
+                    r["n"], n_runs(u), ("two one-sided bootstrap tests against +-delta" if rule == "equivalence"
+                                         else "one-sided bootstrap test against 0"),
+                    m.delta if rule == "equivalence" else 0.0, p, family,
+                    m.mean_direction(u) + f"{statement}; the interval reads '{r['reading']}' (delta {m.delta} decade)",
+                    m.protocol, rule, "transition", 0.90, headline=m.headline)
+
+
+def easy_simultaneous(m: MeasureView) -> list[ClaimRow]:
+    u = m.acq[m.acq["difficulty"] == "easy"]
+    if not len(u):
+        return []
+    return [_lag_row(m, "easy cells: transition simultaneous with acquisition", u, "equivalence", "simultaneous (easy)",
+                     "easy cells")]
+
+
+def _acquired_lag(measures: tuple, claim: str, rule: str, family: str):
+    """The rows function of a lag claim over the acquired cells of the named measures."""
+    def rows(m: MeasureView) -> list[ClaimRow]:
+        if m.measure not in measures or not len(m.acq):
+            return []
+        return [_lag_row(m, claim, m.acq, rule, family, "acquired cells")]
+    rows.__name__ = rows.__qualname__ = f"lag_rows_{family}"
+    return rows
+
+
+llc_synchronous = _acquired_lag(("llc",), "LLC synchronous with acquisition", "equivalence", "synchronous")
+gradient_ranks_in_step = _acquired_lag(("grad_erank", "grad_cov_erank"), "gradient ranks in step with acquisition",
+                                       "equivalence", "synchronous")
+hessian_lags = _acquired_lag(("hessian_top",), "Hessian lags acquisition", "lag", "lags")
+
+
+def in_step_or_lag(m: MeasureView) -> list[ClaimRow]:
+    """The rows of the three lag claims (LLC, gradient ranks, Hessian) for one measure."""
+    return llc_synchronous(m) + gradient_ranks_in_step(m) + hessian_lags(m)
+
+
+CLAIMS = [
+    Claim("easy cells: transition simultaneous with acquisition", "per measure and variant",
+          "on easy runs the model learns during the initial collapse: no precursor, geometry and behaviour together",
+          "mean over easy cells of the lag log10(t_tr + 1) - log10(t_acq + 1); 90% bootstrap interval inside"
+          " (-delta, delta) (two one-sided tests; delta = summary.equivalence_decades)",
+          "a lag of at least delta either way", UNITS_TEXT, "measure", easy_simultaneous,
+          design=Design("simulated", LAG_NULLS, SIMULTANEOUS, "rankme_centred", ("transition",),
+                        units="easy"), figure="lags"),
+    Claim("LLC synchronous with acquisition", "one row (llc)",
+          "the LLC moves with acquisition",
+          "the same lag over acquired cells; 90% bootstrap interval inside (-delta, delta)",
+          "a lag of at least delta either way", UNITS_TEXT, "measure", llc_synchronous,
+          design=Design("simulated", LAG_NULLS, SIMULTANEOUS, "llc", ("transition",)), figure="lags"),
+    Claim("gradient ranks in step with acquisition", "per gradient rank (grad_erank, grad_cov_erank)",
+          "the gradient ranks move with acquisition",
+          "as LLC synchronous", "a lag of at least delta either way", UNITS_TEXT, "measure", gradient_ranks_in_step,
+          design=Design("simulated", LAG_NULLS, SIMULTANEOUS, "grad_erank", ("transition",)),
+          figure="lags"),
+    Claim("Hessian lags acquisition", "one row (hessian_top)",
+          "the top Hessian eigenvalue's transition comes after acquisition",
+          "the same lag over acquired cells; the 90% interval's lower end (one-sided 95% bound) above 0",
+          "no lag (0)", UNITS_TEXT, "measure", hessian_lags,
+          design=Design("simulated", ("simultaneous", "proportional"), ("lag", "lag-noisy"), "hessian_top",
+                        ("transition",)), figure="lags"),
+]
