@@ -7,6 +7,7 @@ import pytest
 from geoanatomy.analysis import power
 from test_verdict import cells_of, grid_rows
 
+from geoanatomy.analysis import verdict
 from geoanatomy.analysis.claims import CLAIMS
 
 ST = {"alpha": 0.05, "n_bootstrap": 200, "n_permutations": 200, "seed": 0, "verdict_min_units": 5,
@@ -53,9 +54,9 @@ def test_power_table_separates_nulls_from_alternatives():
             assert rows[rows["role"] == power.ROLE_NULL]["reproduced"].max() <= 0.15, (claim, rows)
     # the old precursor rate cannot tell a loss-tied event from a precursor: that is why it is
     # descriptive and the headline is the timing test
-    fr = power.false_rate_by_claim(table)
+    fr = verdict.false_rate_by_claim(table)
     assert fr["precursor rate on hard cells (descriptive)"] >= 0.5
-    pw = power.power_by_claim(table)
+    pw = verdict.power_by_claim(table)
     strong = g[(g["claim"] == "timing beyond the loss curve") & (g["scenario"] == "proportional")]
     assert (strong["reproduced"] >= 0.8).all()
     assert pw["Hessian lags acquisition"] >= 0.8 and pw["LLC synchronous with acquisition"] >= 0.8
@@ -68,6 +69,49 @@ def test_power_table_separates_nulls_from_alternatives():
     assert need[("timing beyond the loss curve", "extreme")] in (16, 32, "> 32")
     assert set(table.loc[table["scenario"] == "not simulated", "claim"]) == {
         c.name for c in CLAIMS if c.design.kind == "not simulated"}
+    # every claim is in the table, and every simulated or binomial claim's power can be above 0
+    # on some design (a claim whose rows the simulation never reached would read power 0.0
+    # under every scenario and design)
+    for c in CLAIMS:
+        rows = table[table["claim"] == c.name]
+        assert len(rows), c.name
+        # the specificity test needs about 120 cells for power (docs/study.md): on this small
+        # design its rows are checked by test_the_simulation_reaches_every_simulated_claims_rows
+        if c.design.kind != "not simulated" and c.name != "precursor specific to hard cells":
+            assert rows.loc[rows["role"] == power.ROLE_ALT, "reproduced"].max() > 0, c.name
+
+
+def test_the_simulation_reaches_every_simulated_claims_rows():
+    """One population under each claim's alternative: the claim has rows in it (by what it
+    reads, never by a list of names), so a new claim gets a real power, not 0 by omission."""
+    rows = design()
+    t = power._design(rows, 1)
+    for c in CLAIMS:
+        if c.design.kind != "simulated":
+            continue
+        sim = power._simulate(t, c.design.alternative[0], np.random.default_rng(0))
+        measures = sorted({d.design.measure for d, _ in power.designs() if d.design.measure})
+        batch = power._sim_rows(t, sim, measures)
+        from geoanatomy.analysis.units import unit_events
+        units = unit_events(batch, ("task", "level", "size"))
+        got = power._population_rows(units, t, sim, {**ST, **power.POWER_SETTINGS}, ("task", "level", "size"))
+        assert any(r["claim"] == c.name for r in got), c.name
+
+
+def test_every_claim_has_a_design_power_can_run():
+    """Each claim's design names scenarios the simulator knows, a measure for a simulated
+    claim that reads one, and nothing for a claim that reads other quantities."""
+    for c in CLAIMS:
+        d = c.design
+        assert d.kind in ("simulated", "binomial", "not simulated"), c.name
+        assert set(d.nulls) | set(d.alternative) <= set(power.SCENARIOS), c.name
+        if d.kind == "simulated":
+            assert d.nulls and d.alternative, c.name
+            assert c.reads in ("runs", "measure"), c.name
+            assert (d.measure is not None) == (c.reads == "measure"), c.name
+            assert d.units in (None, "hard", "easy"), c.name
+        else:
+            assert not (d.nulls or d.alternative), c.name
 
 
 def test_verdict_marks_underpowered_claims():
