@@ -52,7 +52,7 @@ def make_pre(task="copy", level="L1", size="nano", acq=None, floor=2.0, tr=10, p
     gap = acq - tr if acquired and tr is not None else None
     pre_flag = precursor if precursor is not None else bool(acquired and tr is not None and tr < acq
                                                             and acq - tr >= 0.25 * acq)
-    rm = {"layer": "ln_final", "position": "first", "variant": "uncentred", "n_samples": 200, "eps": 1e-7,
+    rm = {"layer": "ln_final", "position": "first", "variant": "uncentred", "direction": "collapse", "n_samples": 200, "eps": 1e-7,
           "init": 10.0, "floor": floor, "floor_step": tr, "collapsed": collapsed, "collapse_step": tr,
           "recovery_step": None, "final": 9.0, "transition": "floor", "transition_step": tr,
           "precursor": pre_flag, "gap_steps": gap, "gaps": {"collapse": gap, "floor": gap, "recovery": None},
@@ -179,7 +179,7 @@ def test_reference_precursor_rule_and_iqr():
 
 
 def test_every_measure_present_is_iterated_and_probes_read():
-    extra = {"grad_erank": {"layer": "params", "position": "answer", "variant": "", "init": 50.0, "floor": 5.0,
+    extra = {"grad_erank": {"layer": "params", "position": "answer", "variant": "", "direction": "collapse", "init": 50.0, "floor": 5.0,
                             "floor_step": 30, "collapsed": True, "transition": "floor", "transition_step": 30,
                             "precursor": True, "gap_steps": 70},
              "probes": {"per_layer": {"block0": {"acquisition_step": 60, "accuracy": 0.9}, "ln_final": 80,

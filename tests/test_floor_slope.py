@@ -5,11 +5,12 @@ grids with a planted slope through the real claim function."""
 import numpy as np
 import pytest
 
+from geoanatomy.analysis.settings import summary_settings
 from geoanatomy.analysis import claims, verdict
 from geoanatomy.analysis.claims import floors as cfloors
 
-ST = {"alpha": 0.05, "n_bootstrap": 2000, "n_permutations": 200, "seed": 0, "verdict_min_units": 5,
-      "slope_equivalence": 0.1}
+ST = summary_settings({"alpha": 0.05, "n_bootstrap": 2000, "n_permutations": 200, "seed": 0, "verdict_min_units": 5,
+      "slope_equivalence": 0.1})
 
 
 def test_the_slope_is_the_pooled_within_group_slope():

@@ -4,14 +4,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from geoanatomy.analysis.settings import summary_settings
 from geoanatomy.analysis import power
 from test_verdict import cells_of, grid_rows
 
 from geoanatomy.analysis import verdict
 from geoanatomy.analysis.claims import CLAIMS
 
-ST = {"alpha": 0.05, "n_bootstrap": 200, "n_permutations": 200, "seed": 0, "verdict_min_units": 5,
-      "equivalence_decades": 0.1, "min_power": 0.8}
+ST = summary_settings({"alpha": 0.05, "n_bootstrap": 200, "n_permutations": 200, "seed": 0, "verdict_min_units": 5,
+      "equivalence_decades": 0.1, "min_power": 0.8})
 
 
 def design(n=16, seed=0):

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from geoanatomy.analysis.settings import summary_settings
 from geoanatomy.analysis.rates import ROW_COLUMNS
 from geoanatomy.analysis.stats import holm
 from geoanatomy.analysis.nulls import cluster_bootstrap
@@ -17,8 +18,8 @@ from geoanatomy.analysis.claims import CLAIMS, ClaimRow
 from geoanatomy.analysis.verdict import VERDICT_COLUMNS, finish, precursor_claims, word
 
 TASKS = ["copy", "rev", "cmp", "par", "add", "mod", "sort", "mul"]
-ST = {"alpha": 0.05, "n_bootstrap": 499, "n_permutations": 999, "seed": 0, "verdict_min_units": 5,
-      "equivalence_decades": 0.1}
+ST = summary_settings({"alpha": 0.05, "n_bootstrap": 499, "n_permutations": 999, "seed": 0, "verdict_min_units": 5,
+      "equivalence_decades": 0.1})
 
 
 def test_word_rules():

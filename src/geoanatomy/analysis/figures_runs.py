@@ -62,7 +62,7 @@ def draw_trajectories(pres: list[dict], metrics: dict, level: str):
     heads = set()
     for k, (ax, pre) in enumerate(zip(axes, runs)):
         df = metrics[pre["run"]]
-        rm = pre["measures"].get("rankme", {})
+        rm = pre["measures"].get("rankme") or {}
         heads.add((rm.get("layer"), rm.get("position"), rm.get("variant"), rm.get("n_samples")))
         st, acc = curve(df, ACCURACY[0], position=ACCURACY[1])
         ax.plot(xstep(st), acc, color="tab:green", lw=1.4, label="accuracy_norm (answer)", gid=":".join(ACCURACY))
@@ -129,7 +129,7 @@ def draw_heatmaps(pres: list[dict], metrics: dict, level: str):
     fig, axes, cols = panels(p, len(runs), 2.7, 1.7, max_cols=5, top_in=1.0, left_in=0.9, right_in=1.2, hspace=0.8)
     heads, vmax, data = set(), 0.0, []
     for pre in runs:
-        rm = pre["measures"].get("rankme", {})
+        rm = pre["measures"].get("rankme") or {}
         d = heatmap_data(metrics[pre["run"]], rm)
         data.append(d)
         heads.add((rm.get("position"), rm.get("variant"), rm.get("n_samples")))

@@ -168,7 +168,7 @@ def rho_panels(scale: dict, measure: str = "rankme") -> tuple[list, list[str]]:
     families left out)."""
     out, notes = [], []
     for fam, res in (scale.get("families") or {}).items():
-        sizes = res.get("sizes", [])
+        sizes = res.get("sizes") or []
         if len(sizes) < 2:
             notes.append(f"{fam}: one size ({', '.join(sizes) or 'none'}), no size pair")
             continue

@@ -53,6 +53,7 @@ from .load import (
     study_runs,
     task_order,
 )
+from .settings import summary_settings
 from .stats import holm, spearman_exact
 
 FLOOR_COLUMNS = ["run", "task", "level", "size", "seed", "family", "n_params", "steps", "difficulty", "acquired",
@@ -75,7 +76,7 @@ def collapse_floors(pres: list[dict]) -> pd.DataFrame:
             kind, xv, xs = extreme(m)
             rows.append({**f, "measure": name, "layer": m.get("layer"), "position": m.get("position"),
                          "variant": m.get("variant"), "n_samples": m.get("n_samples"),
-                         "direction": m.get("direction", "collapse"),
+                         "direction": m["direction"],
                          "init": init, "floor": floor, "floor_step": fs,
                          "floor_over_init": floor / init if floor is not None and init else None,
                          "floor_step_frac": fs / f["steps"] if fs is not None and f["steps"] else None,
@@ -116,7 +117,7 @@ def floor_spread(floors: pd.DataFrame, st: dict) -> pd.DataFrame:
     (Holm over the tasks of one measure and level)."""
     out = []
     c = cell_floors(floors)
-    alpha = st.get("alpha", 0.05)
+    alpha = st["alpha"]
     for (measure, level), g in c.groupby(["measure", "level"], sort=False):
         fam = []
         for task in task_order(g["task"]):
@@ -186,7 +187,7 @@ def two_way_anova(y, alpha: float = 0.05) -> dict:
 
 def floor_summary(floors: pd.DataFrame, spread: pd.DataFrame, st: dict | None = None) -> dict:
     """Per measure x level (+ 'all'): two-way ANOVA on cell floors and verdicts (module doc)."""
-    alpha = (st or {}).get("alpha", 0.05)
+    alpha = (st or summary_settings())["alpha"]
     f = _usable(floors)
     cells = cell_floors(floors)
     out = {}

@@ -225,7 +225,7 @@ def sort_runs(pres: list[dict]) -> list[dict]:
 
 def is_control(pre: dict) -> bool:
     """A shuffled-label (or other) control run: field ``control`` set, or a ``_shuffled`` name."""
-    return bool(pre.get("control")) or bool((parse_run_name(str(pre.get("run", ""))) or {}).get("control"))
+    return bool(pre.get("control")) or bool((parse_run_name(str(pre.get("run") or "")) or {}).get("control"))
 
 
 def seed_of(pre: dict) -> int:
@@ -233,7 +233,8 @@ def seed_of(pre: dict) -> int:
     s = pre.get("seed")
     if isinstance(s, int) and not isinstance(s, bool):
         return s
-    return (parse_run_name(str(pre.get("run", ""))) or {}).get("seed", 0)
+    parsed = parse_run_name(str(pre.get("run") or ""))
+    return parsed["seed"] if parsed else 0
 
 
 def study_runs(pres: list[dict]) -> list[dict]:
@@ -284,7 +285,7 @@ def run_facts(pre: dict) -> dict:
             "seed": seed_of(pre), "control": pre.get("control") or ("shuffled" if is_control(pre) else ""),
             "family": family(pre["size"]), "n_params": pre.get("n_params"),
             "steps": pre.get("steps"), "difficulty": pre["difficulty"],
-            "acquired": bool(pre["acquired"]), "diverged": bool(pre.get("diverged", False)),
+            "acquired": bool(pre["acquired"]), "diverged": bool(pre.get("diverged")),
             "acquisition_step": step_or_none(pre["acquisition_step"])}
 
 

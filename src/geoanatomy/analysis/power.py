@@ -359,7 +359,7 @@ def _binomial_power(rows, st, n_populations, rng, unit_cols, multiples=(1,)) -> 
     real = rows[(rows["control"] == "") & ~rows["diverged"].astype(bool)]
     n_grid = int(real.groupby(list(unit_cols)).ngroups)
     out = []
-    alpha, n_min = float(st.get("alpha", 0.05)), int(st.get("verdict_min_units", 5))
+    alpha, n_min = float(st["alpha"]), int(st["verdict_min_units"])
     for claim in (c.name for c in CLAIMS if c.design.kind == "binomial"):
         for mult, share, role, sc in ([(1, 0.5, ROLE_NULL, "share 1/2")]
                                       + [(m, 0.8, ROLE_ALT, "share 0.8") for m in sorted(set(multiples) | {1})]):

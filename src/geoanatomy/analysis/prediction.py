@@ -127,7 +127,7 @@ def _spearman_levels(c_x: pd.DataFrame, c_y: pd.DataFrame, st: dict) -> dict:
                    "seeds_per_cell": seeds_span(list(x["n_seeds"][ok]) + list(y["n_seeds"][ok])),
                    "n_without_transition_or_unacquired": int((~ok).sum())}
     ps = [v["p"] for v in res.values()]
-    alpha = st.get("alpha", 0.05)
+    alpha = st["alpha"]
     for v, ph in zip(res.values(), holm(ps)):
         v["p_holm"] = ph
         v["holm_family"] = f"{sum(p is not None for p in ps)} level(s)"

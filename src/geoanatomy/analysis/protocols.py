@@ -115,7 +115,7 @@ SIDE_COLUMNS = ["runs", "models", "acquired_k_of_n", "acquisition_step", "acquis
 
 def side_by_side(pres: list[dict], st: dict) -> pd.DataFrame:
     """protocols.csv (module doc): one row per cell x RankMe variant, the two protocols side by side."""
-    td = topdown.top_down(pres, st.get("topdown_require_collapse", True))
+    td = topdown.top_down(pres, st["topdown_require_collapse"])
     # top_down() leaves controls out; their cells still get every other column
     cells: dict[tuple, dict[str, list]] = {}
     for p in pres:
@@ -203,7 +203,7 @@ def _model_votes(df: pd.DataFrame, value: str) -> tuple[int, int]:
 def behaviour_claims(mix: list[dict], st: dict) -> list[dict]:
     """verdict rows (protocol mixture) for the acquisition rate, log-prob before accuracy and
     probes before behaviour, with models as units (module doc)."""
-    nb, seed = int(st.get("n_bootstrap", 2000)), int(st.get("seed", 0))
+    nb, seed = int(st["n_bootstrap"]), int(st["seed"])
     runs = pd.DataFrame([{"model": model_of(p), "task": p["task"], "level": p["level"], "size": p["size"],
                           "acquired": float(bool(p["acquired"])), "t_acq": p.get("acquisition_step"),
                           "t_lp": p.get("logprob_emergence_step"), "t_first": p.get("first_token_acquisition_step"),
@@ -240,8 +240,8 @@ def behaviour_claims(mix: list[dict], st: dict) -> list[dict]:
 def top_down_claims(mix: list[dict], st: dict) -> list[dict]:
     """verdict rows (protocol mixture) for top-down propagation per RankMe variant: one vote per
     model (most of its determined combinations top-down or bottom-up), intervals over models."""
-    nb, seed = int(st.get("n_bootstrap", 2000)), int(st.get("seed", 0))
-    td = topdown.top_down(mix, st.get("topdown_require_collapse", True))
+    nb, seed = int(st["n_bootstrap"]), int(st["seed"])
+    td = topdown.top_down(mix, st["topdown_require_collapse"])
     td = td[~td["diverged"].astype(bool) & (td["status"] == "determined")]
     td = _with_models(td, mix).reset_index(drop=True)
     out = []

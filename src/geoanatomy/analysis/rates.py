@@ -52,7 +52,7 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
         t_acq, t_exit = f["acquisition_step"], step_or_none(pre.get("loss_plateau_exit_step"))
         le = pre.get("loss_events") or {}
         f.update(loss_onset_step=step_or_none(le.get("onset_step")), loss_extreme_step=step_or_none(le.get("extreme_step")),
-                 difficulty_fixed=bool((pre.get("difficulty_source") or {}).get("fixed_before_outcome", False)))
+                 difficulty_fixed=bool((pre.get("difficulty_source") or {}).get("fixed_before_outcome")))
         for name, m in geometric_measures(pre).items():
             kind, xv, xs = extreme(m)
             t_tr = step_or_none(m.get("transition_step", m.get("floor_step")))
@@ -60,10 +60,10 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
             gap = step_or_none(gap) if gap is not None else (t_acq - t_tr if t_acq is not None and t_tr is not None else None)
             rows.append({**f, "measure": name, "kind": "geometric", "layer": m.get("layer"),
                          "position": m.get("position"), "variant": m.get("variant"),
-                         "transition": m.get("transition", "floor"), "transition_step": t_tr,
+                         "transition": m["transition"], "transition_step": t_tr,
                          "recovery_step": step_or_none(m.get("recovery_step", m.get("settle_step"))),
-                         "precursor": bool(m.get("precursor", False)) and f["acquired"], "gap_steps": gap,
-                         "direction": m.get("direction", "collapse"),
+                         "precursor": bool(m.get("precursor")) and f["acquired"], "gap_steps": gap,
+                         "direction": m["direction"],
                          "transitioned": m.get("risen") if m.get("direction") == "rise" else m.get("collapsed"),
                          "init": m.get("init"), "extreme": kind, "extreme_value": xv, "extreme_step": xs,
                          "loss_plateau_exit_step": t_exit,
@@ -131,7 +131,7 @@ def null_columns(rm: pd.DataFrame, diff: str, size: str, st: dict, perm_group: s
                     else (lambda a: difficulty(a, emax) == diff))
         res = permutation_null(effective_transition(acq), pd.to_numeric(acq["acquisition_step"]).to_numpy(float),
                                acq[perm_group].to_numpy(), in_class, frac,
-                               n_resamples=int(st.get("n_permutations", 10_000)), seed=int(st.get("seed", 0)))
+                               n_resamples=int(st["n_permutations"]), seed=int(st["seed"]))
         out.update(perm_p_rate=res["p_rate"], perm_p_median_lead=res["p_median_lead"],
                    n_permutations=res["n_permutations"])
     elif diff == "unlearned":
@@ -179,7 +179,7 @@ def paired_leads(rows: pd.DataFrame, st: dict) -> pd.DataFrame:
                 t = pd.to_numeric(r[col], errors="coerce").to_numpy(float)
                 t = np.where(r["transitioned"].fillna(False).astype(bool).to_numpy(), t, np.nan)
                 pl = paired_lead(t, pd.to_numeric(r[ref], errors="coerce"),
-                                 n_resamples=int(st.get("n_bootstrap", 10_000)), seed=int(st.get("seed", 0)))
+                                 n_resamples=int(st["n_bootstrap"]), seed=int(st["seed"]))
                 out.append({"measure": measure, "event": event, "reference": f"loss {event}", "difficulty": diff,
                             "runs": len(r), "n_pairs": pl["n"],
                             "wins": pl["wins"], "losses": pl["losses"], "ties": pl["ties"], "sign_test_p": pl["p"],
@@ -201,7 +201,7 @@ def _intervals(r: pd.DataFrame, st: dict, cluster_cols=CELLS) -> tuple:
     if not len(r):
         return (None, None), (None, None)
     r = r.reset_index(drop=True)
-    nb, seed = int(st.get("n_bootstrap", 2000)), int(st.get("seed", 0))
+    nb, seed = int(st["n_bootstrap"]), int(st["seed"])
     pre = r["precursor"].astype(float).to_numpy()
     gap = pd.to_numeric(r["gap_steps"], errors="coerce").to_numpy(float)
 

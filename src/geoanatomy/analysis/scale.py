@@ -107,7 +107,7 @@ def pythia_records(obj) -> pd.DataFrame:
     """
     recs = []
     if isinstance(obj, dict) and isinstance(obj.get("per_model"), dict):     # geoanatomy.pythia.scale format
-        n_params = {m.get("name"): m.get("n_params") for m in obj.get("models", []) if isinstance(m, dict)}
+        n_params = {m.get("name"): m.get("n_params") for m in obj.get("models") or [] if isinstance(m, dict)}
         obj = {"models": {name: {"n_params": n_params.get(name), "benchmarks": benches}
                           for name, benches in obj["per_model"].items()}}
     if isinstance(obj, dict) and isinstance(obj.get("records") or obj.get("rows"), list):
@@ -224,7 +224,7 @@ def _tables(cells: pd.DataFrame, index, sizes):
 
 def _by_level_and_pooled(cells: pd.DataFrame, sizes: list[str], levels: list[str], st: dict, mode: str,
                          units_note: str) -> dict:
-    alpha = st.get("alpha", 0.05)
+    alpha = st["alpha"]
     by_level = {}
     for lv in levels:
         c = cells[cells["level"] == lv]
@@ -279,7 +279,7 @@ def family_correlations(units: pd.DataFrame, st: dict) -> dict:
             wide = wide.reindex(task_order(wide.index))
             res = pair_correlations(wide, seeds, sizes, st)
             for e in res["pairs"]:
-                e.update(verdict=_verdict(e["rho"], e["p"], st.get("alpha", 0.05)))
+                e.update(verdict=_verdict(e["rho"], e["p"], st["alpha"]))
             out["floors_by_task"][measure] = {
                 "units": "task (median cell floor over its levels; seeds_per_cell = runs in the task x size)",
                 "test": "Spearman rho over tasks, exact two-sided permutation p (descriptive check)", **res}

@@ -205,11 +205,11 @@ def write_power(job: Job) -> list[str]:
     inconclusive on simulated populations with this grid's design."""
     pres, out, st = job.pres, Path(job.out), job.st
     rows = rates.measure_rows(pres, st["coincide_log10_tol"])
-    n_pop = int(st.get("power_populations", 200))
-    table = power.verdict_power(rows, st, n_pop, tuple(st.get("power_multiples", (1, 2, 4))), int(st.get("seed", 0)),
+    n_pop = int(st["power_populations"])
+    table = power.verdict_power(rows, st, n_pop, tuple(st["power_multiples"]), int(st["seed"]),
                                 grids=power.event_grids(pres))
-    need = power.cells_needed(table, float(st.get("min_power", 0.8)))
-    others = ", ".join(power.design_name(k) for k in st.get("power_multiples", (1,)) if k != 1) or "none"
+    need = power.cells_needed(table, float(st["min_power"]))
+    others = ", ".join(power.design_name(k) for k in st["power_multiples"] if k != 1) or "none"
     write_csv(table, out / "verdict_power.csv", "geoanatomy summary: verdict_power.csv",
               [ln.strip() for ln in power.__doc__.strip().splitlines()[:3]]
               + [f"simulated populations: {n_pop} per scenario on the grid's design (a quarter of"
@@ -222,7 +222,7 @@ def write_power(job: Job) -> list[str]:
                  " at): onsets and lead events to the next one, floors and peaks to the nearest, so ties fall as"
                  " on the grid.",
                  "role null: the rate of reproduced is the test's false rate; role alternative: its power.",
-                 "cells for power >= " + str(st.get("min_power", 0.8)) + ": "
+                 "cells for power >= " + str(st["min_power"]) + ": "
                  + "; ".join(f"{c}{' (' + e + ')' if e else ''}: {n}" for (c, e), n in need.items()),
                  _n_line(pres)])
     return [str(out / "verdict_power.csv")]
@@ -280,7 +280,7 @@ def write_protocols(job: Job) -> list[str]:
     nl = f"single-task: {_n_line(single) if single else 'no runs'}; {_mix_line(mix) if mix else 'no mixture units'}"
     side = protocols.side_by_side(pres, st)
     write_csv(side, out / "protocols.csv", "geoanatomy summary: protocols.csv", protocols.PROTOCOLS_NOTES + [nl])
-    figures_summary.protocols_figure(side, out / "figures" / "protocols.png", st.get("headline_variant", "centred"))
+    figures_summary.protocols_figure(side, out / "figures" / "protocols.png", st["headline_variant"])
     write_csv(protocols.protocol_rates(pres, st), out / "protocol_rates.csv", "geoanatomy summary: protocol_rates.csv",
               ["precursor_rates.csv's columns for each training protocol (column protocol): single-task runs, then"
                " the combinations of mixture models; units = what the intervals resample (n_units counts them) and"
@@ -325,7 +325,7 @@ def write_html(job: Job) -> list[str]:
             continue
         if f.endswith(".json"):
             d = json.loads(p.read_text())
-            sections.append((f, [d.get("method", "")[:2000].replace("\n", " ")], d))
+            sections.append((f, [(d.get("method") or "")[:2000].replace("\n", " ")], d))
         else:
             sections.append((f, header_lines(p)[1:], read_table(p)))
     atomic_write_text(out / "tables.html", tables_html(sections, "geoanatomy summary tables"))
@@ -339,7 +339,7 @@ def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_jso
     units = load_precursors(precursors) if p.reads_runs else []
     if p.reads_runs and not units:
         raise ValueError("summarize: no precursor.json files given")
-    check_pooling(units, bool(st.get("allow_mixed_settings", False)))   # refuses a silent mix of settings
+    check_pooling(units, bool(st["allow_mixed_settings"]))   # refuses a silent mix of settings
     pres, mix = protocols.split(units)            # mixture units: verdict and protocols only
     files = globals()[p.writer](Job(units, pres, mix, Path(out), st, tuple(metrics or ()), pythia, scale_json))
     if p.reads_runs:

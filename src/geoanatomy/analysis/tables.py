@@ -61,7 +61,7 @@ def read_table(path) -> pd.DataFrame:
 def header_lines(path) -> list[str]:
     """The table's title and notes (from its manifest)."""
     _, meta = read_checked(path, _fix(path))
-    return [meta.get("dc:title", "")] + list(meta.get("notes", []))
+    return [meta.get("dc:title") or ""] + list(meta.get("notes") or [])
 
 
 def tables_html(sections: list[tuple[str, list[str], pd.DataFrame | dict]], title: str) -> str:

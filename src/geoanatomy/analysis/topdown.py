@@ -57,6 +57,7 @@ from .load import (
     study_runs,
     task_order,
 )
+from .settings import summary_settings
 from .stats import holm, sign_test
 
 COLUMNS = ["run", "task", "level", "size", "seed", "family", "n_params", "difficulty", "acquired", "acquisition_step",
@@ -218,7 +219,7 @@ def _summary(g: pd.DataFrame, col: str, tau_col: str, alpha: float) -> dict:
 def top_down_summary(td: pd.DataFrame, st: dict | None = None) -> dict:
     """Per measure: counts, sign tests and Holm-adjusted verdicts for the floor order (top level)
     and the recovery order (``recovery``); see module doc."""
-    alpha = (st or {}).get("alpha", 0.05)
+    alpha = (st or summary_settings())["alpha"]
     out = {}
     for measure, g0 in td.groupby("measure", sort=False):
         g = g0[~g0["diverged"].astype(bool)]

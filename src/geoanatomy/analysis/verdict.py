@@ -140,7 +140,7 @@ def finish(rows: list[dict], st: dict, power: pd.DataFrame | None = None) -> pd.
     whose power is below ``summary.min_power`` underpowered, and turn a non-significant row with
     enough power into "not reproduced" (``POWERED_NEGATIVE``)."""
     df = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
-    alpha, n_min = float(st.get("alpha", 0.05)), int(st.get("verdict_min_units", 5))
+    alpha, n_min = float(st["alpha"]), int(st["verdict_min_units"])
     for fam, g in df.groupby("family", sort=False):
         ps = pd.to_numeric(g["p"], errors="coerce").astype(float).to_numpy()
         ok = np.isfinite(ps)
@@ -157,7 +157,7 @@ def finish(rows: list[dict], st: dict, power: pd.DataFrame | None = None) -> pd.
                           num(r.second_ci_lo), num(r.second_ci_hi), num(r.effect_of_interest))
                      for r in df.itertuples()]
     if power is not None and len(power):
-        bound = float(st.get("min_power", 0.8))
+        bound = float(st["min_power"])
         curves, fr = power_curves(power), false_rate_by_claim(power)
         pw = [power_at(curves.get(r.claim), int(r.n_units or 0)) for r in df.itertuples()]
         df["power"] = [p for p, _ in pw]

@@ -32,18 +32,9 @@ PARTS = [p.name for p in _PARTS] + ["all"]
 
 
 def make_settings(user: dict | None = None) -> dict:
-    """The ``summary`` block's defaults (``geoanatomy.defaults.DEFAULTS``) updated by ``user`` (the
-    rules pass the resolved block); unknown keys are an error naming them."""
-    from ..defaults import DEFAULTS
-    out = dict(DEFAULTS["summary"])
-    extra = sorted(set(user or {}) - set(out))
-    if extra:
-        raise ValueError(f"summary settings: unknown keys {extra}; allowed: {sorted(out)}")
-    if user:                     # types and ranges: the config schema's summary block
-        from ..config.schema import validate_block
-        validate_block("summary", user)
-    out.update(user or {})
-    return out
+    """The ``summary:`` settings (``analysis.settings.summary_settings``)."""
+    from ..analysis.settings import summary_settings
+    return summary_settings(user)
 
 
 def main(argv=None) -> int:

@@ -200,7 +200,7 @@ def floor_window_end(e: dict, loss_onset: int | None) -> int | None:
     """The step a collapse's floor is searched up to: the loss's matched onset under
     ``floor_window: loss_onset`` (None, the whole run, when the loss never changed), None
     under ``floor_window: run``."""
-    rule = e.get("floor_window", "loss_onset")
+    rule = e["floor_window"]
     if rule not in ("loss_onset", "run"):
         raise ValueError(f"events.floor_window must be loss_onset or run, got {rule!r}")
     return loss_onset if rule == "loss_onset" else None
@@ -236,7 +236,7 @@ def probe_entry(pdf, t_acq, cfg_events: dict, headline_layer: str = "ln_final", 
             "precursor": is_precursor(t, t_acq, e["precursor_min_gap_frac"]),
             "final_accuracy": float(acc.sort_values("step")["value"].iloc[-1]) if len(acc) else None,
             "chance": float(ch["value"].iloc[0]) if len(ch) else None,
-            "constant_by_construction": bool(st.get("constant_by_construction", False)),
+            "constant_by_construction": bool(st.get("constant_by_construction")),
         }
     real = {k: v for k, v in per_layer.items() if not v["constant_by_construction"] and v["acquisition_step"] is not None}
     earliest = min(real, key=lambda k: (real[k]["acquisition_step"], -per_layer[k]["layer_index"])) if real else None
@@ -248,7 +248,7 @@ def probe_entry(pdf, t_acq, cfg_events: dict, headline_layer: str = "ln_final", 
         "definition": f"first probed checkpoint with chance-normalised probe accuracy >= "
                       f"{e['acquisition_threshold']} for {e['persist']} consecutive probed checkpoints",
         "acquisition_step": head.get("acquisition_step"), "gap_steps": head.get("gap_steps"),
-        "precursor": head.get("precursor", False),
+        "precursor": bool(head.get("precursor")),
         "earliest_layer": earliest, "earliest_acquisition_step": real[earliest]["acquisition_step"] if earliest else None,
         "n_test": int(sub["n_samples"].iloc[0]) if len(sub) else None,
         "n_checkpoints": int(sub["step"].nunique()),
@@ -307,7 +307,7 @@ def events_record(facts: dict, df, cfg_events: dict, baselines: dict, n_eval: in
         "loss_events": {"onset_step": loss_m["onset_step"], "half_step": loss_m["half_step"],
                         "extreme_step": loss_m["extreme_step"], "changed": loss_m["changed"],
                         "curve": "float64 loss of a fixed training sample, matched events from the input-blind loss"},
-        "floor_window": {"rule": e.get("floor_window", "loss_onset"), "end_step": window,
+        "floor_window": {"rule": e["floor_window"], "end_step": window,
                          "meaning": "a collapse's floor is its extreme at or before end_step (the loss's matched "
                                     "onset; the whole run when None); the run's own extreme is global_floor"},
         "difficulty": cls, "difficulty_source": cls_source,

@@ -169,7 +169,7 @@ def fmt(x, nd=2) -> str:
 def _settings(st: dict) -> tuple[int, int, int]:
     """(bootstrap resamples, permutations, seed) of the ``summary:`` settings, one home for
     their defaults in the views."""
-    return int(st.get("n_bootstrap", 2000)), int(st.get("n_permutations", 10_000)), int(st.get("seed", 0))
+    return int(st["n_bootstrap"]), int(st["n_permutations"]), int(st["seed"])
 
 
 @dataclass(frozen=True)
@@ -223,18 +223,18 @@ class MeasureView:
 
     @property
     def delta(self) -> float:
-        return float(self.st.get("equivalence_decades", 0.1))
+        return float(self.st["equivalence_decades"])
 
     @property
     def headline(self) -> bool:
-        return self.variant == str(self.st.get("headline_variant", "centred")) and self.measure.startswith("rankme")
+        return self.variant == str(self.st["headline_variant"]) and self.measure.startswith("rankme")
 
     def mean_direction(self, units: pd.DataFrame) -> str:
         """'mean-direction (...)' for an uncentred RankMe row whose curve follows the mean share."""
         if self.variant != "uncentred" or "mean_share_rho" not in units:
             return ""
         rho = pd.to_numeric(units["mean_share_rho"], errors="coerce").dropna()
-        bound = float(self.st.get("mean_direction_rho", 0.9))
+        bound = float(self.st["mean_direction_rho"])
         if len(rho) and float(rho.median()) >= bound:
             return (f"mean-direction: median rank correlation with 1 - mean share {rho.median():.2f} >= {bound}"
                     f" over {len(rho)} units; ")
@@ -282,3 +282,11 @@ PRECURSOR = ("proportional", "proportional-noisy")
 LAG_NULLS = ("proportional", "lag")
 SIMULTANEOUS = ("simultaneous", "simultaneous-noisy")     # power: the smaller of the two
 UNITS_TEXT = "precursor.json of every run: events of each measure and of the loss curve, per cell (analysis.units)"
+
+
+def k_of_n(s) -> tuple[int, int]:
+    """(k, n) of a "k/n" count of a summary JSON file; (0, 0) when it is absent."""
+    if not s:
+        return 0, 0
+    k, n = str(s).split("/")
+    return int(k), int(n)

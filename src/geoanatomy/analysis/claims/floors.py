@@ -80,7 +80,7 @@ def floors_equal_across_sizes(v: RunsView) -> list[ClaimRow]:
     bootstrap over task x level groups with the seeds of each cell resampled, and two one-sided
     tests against +-``slope_equivalence``."""
     out = []
-    delta = float(v.st.get("slope_equivalence", 0.1))
+    delta = float(v.st["slope_equivalence"])
     for measure, variant in RANKME.items():
         fl = _floor_units(v, measure)
         if not len(fl):
@@ -107,7 +107,7 @@ def floors_equal_across_sizes(v: RunsView) -> list[ClaimRow]:
                             p, "floors equal across sizes",
                             f"{len(groups)} task x level groups at 2+ sizes; bootstrap over groups, seeds resampled in"
                             f" their cells; delta {delta} decade of floor per decade of parameters",
-                            rule="equivalence", ci_level=0.90, headline=variant == v.st.get("headline_variant", "centred")))
+                            rule="equivalence", ci_level=0.90, headline=variant == v.st["headline_variant"]))
     return out
 
 
@@ -115,8 +115,8 @@ def mod_floor_near_two(v: RunsView) -> list[ClaimRow]:
     """Per RankMe variant and size: the median MOD floor over its cells (levels), beside the
     study's 2.0, as an equivalence of log10(floor / 2) within +-equivalence_decades."""
     out = []
-    delta = float(v.st.get("equivalence_decades", 0.1))
-    ref = float(v.st.get("mod_floor_reference", 2.0))
+    delta = float(v.st["equivalence_decades"])
+    ref = float(v.st["mod_floor_reference"])
     for measure, variant in RANKME.items():
         fl = _floor_units(v, measure)
         fl = fl[fl["task"] == "mod"]
@@ -129,14 +129,14 @@ def mod_floor_near_two(v: RunsView) -> list[ClaimRow]:
                                 r["p_simultaneous"], "MOD floor",
                                 f"median floor {10 ** (np.median(cells) + math.log10(ref)):.2f} at {size} (study: {ref});"
                                 f" delta {delta} decade", rule="equivalence", ci_level=0.90,
-                                headline=variant == v.st.get("headline_variant", "centred")))
+                                headline=variant == v.st["headline_variant"]))
     return out
 
 
 
 
 def floors_task_specific(jsons: dict) -> list[ClaimRow]:
-    fl = (jsons.get("floor_summary.json") or {}).get("measures", {})
+    fl = (jsons.get("floor_summary.json") or {}).get("measures") or {}
     out = []
     for m, variant in RANKME.items():
         a = (fl.get(m) or {}).get("all") or {}
@@ -172,7 +172,7 @@ def floors_scale_invariant(jsons: dict) -> list[ClaimRow]:
     fam = _toy_scale(jsons)
     return [r for m, variant in RANKME.items()
             for r in _smallest_vs_largest("floor rank agreement across sizes", "floor rank agreement", m, variant,
-                                          fam.get("floors", {}).get(m) or {}, lambda sl: "")]
+                                          (fam.get("floors") or {}).get(m) or {}, lambda sl: "")]
 
 
 def acquisition_order_scale_invariant(jsons: dict) -> list[ClaimRow]:

@@ -7,7 +7,19 @@ import numpy as np
 
 from ..stats import sign_test as binomial_p
 from ..stats import strata_permutations
-from .base import RANKME, UNITS_TEXT, Claim, ClaimRow, Design, MeasureView, clopper_pearson, fmt, n_runs, p_greater
+from .base import (
+    RANKME,
+    UNITS_TEXT,
+    Claim,
+    ClaimRow,
+    Design,
+    MeasureView,
+    clopper_pearson,
+    fmt,
+    k_of_n,
+    n_runs,
+    p_greater,
+)
 
 
 def _pair_signs(groups: np.ndarray, x: np.ndarray, y: np.ndarray):
@@ -98,8 +110,7 @@ def ordering_swaps(jsons: dict) -> list[ClaimRow]:
     def kn(m):
         k = n = 0
         for e in pairs:
-            s = ((e.get("by_measure") or {}).get(m) or {}).get("cross_scale_from_a_k_of_n", "0/0")
-            a, b = (int(x) for x in s.split("/"))
+            a, b = k_of_n(((e.get("by_measure") or {}).get(m) or {}).get("cross_scale_from_a_k_of_n"))
             k, n = k + a, n + b
         return k, n
     lk, ln = kn("loss_plateau_exit")

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from ..stats import sign_test as binomial_p
-from .base import BINOMIAL, RANKME, Claim, ClaimRow, clopper_pearson
+from .base import BINOMIAL, RANKME, Claim, ClaimRow, clopper_pearson, k_of_n
 
 
 def top_down_propagation(jsons: dict) -> list[ClaimRow]:
     """One vote per cell (the sign of the median Kendall tau over its determined seeds)."""
-    td = (jsons.get("top_down_summary.json") or {}).get("measures", {})
+    td = (jsons.get("top_down_summary.json") or {}).get("measures") or {}
     out = []
     for m, variant in RANKME.items():
         e = td.get(m) or {}
         c = e.get("cells_all") or {}
-        k, n = (int(x) for x in str(c.get("top_down", "0/0")).split("/"))
+        k, n = k_of_n(c.get("top_down"))
         a = e.get("all") or {}
         out.append(ClaimRow("top-down propagation", m, variant, "share of determined cells whose floors run top-down",
                             k / n if n else None, clopper_pearson(k, n), n, int(a.get("runs") or 0),
