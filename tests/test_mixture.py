@@ -171,7 +171,7 @@ def test_shipped_mixture_configs_validate():
 
 
 def test_cluster_resources_of_mixture_jobs():
-    from geoanatomy.mixture import cost_proxy, job_resources
+    from geoanatomy.cost import cost_proxy, job_resources
     cfg = mix_cfg(tasks=("copy", "mod"), levels=("L1", "L3"))
     assert cost_proxy(cfg, "mixture_nano") == "copy_L3_nano"        # the longest sequence sets the step cost
     assert cost_proxy(cfg, "mixture_nano/mod_L1") == "mod_L1_nano"

@@ -38,15 +38,31 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+from .config import eval_settings, level_params, mixture_spec, mixture_unit_names, train_settings, training_runs_by_size
 from .measures.registry import MEASURES
-from .throughput import (  # noqa: F401 (the rate model; re-exported for the cost table's users)
-    CPU_GFLOPS, probe_fit_seconds, GPU_PEAK_TFLOPS, GPU_UTIL, GPU_STEP_FLOOR_S, GPU_FLOOR_STEPS,
-    GPU_EVAL_FLOOR_S, forward_flops_per_token, train_step_flops, hvp_flops, sgld_step_flops,
-    grad_rank_flops, eval_checkpoint_flops, _cpu_rate, op_seconds, step_seconds, eval_seconds,
-)
+from .schedule import checkpoint_steps
 from .sizes import SIZES, n_params
-from .tasks import VOCAB_SIZE
-from .spec import parse_run_name
+from .spec import parse_mixture_name, parse_run_name, run_name
+from .tasks import VOCAB_SIZE, make_task
+from .throughput import (  # noqa: F401 (the rate model; re-exported for the cost table's users)
+    CPU_GFLOPS,
+    GPU_EVAL_FLOOR_S,
+    GPU_FLOOR_STEPS,
+    GPU_PEAK_TFLOPS,
+    GPU_STEP_FLOOR_S,
+    GPU_UTIL,
+    _cpu_rate,
+    eval_checkpoint_flops,
+    eval_seconds,
+    forward_flops_per_token,
+    grad_rank_flops,
+    hvp_flops,
+    op_seconds,
+    probe_fit_seconds,
+    sgld_step_flops,
+    step_seconds,
+    train_step_flops,
+)
 
 VOCAB = VOCAB_SIZE
 STAGES = ("train", "metrics", "measures", "probes", "events")
@@ -128,14 +144,11 @@ def job_device(cfg: dict, stage: str, size: str) -> str:
 
 @lru_cache(maxsize=None)
 def _n_checkpoints(steps: int, n_log: int, log_end: float, n_uniform: int) -> int:
-    from .schedule import checkpoint_steps
     return len(checkpoint_steps(steps, n_log, log_end, n_uniform))
 
 
 def run_shape(cfg: dict, run: str) -> dict:
     """Steps, checkpoints, batch, positions, answer length and eval samples of one run."""
-    from .config import eval_settings, level_params, train_settings
-    from .tasks import make_task
     r = parse_run_name(run)
     task, level, size = r["task"], r["level"], r["size"]
     tr = train_settings(cfg, size)
@@ -188,6 +201,7 @@ def job_resources(cfg: dict, stage: str, run: str, attempt: int = 1) -> dict:
     runtime and mem_mb grow with the retry ``attempt`` (x attempt, +50% per retry)."""
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}; expected one of {STAGES}")
+    run = cost_name(cfg, run)               # a mixture's job: its proxy run's resources
     size = parse_run_name(run)["size"]
     gpu = job_device(cfg, stage, size) == "gpu"
     minutes = max(MIN_RUNTIME_MIN, math.ceil(SAFETY * (STARTUP_S + work_seconds(cfg, stage, run)) / 60))
@@ -205,7 +219,6 @@ def _checkpoint_bytes(cfg: dict, run: str) -> tuple[int, int, int, int]:
     parameter of the resume state) of a run: weights in ``train.checkpoint_dtype`` (4 bytes for
     float32, 2 for float16/bfloat16); the AdamW state (m, v: 8 bytes), which also holds the
     float32 weights (4 more) when the checkpoints are compact."""
-    from .config import train_settings
     s = run_shape(cfg, run)
     compact = train_settings(cfg, s["size"]).get("checkpoint_dtype", "float32") != "float32"
     return s["checkpoints"], n_params(s["size"], VOCAB_SIZE), (2 if compact else 4), (12 if compact else 8)
@@ -228,14 +241,27 @@ def kept_disk_mb(cfg: dict, run: str) -> int:
     return math.ceil((per_ck * n + state * n) / 1e6)
 
 
+def proxy_run(spec) -> str:
+    """The single-task run whose cost model stands for the job of a mixture spec (its training
+    run or one of its units): a unit's own task, level, size and seed (its evaluation is that
+    run's); for the training run the combination with the longest sequence (every row is padded
+    to it, so a step costs as one of that task's steps)."""
+    if spec.is_unit:
+        return run_name(spec.task, spec.level, spec.size, spec.control, spec.seed)
+    lengths = [make_task(c["task"], c["level"], c["level_params"]).seq_len for c in spec.mixture["components"]]
+    c = spec.mixture["components"][lengths.index(max(lengths))]
+    return run_name(c["task"], c["level"], spec.size, c["control"], spec.seed)
+
+
+def cost_proxy(cfg: dict, name: str) -> str:
+    """``proxy_run`` of the mixture job ``name`` of the config ``cfg``."""
+    return proxy_run(mixture_spec(cfg, name))
+
+
 def cost_name(cfg: dict, name: str) -> str:
     """The single-task run whose shape a job's cost is computed from: the run itself, or for a
-    mixture's training run or unit its proxy (geoanatomy.mixture.cost_proxy)."""
-    from .spec import parse_mixture_name
-    if parse_mixture_name(name):
-        from .mixture import cost_proxy
-        return cost_proxy(cfg, name)
-    return name
+    mixture's training run or unit its proxy (``cost_proxy``)."""
+    return cost_proxy(cfg, name) if parse_mixture_name(name) else name
 
 
 def peak_disk_mb(cfg: dict) -> int | None:
@@ -243,7 +269,6 @@ def peak_disk_mb(cfg: dict) -> int | None:
     max_unpruned_runs J, what every training run (single-task runs and mixtures) keeps plus,
     per size, its J largest runs' analysis checkpoints (config.prune_window); otherwise every
     run's checkpoints."""
-    from .config import training_runs_by_size
     by_size = {s: [cost_name(cfg, r) for r in names] for s, names in training_runs_by_size(cfg).items()}
     names = [r for v in by_size.values() for r in v]
     j = cfg.get("max_unpruned_runs")
@@ -259,8 +284,6 @@ def cost_table(cfg: dict) -> list[dict]:
     hours per stage on the device the profile gives it (1 CPU thread or 1 GPU; a mixture's
     training and each of its units' analysis jobs costed by their proxies, cost_name),
     checkpoint disk."""
-    from .config import mixture_unit_names, training_runs_by_size
-    from .spec import parse_mixture_name
     rows = []
     by_size = training_runs_by_size(cfg)
     for size in SIZES:

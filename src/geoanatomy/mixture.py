@@ -105,28 +105,3 @@ class MixtureData:
     def eval_sets(self, n: int) -> list[np.ndarray]:
         """Each combination's fixed evaluation sequences (n, S_k), unpadded."""
         return [p.eval_set(min(n, p.n_heldout)) for p in self.parts]
-
-
-def proxy_run(spec) -> str:
-    """The single-task run whose cost model (geoanatomy.cost) stands for the job of a mixture
-    spec (its training run or one of its units): a unit's own task, level, size and seed (its
-    evaluation is that run's); for the training run the combination with the longest sequence
-    (every row is padded to it, so a step costs as one of that task's steps)."""
-    from .spec import run_name
-    if spec.is_unit:
-        return run_name(spec.task, spec.level, spec.size, spec.control, spec.seed)
-    lengths = [make_task(c["task"], c["level"], c["level_params"]).seq_len for c in spec.mixture["components"]]
-    c = spec.mixture["components"][int(np.argmax(lengths))]
-    return run_name(c["task"], c["level"], spec.size, c["control"], spec.seed)
-
-
-def cost_proxy(cfg: dict, name: str) -> str:
-    """``proxy_run`` of the mixture job ``name`` of the config ``cfg``."""
-    from .config import mixture_spec
-    return proxy_run(mixture_spec(cfg, name))
-
-
-def job_resources(cfg: dict, stage: str, name: str, attempt: int = 1) -> dict:
-    """Cluster resources of a mixture job (geoanatomy.cost.job_resources of its ``cost_proxy``)."""
-    from .cost import job_resources as single
-    return single(cfg, stage, cost_proxy(cfg, name), attempt)

@@ -10,7 +10,6 @@ from pathlib import Path
 from geoanatomy.config import job_spec, pack_slots, prune_window
 from geoanatomy.cost import job_resources
 from geoanatomy.cost import pack_group as cost_pack_group
-from geoanatomy.mixture import job_resources as mixture_job_resources
 from geoanatomy.spec import parse_mixture_name, parse_run_name
 from geoanatomy.pythia import settings as pythia_settings
 
@@ -68,9 +67,9 @@ def disk_window(wildcards):
 
 @functools.lru_cache(maxsize=None)
 def _resources(stage, run, attempt):
-    if parse_mixture_name(run):
-        return mixture_job_resources(CFG, stage, run, attempt)
-    return job_resources(CFG, stage, run, attempt)
+    return job_resources(
+        CFG, stage, run, attempt
+    )  # a mixture's job: its proxy run's (cost_name)
 
 
 @functools.lru_cache(maxsize=None)

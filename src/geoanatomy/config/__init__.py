@@ -29,21 +29,51 @@ and ``resolve``s the result. A config is validated in four passes, all before an
 Modules: ``reading`` (files, repeated keys, ``deep_merge``), ``schema`` (value walk, JSON
 schema, integer coercion), ``checks`` (the semantic checks, one function per topic; a
 branch's block, e.g. ``pythia:``, is checked by the branch's own function), ``grid``
-(single-task runs), ``mixture_grid`` (the multi-task protocol's runs and checks), ``jobs``
+(single-task runs), ``jobs``
 (RunSpec and JobSpec of a run), ``load`` (``load_config``, ``resolve``).
 """
 from ..defaults import DEFAULTS
 from ..errors import ConfigError
-from .checks import (BLOCK_CHECKS, CHECKS, HELDOUT_MAX_SHARE, KEY_BITS, MIN_HELDOUT_INPUTS, check_devices,
-                     check_results_dir, check_semantics, input_space)
-from .grid import (MIXTURE_KEYS, eval_settings, level_params, pack_slots, prune_window, run_names, runs,
-                   train_settings, training_runs_by_size)
+from .checks import (
+                     BLOCK_CHECKS,
+                     CHECKS,
+                     HELDOUT_MAX_SHARE,
+                     KEY_BITS,
+                     MIN_HELDOUT_INPUTS,
+                     check_devices,
+                     check_results_dir,
+                     check_semantics,
+                     input_space,
+)
+from .grid import (
+                     MIXTURE_KEYS,
+                     check_mixtures,
+                     eval_settings,
+                     level_params,
+                     mixture_names,
+                     mixture_spec,
+                     mixture_unit_names,
+                     mixtures,
+                     pack_slots,
+                     prune_window,
+                     run_names,
+                     runs,
+                     train_settings,
+                     training_runs_by_size,
+                     unit_names,
+)
 from .jobs import STAGE_BLOCKS, job_spec, run_spec
 from .load import load_config, resolve
-from .mixture_grid import check_mixtures, mixture_names, mixture_spec, mixture_unit_names, mixtures, unit_names
 from .reading import MAX_CONFIG_BYTES, ConfigLoader, deep_merge, read_config_file
-from .schema import (MAX_CONFIG_VALUES, MAX_DEPTH, MAX_STRING_LEN, SCHEMA_PATH, check_values, load_schema,
-                     validate_schema)
+from .schema import (
+                     MAX_CONFIG_VALUES,
+                     MAX_DEPTH,
+                     MAX_STRING_LEN,
+                     SCHEMA_PATH,
+                     check_values,
+                     load_schema,
+                     validate_schema,
+)
 
 __all__ = ["BLOCK_CHECKS", "CHECKS", "ConfigError", "ConfigLoader", "DEFAULTS", "HELDOUT_MAX_SHARE", "KEY_BITS",
            "MAX_CONFIG_BYTES", "MAX_CONFIG_VALUES", "MAX_DEPTH", "MAX_STRING_LEN", "MIN_HELDOUT_INPUTS",

@@ -16,8 +16,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..sizes import SIZES, layer_names
 from ..tasks import LEVELS, REGISTRY, LevelParamError, get_task, make_task
-from .grid import level_params, runs, train_settings
-from .mixture_grid import check_mixtures, mixtures
+from .grid import check_mixtures, level_params, mixtures, runs, train_settings
 
 KEY_BITS = 62                     # TaskSpec.keys packs a task's inputs into one int64
 HELDOUT_MAX_SHARE = (1, 2)        # the held-out set may take at most half of an input space

@@ -6,8 +6,16 @@ import copy
 
 from ..errors import ConfigError
 from ..spec import JobSpec, RunSpec, parse_mixture_name, parse_run_name
-from .grid import eval_settings, level_params, numerics_settings, run_names, runs, train_settings
-from .mixture_grid import mixture_spec, mixture_unit_names
+from .grid import (
+    eval_settings,
+    level_params,
+    mixture_spec,
+    mixture_unit_names,
+    numerics_settings,
+    run_names,
+    runs,
+    train_settings,
+)
 
 
 def run_spec(cfg: dict, name: str) -> RunSpec:
