@@ -474,16 +474,17 @@ def test_config_imports_no_branch_but_checks_its_block():
     code = ("import sys\nfrom geoanatomy.config import ConfigError, resolve\n"
             "print(any(m.startswith('geoanatomy.pythia') for m in sys.modules))\n"
             "try:\n    resolve({'grid': [{'tasks': ['add'], 'levels': ['L1'], 'sizes': ['nano']}], "
-            "'pythia': {'enabled': True}})\nexcept ConfigError as e:\n    print(e)")
-    loaded, msg = _fresh_python(code).splitlines()
-    assert loaded == "False"
+            "'pythia': {'enabled': True}})\nexcept ConfigError as e:\n    print(e)\n"
+            "print(any(m.startswith('geoanatomy.pythia') for m in sys.modules))")
+    loaded, msg, loaded_after = _fresh_python(code).splitlines()
+    assert loaded == loaded_after == "False"        # not even to check the pythia: block
     assert msg == "config field 'pythia.models': empty while pythia.enabled is true; give hub ids or local directories"
 
 
 def test_pythia_benchmark_default_and_schema_are_every_benchmark():
     from geoanatomy.config import DEFAULTS, load_schema
     from geoanatomy.defaults import PYTHIA_BENCHMARKS
-    from geoanatomy.pythia.settings import BENCHMARKS
+    from geoanatomy.config.pythia import BENCHMARKS
     assert PYTHIA_BENCHMARKS == BENCHMARKS == DEFAULTS["pythia"]["benchmarks"]
     assert load_schema()["$defs"]["pythia_benchmark"]["enum"] == BENCHMARKS
 

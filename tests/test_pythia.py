@@ -26,9 +26,11 @@ os.environ["HF_HUB_OFFLINE"] = "1"          # nothing may reach the network
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from geoanatomy.config import ConfigError, resolve  # noqa: E402
-from geoanatomy.pythia import deduction, fingerprint, revisions, settings  # noqa: E402
+from geoanatomy.config import pythia as settings  # noqa: E402
+from geoanatomy.config import pythia_revisions as revisions  # noqa: E402
+from geoanatomy.pythia import deduction, fingerprint  # noqa: E402
 from geoanatomy.pythia.benchmarks import load_benchmark, load_fixed  # noqa: E402
-from geoanatomy.pythia.settings import FIXED_BENCHMARKS  # noqa: E402
+from geoanatomy.config.pythia import FIXED_BENCHMARKS  # noqa: E402
 from conftest import tiny_bpe_tokenizer  # noqa: E402
 
 GRID = [{"tasks": ["mod"], "levels": ["L1"], "sizes": ["nano"]}]

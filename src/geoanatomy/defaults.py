@@ -5,7 +5,7 @@ without the config machinery (YAML, JSON schema); ``geoanatomy.config`` merges a
 config over it and re-exports it.
 """
 
-# Every Pythia benchmark, the ``pythia.benchmarks`` default (geoanatomy.pythia.settings.BENCHMARKS
+# Every Pythia benchmark, the ``pythia.benchmarks`` default (geoanatomy.config.pythia.BENCHMARKS
 # is the same list, built from its fixed and generated sets; a test keeps the two equal).
 PYTHIA_BENCHMARKS = ["syntax", "semantics", "arithmetic", "icl", "factual", "reasoning", "general",
                      "deduction3", "deduction5", "deduction7"]
@@ -62,7 +62,7 @@ DEFAULTS: dict = {
                 "equivalence_decades": 0.1, "slope_equivalence": 0.1, "mod_floor_reference": 2.0,
                 "mean_direction_rho": 0.9, "min_power": 0.8, "power_populations": 200,
                 "power_multiples": [0.25, 0.5, 0.75, 0.9, 1, 2, 4], "allow_mixed_settings": False},
-    # Pythia validation branch (geoanatomy.pythia.settings documents every key).
+    # Pythia validation branch (geoanatomy.config.pythia documents every key).
     "pythia": {
         "enabled": False, "models": [], "revisions": "all", "benchmarks": list(PYTHIA_BENCHMARKS),
         "n_items": {}, "deduction_seed": 0, "scoring": "sum", "layer": "final_ln_post",

@@ -11,7 +11,7 @@ from geoanatomy.config import job_spec, pack_slots, prune_window
 from geoanatomy.cost import job_resources
 from geoanatomy.cost import pack_group as cost_pack_group
 from geoanatomy.spec import parse_mixture_name, parse_run_name
-from geoanatomy.pythia import settings as pythia_settings
+from geoanatomy.config import pythia as pythia_settings
 
 # Thread-limiting environment for every job: torch and the BLAS pools under
 # numpy/scipy/sklearn get exactly the job's thread count (two jobs that each use

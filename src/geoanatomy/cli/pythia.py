@@ -21,7 +21,7 @@ def _spec(args, kind: str) -> dict:
     if not args.config:
         sys.exit("give --spec JSON, or --config FILE (and --model NAME)")
     from ..config import load_config
-    from ..pythia import settings
+    from ..config import pythia as settings
     cfg = load_config(args.config)
     if kind == "scale":
         return settings.scale_spec(cfg)
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     if args.cmd == "revisions":
-        from ..pythia.revisions import published_revisions
+        from ..config.pythia_revisions import published_revisions
         print("\n".join(published_revisions()))
         return 0
     from ..errors import ConfigError

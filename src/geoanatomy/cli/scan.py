@@ -18,7 +18,7 @@ import sys
 
 
 def _parser() -> argparse.ArgumentParser:
-    from ..pythia.settings import BENCHMARKS
+    from ..config.pythia import BENCHMARKS
     ap = ArgumentParser(prog="geoanatomy scan", description=plain(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir", help="folder with stepN/ or checkpoint-N/ sub-folders of a HF causal LM")

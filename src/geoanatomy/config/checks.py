@@ -1,12 +1,11 @@
 """Semantic checks a schema cannot express, one small function per topic (``CHECKS``, run
 in order by ``check_semantics``), plus the results_dir and device checks.
 
-A config branch checks its own block: ``BLOCK_CHECKS`` names the function by module path,
-imported only when a config with that block is checked, so this package imports no branch.
+A branch's block is checked by its own function (``BLOCK_CHECKS``), which lives in this
+package beside the block's settings (config/pythia.py), so this package imports no branch.
 """
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import posixpath
@@ -16,6 +15,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..sizes import SIZES, layer_names
 from ..tasks import LEVELS, REGISTRY, LevelParamError, get_task, make_task
+from .pythia import check_pythia
 from .grid import check_mixtures, level_params, mixtures, runs, train_settings
 
 KEY_BITS = 62                     # TaskSpec.keys packs a task's inputs into one int64
@@ -183,17 +183,14 @@ CHECKS = [check_task_params, check_pruning, check_level_order, check_mixtures, c
 
 # Config blocks checked by the branch that owns them: block -> "module:function", imported
 # when a config holding the block is checked, after CHECKS.
-BLOCK_CHECKS = {"pythia": "geoanatomy.pythia.settings:check_pythia"}
+# A branch's config block and the function that checks it (the branch's block settings live
+# in this package, torch-free: config/pythia.py for ``pythia:``).
+BLOCK_CHECKS = {"pythia": check_pythia}
 
 
 def block_checks(cfg: dict) -> list:
-    """The check functions of the BLOCK_CHECKS blocks that ``cfg`` holds (imported now)."""
-    out = []
-    for block, target in BLOCK_CHECKS.items():
-        if block in cfg:
-            module, name = target.split(":")
-            out.append(getattr(importlib.import_module(module), name))
-    return out
+    """The checks of the branch blocks ``cfg`` has."""
+    return [check for block, check in BLOCK_CHECKS.items() if block in cfg]
 
 
 def check_semantics(cfg: dict) -> None:

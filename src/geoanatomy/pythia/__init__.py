@@ -1,9 +1,9 @@
 """Pythia validation branch: real EleutherAI Pythia checkpoints, revision by revision.
 
-Modules (no torch import at package import time: the Snakefile imports ``settings``):
+The ``pythia:`` config block (settings, checks, per-model job specs) and the 154 published
+revisions with their selection live with the config, torch-free: geoanatomy.config.pythia and
+geoanatomy.config.pythia_revisions. Modules (no torch import at package import time):
 
-revisions    the 154 published revisions ("step0", "step1", ..., "step143000") and selection
-settings     the ``pythia:`` config block: checks (errors name the field) and per-model job specs
 benchmarks   seven diagnostic multiple-choice sets (data/*.jsonl) + logical-deduction puzzles
 deduction    seeded BIG-Bench-Hard-style logical-deduction generator with a brute-force solver
 loading      transformers loading from a hub id + revision or a local directory per step;

@@ -28,7 +28,7 @@ import json
 from dataclasses import dataclass, field
 from importlib import resources
 
-from .settings import BENCHMARKS, DEDUCTION_BENCHMARKS, DEDUCTION_DEFAULT_ITEMS, FIXED_BENCHMARKS
+from ..config.pythia import BENCHMARKS, DEDUCTION_BENCHMARKS, DEDUCTION_DEFAULT_ITEMS, FIXED_BENCHMARKS
 
 
 class BenchmarkError(ValueError):

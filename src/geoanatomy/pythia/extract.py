@@ -63,7 +63,7 @@ from .benchmarks import load_benchmark
 from .fingerprint import FINAL, check_step0, final_conflict, resolve, weights_sha256
 from .loading import (LoadError, cached_revision_bytes, cached_weight_files, delete_cached_revision,
                       for_scoring, hub_weight_hashes, load_model, load_tokenizer)
-from .revisions import MAIN, parse_revision, published_revisions
+from ..config.pythia_revisions import MAIN, parse_revision, published_revisions
 from .scoring import encode, layer_names
 
 # Spec keys that do not change the numbers of one revision (excluded from the partial key).

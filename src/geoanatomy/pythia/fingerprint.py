@@ -43,7 +43,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 
-from .revisions import FINAL_STEP, MAIN, parse_revision, revision_name
+from ..config.pythia_revisions import FINAL_STEP, MAIN, parse_revision, revision_name
 
 FINAL = revision_name(FINAL_STEP)
 

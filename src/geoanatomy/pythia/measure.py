@@ -103,7 +103,7 @@ def load_probe_set(probe: str, tokenizer, n_items: int | None = None, seed: int 
     file one prompt a line (kind "prompts": every token after the first is scored). ``log``:
     where the unknown-token warning goes (more than ``UNKNOWN_WARN_SHARE`` of the tokens are
     the tokenizer's unknown token)."""
-    from .settings import BENCHMARKS
+    from ..config.pythia import BENCHMARKS
     if probe in BENCHMARKS:
         from .benchmarks import load_benchmark
         from .scoring import encode

@@ -127,7 +127,7 @@ def build_report(df, *, run: str, kind: str, n_params: int | None, cfg_events: d
     if beh["kind"] != "accuracy":
         cls = "no accuracy"
     elif kind == "scan":
-        from ..pythia.settings import EASY_MAX_FRAC
+        from ..config.pythia import EASY_MAX_FRAC
         cls = difficulty(t_acq, easy_max_of_budget(steps[-1], EASY_MAX_FRAC))
     else:
         cls = difficulty(t_acq, e["easy_max_step"])

@@ -3,8 +3,8 @@
 No torch import here: the Snakefile imports this module at parse time.
 
 Block (defaults in ``geoanatomy.defaults.DEFAULTS["pythia"]``; ``check_pythia`` runs
-whenever a config is validated: ``geoanatomy.config.checks.BLOCK_CHECKS`` names it, and the
-config package imports this module only then)::
+whenever a config is validated: ``geoanatomy.config.checks.BLOCK_CHECKS`` names it; the
+Pythia branch, geoanatomy.pythia, reads its settings from here)::
 
     pythia:
       enabled: false          # no network here: off unless a config turns it on
@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .revisions import parse_revision, revision_name, select_steps
+from .pythia_revisions import parse_revision, revision_name, select_steps
 
 # Fixed diagnostic sets (data/<name>.jsonl) and generated logical-deduction sets.
 FIXED_BENCHMARKS = ["syntax", "semantics", "arithmetic", "icl", "factual", "reasoning", "general"]
