@@ -28,8 +28,9 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 from geoanatomy.config import ConfigError, resolve  # noqa: E402
 from geoanatomy.config import pythia as settings  # noqa: E402
 from geoanatomy.config import pythia_revisions as revisions  # noqa: E402
-from geoanatomy.pythia import deduction, fingerprint  # noqa: E402
-from geoanatomy.pythia.benchmarks import load_benchmark, load_fixed  # noqa: E402
+from geoanatomy.hf import deduction
+from geoanatomy.pythia import fingerprint  # noqa: E402
+from geoanatomy.hf.benchmarks import load_benchmark, load_fixed  # noqa: E402
 from geoanatomy.config.pythia import FIXED_BENCHMARKS  # noqa: E402
 from conftest import tiny_bpe_tokenizer  # noqa: E402
 
@@ -389,7 +390,7 @@ def test_hidden_state_labels_and_scores_match_plain_forward_passes(local_dir):
     torch = _hf()
     from transformers import AutoTokenizer
 
-    from geoanatomy.pythia.scoring import encode, layer_names, score
+    from geoanatomy.hf.choice import encode, layer_names, score
     tok = AutoTokenizer.from_pretrained(local_dir)
     model = _tiny_model(len(tok), 5)
     items = load_benchmark("syntax", 4) + load_benchmark("deduction3", 2)
@@ -444,7 +445,7 @@ def test_bf16_load_is_scored_in_float32_and_float64(tmp_path, local_dir):
     from transformers import AutoTokenizer
 
     from geoanatomy.pythia.loading import for_scoring, load_model
-    from geoanatomy.pythia.scoring import encode, score
+    from geoanatomy.hf.choice import encode, score
     tok = AutoTokenizer.from_pretrained(local_dir)
     m = _tiny_model(len(tok), 11)
     with torch.no_grad():

@@ -17,7 +17,7 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 import torch  # noqa: E402
 
-from geoanatomy.pythia.benchmarks import load_benchmark  # noqa: E402
+from geoanatomy.hf.benchmarks import load_benchmark  # noqa: E402
 from geoanatomy.scan import ScanError, find_checkpoints, load_probe_set, measure_model, scan  # noqa: E402
 from geoanatomy.table import read_table  # noqa: E402
 from conftest import tiny_bpe_tokenizer  # noqa: E402
@@ -142,7 +142,7 @@ def test_scan_gpt2_checkpoint_folders_with_a_prompt_file_and_resume(gpt2_dir, pr
 @pytest.mark.slow
 def test_scan_neox_step_folders_with_a_benchmark_uses_the_pythia_rows(neox_dir, tok, tmp_path):
     from geoanatomy.pythia.extract import measure_revision
-    from geoanatomy.pythia.scoring import encode
+    from geoanatomy.hf.choice import encode
     out = tmp_path / "out"
     pre = scan(neox_dir, "syntax", out, n_items=N_ITEMS["syntax"], device="cpu", log=lambda s: None)
     df, _ = _check_outputs(out, len(STEPS))
@@ -171,7 +171,7 @@ def test_scan_neox_step_folders_with_a_benchmark_uses_the_pythia_rows(neox_dir, 
 
 @pytest.mark.slow
 def test_generic_scoring_agrees_with_pythia_scoring_and_gpt2_takes_benchmarks(neox_dir, gpt2_dir, tok, tmp_path):
-    from geoanatomy.pythia.scoring import encode, score
+    from geoanatomy.hf.choice import encode, score
     from geoanatomy.hf import load_causal_lm, score_any
     model = load_causal_lm(neox_dir, "step16")
     enc = encode(tok, load_benchmark("deduction3", N_ITEMS["deduction3"]))

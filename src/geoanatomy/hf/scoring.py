@@ -1,5 +1,5 @@
 """Multiple-choice scoring and prompt losses of any Hugging Face causal LM in float64, the
-Pythia branch's ``pythia.scoring.score`` for architectures other than GPT-NeoX."""
+GPT-NeoX scorer's ``hf.choice.score`` for architectures other than GPT-NeoX."""
 from __future__ import annotations
 
 import numpy as np
@@ -54,7 +54,7 @@ def collect(batch, lps, sums, hidden: dict, names, states, n_items: int) -> None
 
 def logits64(model, h: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
     """Logits (n, V) in float64 from final hidden states h (n, d): the output embedding
-    applied in float64, as ``pythia.scoring`` does, when it reproduces the model's own
+    applied in float64, as ``hf.choice`` does, when it reproduces the model's own
     logits (a plain linear head); otherwise the model's logits cast to float64 (heads with
     extra operations, e.g. soft-capping)."""
     head = model.get_output_embeddings()
@@ -70,7 +70,7 @@ def logits64(model, h: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def score_any(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict:
-    """Multiple-choice scores of any HF causal LM (the Pythia branch's ``pythia.scoring.score``
+    """Multiple-choice scores of any HF causal LM (the GPT-NeoX scorer's ``hf.choice.score``
     is the GPT-NeoX version, the same return dict (option log-prob
     sums and means in float64 (``logits64``), hidden states at the last prompt token, last
     prompt tokens).

@@ -31,7 +31,7 @@ Order of work (hub ids):
 Rows per (benchmark, measured revision); behaviour rows have layer "output",
 layer_index -1, position "options":
 
-accuracy           argmax-option accuracy under ``pythia.scoring`` (sum or mean; settings say)
+accuracy           argmax-option accuracy under the setting ``pythia.scoring`` (sum or mean)
 accuracy_norm      (accuracy - chance) / (1 - chance), chance = mean over items of 1/n_options
 accuracy_sum       accuracy when options are scored by the sum of their token log-probs
 accuracy_mean      accuracy when scored by the per-token mean
@@ -59,12 +59,12 @@ from ..files import json_safe
 from ..table import write_table
 from ..files import atomic_write_json
 from ..runtime import pick_device
-from .benchmarks import load_benchmark
+from ..hf.benchmarks import load_benchmark
 from .fingerprint import FINAL, check_step0, final_conflict, resolve, weights_sha256
 from .loading import (LoadError, cached_revision_bytes, cached_weight_files, delete_cached_revision,
                       for_scoring, hub_weight_hashes, load_model, load_tokenizer)
 from ..config.pythia_revisions import MAIN, parse_revision, published_revisions
-from .scoring import encode, layer_names
+from ..hf.choice import encode, layer_names
 
 # Spec keys that do not change the numbers of one revision (excluded from the partial key).
 _NOT_NUMERIC = ("revisions", "delete_cache", "results_dir", "cache_dir", "device")
@@ -78,9 +78,9 @@ def numbers_key(spec: dict) -> str:
 def measure_revision(model, tokenizer_enc: dict, items: dict, spec: dict, run: str, step: int,
                      device: str) -> tuple[list[dict], dict]:
     """All rows of one revision (every benchmark) and per-benchmark timing. The measurement is
-    ``pythia.measure.measure_model``, the scanner's too: one code path for any folder of Hugging
+    ``hf.probes.measure_model``, the scanner's too: one code path for any folder of Hugging
     Face checkpoints and for the Pythia branch."""
-    from .measure import ProbeSet, measure_model
+    from ..hf.probes import ProbeSet, measure_model
     rows, timing = [], {}
     for bench, its in items.items():
         t0 = time.time()

@@ -7,7 +7,7 @@ the ``transformers.Trainer`` write them), each with ``config.json`` and weights
 checkpoint folder, in ``DIR`` or given with ``--tokenizer``. A probe set:
 
 * a shipped benchmark by name (``pythia.settings.BENCHMARKS``: syntax, deduction3, ...):
-  multiple-choice items scored by option log-likelihood (``pythia.scoring``), so there is an
+  multiple-choice items scored by option log-likelihood (``hf.choice``), so there is an
   accuracy and an acquisition step;
 * a ``.jsonl`` file of ``{"prompt": ..., "completion": ...}`` lines (the prompt-completion
   format of TRL and the Trainer's instruction datasets): only the completion is scored, the
@@ -18,7 +18,7 @@ checkpoint folder, in ``DIR`` or given with ``--tokenizer``. A probe set:
   the behaviour curve is the probe-set loss, the mean next-token loss over the prompts.
 
 A probe file must be UTF-8 (else an error naming the byte and line). When more than
-``pythia.measure.UNKNOWN_WARN_SHARE`` (5%) of its tokens are the tokenizer's unknown token, a
+``hf.probes.UNKNOWN_WARN_SHARE`` (5%) of its tokens are the tokenizer's unknown token, a
 warning says so (the share is in scan.json and precursor.json either way).
 
 Per checkpoint, ``measure_model`` (the function the Pythia extraction can call, module
@@ -77,7 +77,7 @@ SCAN_VERSION = 2                   # 2: the cache is keyed on the weight files' 
 MAX_PARAMS = 20_000_000_000        # refuse to build a model larger than this (from config.json)
 
 
-from ..pythia.measure import (ProbeSet, ScanError, benchmark_rows, geometry_rows_of,  # noqa: F401 (re-exported)
+from ..hf.probes import (ProbeSet, ScanError, benchmark_rows, geometry_rows_of,  # noqa: F401 (re-exported)
                               load_probe_set, measure_model)
 
 

@@ -21,7 +21,7 @@ Option scores, computed in float64 from the logits::
     mean      = sum / n_option_tokens     (per-token mean, length-normalised)
 
 The prediction of an item under a scoring is argmax over its options (first index on
-ties). Both scorings are reported; ``pythia.scoring`` picks the one called "accuracy".
+ties). Both scorings are reported; the setting ``pythia.scoring`` picks the one called "accuracy".
 
 Hidden states: GPT-NeoX with ``output_hidden_states=True`` returns L + 1 tensors (checked
 in tests/test_pythia.py against forward hooks):
@@ -42,8 +42,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..hf.hidden import layer_names
-from ..hf.scoring import collect, option_index, padded_batch
+from .hidden import layer_names
+from .scoring import collect, option_index, padded_batch
 
 __all__ = ["choice_stats", "collect", "encode", "layer_names", "option_index", "padded_batch", "score"]
 

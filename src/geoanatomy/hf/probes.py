@@ -2,7 +2,7 @@
 
 The one code path for the Pythia extraction (``pythia.extract``) and the checkpoint scanner
 (``geoanatomy.scan``). A probe set is a shipped benchmark (accuracy by option
-log-likelihood, ``pythia.scoring``) or a list of prompts (the probe-set loss); the geometry
+log-likelihood, ``hf.choice``) or a list of prompts (the probe-set loss); the geometry
 is RankMe (both variants) and the mean share of every layer at the last prompt token.
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ class ProbeSet:
 
     @classmethod
     def from_items(cls, name: str, items, encoded) -> ProbeSet:
-        """A benchmark probe set from ``pythia.benchmarks`` items and ``pythia.scoring.encode``."""
+        """A benchmark probe set from ``hf.benchmarks`` items and ``hf.choice.encode``."""
         return cls(name, "benchmark", [(list(p), [list(o) for o in opts]) for p, opts in encoded], list(items))
 
 
@@ -106,7 +106,7 @@ def load_probe_set(probe: str, tokenizer, n_items: int | None = None, seed: int 
     from ..config.pythia import BENCHMARKS
     if probe in BENCHMARKS:
         from .benchmarks import load_benchmark
-        from .scoring import encode
+        from .choice import encode
         items = load_benchmark(probe, n_items, seed)
         return ProbeSet.from_items(probe, items, encode(tokenizer, items))
     path = Path(probe)
@@ -173,7 +173,7 @@ def geometry_rows_of(hidden: dict, names: list[str], last_token, run: str, step:
 
 def benchmark_rows(res: dict, items, run: str, step: int, scoring: str) -> list[dict]:
     """The Pythia branch's behaviour rows of one benchmark from a ``score`` result."""
-    from .scoring import choice_stats
+    from .choice import choice_stats
     answers = [it.answer for it in items]
     N = len(items)
     chance = float(np.mean([it.chance for it in items]))
@@ -203,8 +203,8 @@ def measure_model(model, probe: ProbeSet, *, run: str, step: int, batch_size: in
     """Every row of one checkpoint on one probe set (module doc): behaviour, then RankMe (both
     variants) and the mean share per layer at the last prompt token. ``model`` is any HF causal
     LM in eval mode on ``device`` (half precision is cast to float32 first); GPT-NeoX is scored
-    by ``pythia.scoring.score`` itself."""
-    from ..hf import for_scoring, hidden_names, prompt_states, score_items
+    by ``hf.choice.score`` itself."""
+    from . import for_scoring, hidden_names, prompt_states, score_items
     if scoring not in ("sum", "mean"):
         raise ValueError(f"scoring must be 'sum' or 'mean', got {scoring!r}")
     model = for_scoring(model)                       # half precision -> float32 (no-op otherwise)

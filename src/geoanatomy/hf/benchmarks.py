@@ -71,7 +71,7 @@ def load_fixed(name: str) -> list[Item]:
     """All items of a fixed diagnostic set, in file order."""
     if name not in FIXED_BENCHMARKS:
         raise BenchmarkError(f"unknown fixed benchmark {name!r}; known: {FIXED_BENCHMARKS}")
-    res = resources.files("geoanatomy.pythia") / "data" / f"{name}.jsonl"
+    res = resources.files("geoanatomy.hf") / "data" / f"{name}.jsonl"
     items = []
     for ln, line in enumerate(res.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
