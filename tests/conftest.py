@@ -17,6 +17,8 @@ for _v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import pytest  # noqa: E402
 
+from geoanatomy.measures import MEASURES  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 
 # A run that trains in about a second: 40 steps, 10 checkpoints, 32 evaluation samples.
@@ -28,9 +30,7 @@ TINY = {
 }
 # Cheap settings for the expensive measures and the probes (seconds, not minutes).
 TINY_MEASURES = {
-    "measures": {"n_points": 4,
-                 "grad_rank": {"n_samples": 6}, "hessian": {"batch_size": 6, "max_iter": 8},
-                 "llc": {"chains": 2, "draws": 3, "burnin": 1, "batch_size": 4, "n_data": 16}},
+    "measures": {"n_points": 4, **{m.config_key: dict(m.tiny) for m in MEASURES.values()}},   # each entry's tiny
     "probes": {"n_samples": 40, "positions": "all"},
 }
 

@@ -8,6 +8,7 @@ import pytest
 from geoanatomy.cli import main as cli_main
 from geoanatomy import events as ev
 from geoanatomy.config import job_spec
+from geoanatomy.measures import MEASURES, TABLE_MEASURES
 from geoanatomy.schedule import measure_steps
 from geoanatomy.stages.measures import train_sample
 from geoanatomy.table import COLUMNS, read_table
@@ -38,7 +39,7 @@ def test_measures_and_probes_via_cli(copy_of_trained_run):
     # the fixed schedule: n_points checkpoints evenly spaced by index, first and last included
     assert steps == measure_steps(ck, cfg["measures"]["n_points"]) and steps[0] == ck[0] and steps[-1] == ck[-1]
     assert len(steps) == cfg["measures"]["n_points"] < len(ck)
-    assert set(m["measure"]) == {"grad_erank", "grad_cov_erank", "hessian_top", "llc"}
+    assert set(m["measure"]) == set(TABLE_MEASURES)
     assert set(m.loc[m["measure"] == "grad_erank", "variant"]) == {"roy_vetterli", "rankme", "eig"}
     g = m[(m["measure"] == "grad_erank") & (m["variant"] == "roy_vetterli")]
     assert ((g["value"] >= 1) & (g["value"] <= 6 + 1e-9)).all() and (g["n_samples"] == 6).all()
@@ -47,9 +48,12 @@ def test_measures_and_probes_via_cli(copy_of_trained_run):
     for k in ("eps", "gamma", "n_beta", "chains", "draws", "burnin", "batch_size", "flags", "clean", "per_chain",
               "schedule", "eps_nbeta_lambda"):
         assert k in st, k
-    assert st["chains"] == 2 and st["draws"] == 3 and len(st["per_chain"]) == 2
+    tiny = MEASURES["llc"].tiny_settings()
+    assert st["chains"] == tiny["chains"] and st["draws"] == tiny["draws"] and len(st["per_chain"]) == tiny["chains"]
     h = json.loads(m.loc[m["measure"] == "hessian_top", "settings"].iloc[0])
-    assert h["max_iter"] == 8 and 1 <= h["iterations"] <= 8 and h["batch_size"] == 6
+    tiny = MEASURES["hessian"].tiny_settings()
+    assert h["max_iter"] == tiny["max_iter"] and 1 <= h["iterations"] <= tiny["max_iter"]
+    assert h["batch_size"] == tiny["batch_size"]
     # probes: at every checkpoint behaviour is scored at (metrics.csv's), every layer,
     # per answer position + mean
     p = read_table(rd / "probes.csv")
@@ -71,7 +75,7 @@ def test_measures_and_probes_via_cli(copy_of_trained_run):
 
     # precursor.json gains the four measures and the probes entry
     pre = precursor_of_run(spec, rd, cfg["events"])[0]
-    for name in ("grad_erank", "grad_cov_erank", "hessian_top", "llc"):
+    for name in TABLE_MEASURES:
         e = pre["measures"][name]
         keys = (("floor", "floor_step", "collapse_step", "recovery_step", "collapsed") if e["direction"] == "collapse"
                 else ("peak", "peak_step", "rise_step", "settle_step", "risen"))

@@ -1,9 +1,11 @@
 """DEFAULTS: every config key's default value, the only home of defaults.
 
-A plain dict and no imports, so the monitor, the CLI and the analysis can read defaults
-without the config machinery (YAML, JSON schema); ``geoanatomy.config`` merges a user
-config over it and re-exports it.
+A plain dict, importing only the torch-free measure registry (each expensive measure's
+settings defaults live in its entry), so the monitor, the CLI and the analysis can read
+defaults without the config machinery (YAML, JSON schema); ``geoanatomy.config`` merges a
+user config over it and re-exports it.
 """
+from .measures.registry import MEASURES
 
 # Every Pythia benchmark, the ``pythia.benchmarks`` default (geoanatomy.config.pythia.BENCHMARKS
 # is the same list, built from its fixed and generated sets; a test keeps the two equal).
@@ -42,13 +44,11 @@ DEFAULTS: dict = {
     # Expensive measures on a schedule fixed before training (geoanatomy.stages.measures
     # documents every key): n_points checkpoints spread over the run by index.
     "measures": {
-        "which": ["grad_rank", "hessian", "llc"],
+        "which": list(MEASURES),
         "sizes": ["nano", "micro", "small", "medium", "large", "xlarge"],
         "n_points": 20,
-        "grad_rank": {"n_samples": 64, "method": "vmap", "max_mbytes": 256, "rankme_eps": 1e-7},
-        "hessian": {"batch_size": 32, "max_iter": 100, "tol": 1e-3, "method": "lanczos"},
-        "llc": {"eps": 3e-5, "gamma": 1e4, "n_beta": 30.0, "chains": 2, "draws": 20, "burnin": 5,
-                "batch_size": 32, "n_data": 512, "disagree_threshold": 0.5},
+        # each measure's settings block: its registry entry's defaults (their one home)
+        **{m.config_key: dict(m.defaults) for m in MEASURES.values()},
     },
     # Linear probes per layer and checkpoint (geoanatomy.stages.probes documents every key).
     "probes": {"sizes": ["nano", "micro", "small", "medium", "large", "xlarge"],

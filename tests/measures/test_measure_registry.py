@@ -39,27 +39,26 @@ def test_table_measures_directions_and_headline_variants():
         measure("fisher")
 
 
-def test_each_measure_writes_its_table_measures():
+def test_llc_reads_the_hessians_value_only_when_measured_first():
+    """The LLC declares the Hessian's top eigenvalue as an input (Measure.uses): measured after
+    it at one checkpoint it records eps * n_beta * lambda; alone it does not."""
     torch.manual_seed(0)
     model = GPT(ModelConfig(n_layer=1, d_model=16, n_head=2, vocab_size=12, block_size=10, attn_impl="math"))
     g = torch.Generator().manual_seed(0)
-    pools = {k: torch.randint(0, 12, (n, 8), generator=g) for k, n in (("grad_rank", 6), ("hessian", 6), ("llc", 12))}
-    cfg = {"grad_rank": {**MEASURES["grad_rank"].defaults, "n_samples": 6},
-           "hessian": {**MEASURES["hessian"].defaults, "batch_size": 6, "max_iter": 3},
-           "llc": {**MEASURES["llc"].defaults, "n_data": 12, "batch_size": 4, "draws": 2, "burnin": 1, "chains": 1}}
+    cfg = {m.config_key: m.tiny_settings() for m in MEASURES.values()}
+    pools = {m.config_key: torch.randint(0, 12, (int(cfg[m.config_key][m.pool_size_key]), 8), generator=g)
+             for m in MEASURES.values()}
+    seeds = {k: 1 for k in MEASURES}
     timings = {}
-    rows = measure_checkpoint(model, pools, 2, cfg, {"hessian": 1, "llc": 2}, list(MEASURES), timings)
+    rows = measure_checkpoint(model, pools, 2, cfg, seeds, list(MEASURES), timings)
     assert set(timings) == set(MEASURES)
-    for m in MEASURES.values():
-        mine = measure_checkpoint(model, pools, 2, cfg, {"hessian": 1, "llc": 2}, [m.name])
-        assert {r["measure"] for r in mine} == {t.name for t in m.writes}, m.name
-        for t in m.writes:
-            assert t.headline_variant in {r["variant"] for r in mine if r["measure"] == t.name}
-    assert [r["measure"] for r in rows][-2:] == ["hessian_top", "llc"]       # the order of measures.which
-    llc = rows[-1]["settings"]
-    assert llc["eps_nbeta_lambda"] == pytest.approx(llc["eps"] * llc["n_beta"] * rows[-2]["value"])
-    alone = measure_checkpoint(model, pools, 2, cfg, {"hessian": 1, "llc": 2}, ["llc"])[0]["settings"]
-    assert "eps_nbeta_lambda" not in alone                   # only with the Hessian measured first
+    assert [r["measure"] for r in rows] == [r["measure"] for k in MEASURES
+                                            for r in measure_checkpoint(model, pools, 2, cfg, seeds, [k])]
+    hess = next(r for r in rows if r["measure"] == "hessian_top")
+    llc = next(r for r in rows if r["measure"] == "llc")["settings"]
+    assert llc["eps_nbeta_lambda"] == pytest.approx(llc["eps"] * llc["n_beta"] * hess["value"])
+    alone = measure_checkpoint(model, pools, 2, cfg, seeds, ["llc"])[0]["settings"]
+    assert "eps_nbeta_lambda" not in alone
 
 
 def test_cost_is_the_sum_of_the_registry_entries(repo):

@@ -116,11 +116,12 @@ FIGURES = Part("figures", (PRECURSORS, Input("metrics", ("metrics.csv",), "run",
     _figure("rho_matrix.png", "rho_matrix", "rho matrix"),
 ), "write_figures", mem_mb=2048, runtime=30)
 
-# The verdict drawn, one figure per family of claims (analysis.figures_verdict.FAMILIES; the
-# same names: a test keeps them equal), from verdict.csv alone.
+# The verdict drawn, one figure per family of claims (each claim names its family:
+# analysis.claims, Claim.figure), from verdict.csv alone.
+FIGURE_FAMILIES = ("timing", "lags", "floors", "topdown", "prediction")
 CLAIM_FIGURES = Part("claims", (Input("verdict", ("verdict.csv",), "summary"),), tuple(
     _figure(f"verdict_{fam}.png", "verdict_figures", f"verdict: {fam}")
-    for fam in ("timing", "lags", "floors", "topdown", "prediction")), "write_claim_figures")
+    for fam in FIGURE_FAMILIES), "write_claim_figures")
 
 # tables.html: the verdict first, then the protocol tables, the other tables, the JSON files
 HTML_SECTIONS = (tuple(f for p in (VERDICT, POWER, PROTOCOLS, TABLES) for f in p.files() if f.endswith(".csv"))

@@ -1,8 +1,8 @@
 """Entry points for ``geoanatomy summarize PART`` (one Snakemake rule per part).
 
 The parts, what each reads and the files it writes under results/summary/, are the registry
-``analysis.parts``; ``run`` runs one by name with the writer it names here (``write_<part>``,
-each taking a ``Job``).
+``analysis.parts``; ``run`` runs one by name with the writer it names (``WRITERS``, each
+taking a ``Job``).
 
 Mixture units (precursor.json with ``protocol: mixture``, geoanatomy.mixture) are left out of
 every part but ``verdict`` and ``protocols``, which set the two protocols side by side with the
@@ -332,6 +332,12 @@ def write_html(job: Job) -> list[str]:
     return [str(out / "tables.html")]
 
 
+# each part's writer (parts.Part.writer names it; the registry is standard-library only)
+WRITERS = {f.__name__: f for f in (write_tables, write_scale, write_prediction, write_power, write_verdict,
+                                   write_protocols, write_figures, write_claim_figures, write_html)}
+assert set(WRITERS) == {p.writer for p in parts.PARTS}, "one writer per summary part"
+
+
 def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_json=None, log=print) -> list[str]:
     """Run one part (``analysis.parts``) with its writer; the files written."""
     t0 = time.time()
@@ -341,7 +347,7 @@ def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_jso
         raise ValueError("summarize: no precursor.json files given")
     check_pooling(units, bool(st["allow_mixed_settings"]))   # refuses a silent mix of settings
     pres, mix = protocols.split(units)            # mixture units: verdict and protocols only
-    files = globals()[p.writer](Job(units, pres, mix, Path(out), st, tuple(metrics or ()), pythia, scale_json))
+    files = WRITERS[p.writer](Job(units, pres, mix, Path(out), st, tuple(metrics or ()), pythia, scale_json))
     if p.reads_runs:
         log(f"[summarize {part}] {_n_line(pres)}" + (f"; {_mix_line(mix)}" if mix else ""))
     log(f"[summarize {part}] wrote {len(files)} files in {time.time() - t0:.2f} s")

@@ -12,6 +12,7 @@ import yaml
 
 from ..defaults import PYTHIA_BENCHMARKS
 from ..errors import ConfigError
+from ..measures.registry import MEASURES
 from ..sizes import SIZES
 from .reading import _short
 
@@ -24,14 +25,19 @@ MAX_STRING_LEN = 4096             # characters in one string
 
 
 def load_schema() -> dict:
-    """The JSON schema of a config, with the allowed task, level, size and Pythia benchmark
-    names filled in from the library (their one home)."""
+    """The JSON schema of a config, with the allowed task, level, size, Pythia benchmark and
+    expensive-measure names, and each measure's settings block, filled in from the library
+    (their one home)."""
     from ..tasks import LEVELS, TASKS
     # libyaml's loader when present: the pure-Python one took ~0.1 s of every Snakefile parse
     schema = yaml.load(SCHEMA_PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     for name, values in (("task", TASKS), ("level", LEVELS), ("size", list(SIZES)),
                          ("pythia_benchmark", PYTHIA_BENCHMARKS)):
         schema["$defs"][name]["enum"] = list(values)
+    m = schema["properties"]["measures"]["properties"]
+    m["which"]["items"]["enum"] = list(MEASURES)
+    for entry in MEASURES.values():          # each measure's settings block: its registry entry's schema
+        m[entry.config_key] = entry.settings_block_schema()
     return schema
 
 

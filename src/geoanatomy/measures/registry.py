@@ -19,7 +19,7 @@ llc        llc                              rise       sgld               llc
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 # settings every expensive-measure row carries
@@ -44,13 +44,27 @@ class Measure:
     defaults: dict
     pool_size_key: str                      # the setting that sizes its training sample
     seeded: bool                            # gets a per-run random seed
-    compute: Callable                       # (model, pool, n_answer, settings, seed, context) -> rows
+    compute: Callable                       # (model, pool, n_answer, settings, seed, given) -> rows
     cost: Callable                          # (settings, size, positions, device) -> seconds per checkpoint
+    uses: tuple[str, ...] = ()              # table measures of other kinds it reads at the same checkpoint
+    settings_schema: dict = field(default_factory=dict, compare=False)   # JSON schema of each setting
+    tiny: dict = field(default_factory=dict, compare=False)   # settings for a seconds-long run (tests, smoke)
 
-    def rows(self, model, pool, n_answer: int, settings: dict, seed: int | None, context: dict) -> list[dict]:
-        """Rows (without run/step) at the model's current weights. ``context`` is shared by
-        the kinds measured at one checkpoint (the LLC reads the Hessian's top eigenvalue)."""
-        return self.compute(model, pool, n_answer, settings, seed, context)
+    def tiny_settings(self) -> dict:
+        """The defaults with ``tiny`` over them: what a conformance test or a smoke run uses."""
+        return {**self.defaults, **self.tiny}
+
+    def settings_block_schema(self) -> dict:
+        """The JSON schema of its ``measures.<config_key>`` block (config.schema.load_schema)."""
+        return {"type": "object", "additionalProperties": False, "properties": dict(self.settings_schema)}
+
+    def rows(self, model, pool, n_answer: int, settings: dict, seed: int | None, given: dict | None = None
+             ) -> list[dict]:
+        """Rows (without run/step) at the model's current weights. ``given``: the values at this
+        checkpoint of the table measures it declares in ``uses`` that were measured before it
+        (the LLC reads the Hessian's top eigenvalue); others are not passed."""
+        given = {k: v for k, v in (given or {}).items() if k in self.uses}
+        return self.compute(model, pool, n_answer, settings, seed, given)
 
     def seconds_per_checkpoint(self, settings: dict, size: str, positions: int, device: str) -> float:
         """Expected seconds of this measure at one checkpoint (worst case)."""
@@ -64,7 +78,7 @@ def row(measure: str, variant: str, n, value, settings: dict) -> dict:
 
 
 # -------------------------------------------------------------------- grad_rank
-def _grad_rank_rows(model, pool, n_answer, g, seed, context):
+def _grad_rank_rows(model, pool, n_answer, g, seed, given):
     from .grad_rank import grad_ranks
     r = grad_ranks(model, pool, n_answer, eps=float(g["rankme_eps"]), method=g["method"],
                    max_bytes=int(g["max_mbytes"]) * 2**20)
@@ -82,7 +96,7 @@ def _grad_rank_cost(g, size, positions, device):
 
 
 # ---------------------------------------------------------------------- hessian
-def _hessian_rows(model, pool, n_answer, h, seed, context):
+def _hessian_rows(model, pool, n_answer, h, seed, given):
     from .hessian import hessian_top
     r = hessian_top(model, pool, n_answer, max_iter=int(h["max_iter"]), tol=float(h["tol"]), seed=seed,
                     method=h["method"])
@@ -90,7 +104,6 @@ def _hessian_rows(model, pool, n_answer, h, seed, context):
               iterations=r["iterations"], converged=r["converged"], seed=r["seed"], batch_loss=r["loss"],
               n_params=r["n_params"], mode="eval", attention="math",
               method=f"{h['method']} on double-backward Hessian-vector products")
-    context["hessian_top"] = r["value"]
     return [row("hessian_top", "top_eigenvalue", r["batch_size"], r["value"], st)]
 
 
@@ -100,7 +113,7 @@ def _hessian_cost(h, size, positions, device):
 
 
 # -------------------------------------------------------------------------- llc
-def _llc_rows(model, pool, n_answer, c, seed, context):
+def _llc_rows(model, pool, n_answer, c, seed, given):
     from .llc import llc_at_checkpoint
     r = llc_at_checkpoint(model, pool, n_answer, eps=float(c["eps"]), gamma=float(c["gamma"]),
                           n_beta=None if c["n_beta"] is None else float(c["n_beta"]),
@@ -111,7 +124,7 @@ def _llc_rows(model, pool, n_answer, c, seed, context):
                                                     "burnin", "batch_size", "n_data", "seed", "std", "per_chain",
                                                     "init_loss", "mean_sampled_loss", "flags", "clean",
                                                     "disagree_threshold", "drift")})
-    lam_top = context.get("hessian_top")
+    lam_top = given.get("hessian_top")
     if lam_top is not None and math.isfinite(lam_top):
         # SGLD on a quadratic of curvature n_beta*lam is stable iff eps*n_beta*lam < 4
         st["eps_nbeta_lambda"] = r["eps"] * r["n_beta"] * lam_top
@@ -129,18 +142,50 @@ def _llc_cost(c, size, positions, device):
                          device))
 
 
+_POSINT = "#/$defs/posint"
 _ENTRIES = (
     Measure("grad_rank", (TableMeasure("grad_erank", "collapse", "roy_vetterli"),
                           TableMeasure("grad_cov_erank", "collapse", "roy_vetterli")),
             "grad_rank", {"n_samples": 64, "method": "vmap", "max_mbytes": 256, "rankme_eps": 1e-7},
-            "n_samples", False, _grad_rank_rows, _grad_rank_cost),
+            "n_samples", False, _grad_rank_rows, _grad_rank_cost,
+            settings_schema={
+                "n_samples": {"type": "integer", "minimum": 2, "maximum": 4096,
+                              "description": "per-sample gradients N (ranks are capped by N)"},
+                "method": {"type": "string", "enum": ["vmap", "loop"]},
+                "max_mbytes": {"$ref": _POSINT, "maximum": 65536, "description": "memory cap for N x P float32"
+                               " gradients; above it parameters are processed in groups"},
+                "rankme_eps": {"type": "number", "minimum": 0}},
+            tiny={"n_samples": 6}),
     Measure("hessian", (TableMeasure("hessian_top", "rise", "top_eigenvalue"),),
             "hessian", {"batch_size": 32, "max_iter": 100, "tol": 1e-3, "method": "lanczos"},
-            "batch_size", True, _hessian_rows, _hessian_cost),
+            "batch_size", True, _hessian_rows, _hessian_cost,
+            settings_schema={
+                "batch_size": {"$ref": _POSINT, "maximum": 8192},
+                "max_iter": {"$ref": _POSINT, "maximum": 100000, "description": "power iterations (PyHessian: 100)"},
+                "tol": {"type": "number", "exclusiveMinimum": 0, "description": "relative tolerance (PyHessian: 1e-3)"},
+                "method": {"type": "string", "enum": ["lanczos", "power"],
+                           "description": "Lanczos (the same products and stopping rule as power iteration, estimate"
+                                          " from the whole Krylov space: fewer products) or power iteration"
+                                          " (PyHessian's)"}},
+            tiny={"batch_size": 6, "max_iter": 8}),
     Measure("llc", (TableMeasure("llc", "rise", "sgld"),),
             "llc", {"eps": 3e-5, "gamma": 1e4, "n_beta": 30.0, "chains": 2, "draws": 20, "burnin": 5,
                     "batch_size": 32, "n_data": 512, "disagree_threshold": 0.5},
-            "n_data", True, _llc_rows, _llc_cost),
+            "n_data", True, _llc_rows, _llc_cost, uses=("hessian_top",),
+            settings_schema={
+                "eps": {"type": "number", "exclusiveMinimum": 0, "description": "SGLD step size"},
+                "gamma": {"type": "number", "minimum": 0, "description": "localization strength"},
+                "n_beta": {"oneOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "null"}],
+                           "description": "inverse temperature; null = B / ln B"},
+                "chains": {"$ref": _POSINT, "maximum": 1000},
+                "draws": {"$ref": _POSINT, "maximum": 100000},
+                "burnin": {"$ref": "#/$defs/count", "maximum": 100000},
+                "batch_size": {"type": "integer", "minimum": 2, "maximum": 8192},
+                "n_data": {"$ref": _POSINT, "maximum": 100000,
+                           "description": "fixed training-distribution pool the SGLD minibatches come from"},
+                "disagree_threshold": {"type": "number", "exclusiveMinimum": 0,
+                                       "description": "flag when std over chains / |llc| exceeds it"}},
+            tiny={"chains": 2, "draws": 3, "burnin": 1, "batch_size": 4, "n_data": 16}),
 )
 
 MEASURES: dict[str, Measure] = {m.name: m for m in _ENTRIES}

@@ -76,12 +76,13 @@ def measure_checkpoint(model, pools: dict, n_answer: int, cfg: dict, seeds: dict
     config block names its pool); cfg the merged ``measures`` block; seeds {"hessian": int,
     "llc": int}. ``timings`` (optional dict) is incremented with the CPU seconds of each measure.
     """
-    rows, context = [], {}
+    rows = []
     for kind in kinds:
         t = time.process_time()
         m = measure(kind)
+        given = {r["measure"]: r["value"] for r in rows if r["measure"] in m.uses}   # its declared inputs
         rows += m.rows(model, pools[m.config_key], n_answer, cfg[m.config_key],
-                       seeds[kind] if m.seeded else None, context)
+                       seeds[kind] if m.seeded else None, given)
         if timings is not None:
             timings[kind] = timings.get(kind, 0.0) + time.process_time() - t
     return rows

@@ -21,6 +21,7 @@ import pandas as pd
 from scipy import stats
 
 from ..load import min_gap_frac
+from ..parts import FIGURE_FAMILIES
 from ..nulls import CELLS
 from ..units import unit_events
 
@@ -31,7 +32,7 @@ VERDICT_COLUMNS = ["claim", "measure", "variant", "event", "protocol", "statisti
                    "stable", "stability", "headline", "detail"]
 RANKME = {"rankme": "uncentred", "rankme_centred": "centred"}
 READS = ("runs", "measure", "summary")      # what a claim's rows are computed from (``Claim.reads``)
-FIGURES = ("timing", "lags", "floors", "topdown", "prediction")     # figure families, in drawing order
+FIGURES = FIGURE_FAMILIES        # figure families, in drawing order (figures/verdict_{family}.png)
 
 
 @dataclass(frozen=True)
