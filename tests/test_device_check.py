@@ -1,4 +1,4 @@
-"""benchmarks/device_check.py runs in the test suite on the CPU (so it cannot rot before a GPU
+"""tools/device_check.py runs in the test suite on the CPU (so it cannot rot before a GPU
 is lent): training twice with one seed, measuring the same weights on the device and the CPU,
 the record and the printed table."""
 import json
@@ -13,7 +13,7 @@ from conftest import REPO
 @pytest.mark.slow
 def test_device_check_runs_on_the_cpu_and_says_no_gpu_was_found(tmp_path):
     out = tmp_path / "device_check.json"
-    p = subprocess.run([sys.executable, str(REPO / "benchmarks" / "device_check.py"), "--quick", "--device", "cpu",
+    p = subprocess.run([sys.executable, str(REPO / "tools" / "device_check.py"), "--quick", "--device", "cpu",
                         "--out", str(out)], capture_output=True, text=True, timeout=600, cwd=tmp_path,
                        env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
     assert p.returncode == 0, p.stdout + p.stderr

@@ -1,16 +1,13 @@
-"""benchmarks/findings_table.py: the findings of docs/study.md printed from verdict.csv, as a
+"""geoanatomy.report.findings: the findings of docs/study.md printed from verdict.csv, as a
 table and claim by claim. Checked against a hand-made verdict.csv: every row appears once with
 its own numbers and word, and the page's generated block is replaced without touching the rest."""
-import importlib.util
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("findings_table", REPO / "benchmarks" / "findings_table.py")
-ft = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(ft)
+from geoanatomy.report import findings as ft  # noqa: E402
 
 ROWS = [
     dict(claim="timing beyond the loss curve", measure="rankme", variant="uncentred", event="onset",
@@ -63,5 +60,5 @@ def test_write_block_replaces_only_the_generated_part(summary, tmp_path):
     assert s.count("* rankme (uncentred), onset") == 1
     assert not ft.write_block(page, ft.by_claim(summary))     # second time: nothing to change
     (tmp_path / "bare.md").write_text("no markers\n")
-    with pytest.raises(SystemExit, match="no block"):
+    with pytest.raises(ValueError, match="bare.md: no block"):
         ft.write_block(tmp_path / "bare.md", "x")

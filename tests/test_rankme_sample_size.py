@@ -1,18 +1,13 @@
-"""benchmarks/rankme_sample_size.py on the session's tiny trained run: its N = eval.n_samples
+"""geoanatomy.measures.sample_size (tools/rankme_sample_size.py) on the session's tiny trained run: its N = eval.n_samples
 curve is the metrics stage's, an N above the held-out pool is cut to the pool."""
-import importlib.util
-
 import numpy as np
 import pytest
 
-from conftest import REPO
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("rankme_sample_size", REPO / "benchmarks" / "rankme_sample_size.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from geoanatomy.measures import sample_size
+    return sample_size
 
 
 @pytest.mark.slow

@@ -428,17 +428,14 @@ def test_prune_window_and_peak_disk_known_answer():
 
 
 def test_docs_cost_table_is_the_scripts_output_and_paper_grid_fits_1_5_tb():
-    """docs/slurm.md's cost table is what `bench_step_time.py --table config/paper.yaml` prints
+    """docs/slurm.md's cost table is what `geoanatomy report cost config/paper.yaml` prints
     (regenerate it after changing the grid or the cost model); the paper grid's peak checkpoint
     disk stays within 1.5 TB."""
-    import importlib.util
     from geoanatomy.config import load_config
     from geoanatomy.cost import peak_disk_mb
-    spec = importlib.util.spec_from_file_location("bench_step_time", REPO / "benchmarks" / "bench_step_time.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from geoanatomy.report.cost import cost_table_markdown
     cfg = load_config(str(REPO / "config" / "paper.yaml"))
-    assert mod.cost_table_markdown(cfg) in (REPO / "docs" / "slurm.md").read_text()
+    assert cost_table_markdown(cfg) in (REPO / "docs" / "slurm.md").read_text()
     assert peak_disk_mb(cfg) <= 1.5e6
 
 

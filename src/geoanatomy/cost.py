@@ -4,7 +4,7 @@ of a grid. Torch-free: imported at Snakefile parse time and evaluated once per j
 the DAG is built (workflow/rules/common.smk caches the answers per job).
 
 Used by the rules' ``resources:`` (workflow/rules/common.smk ``cluster_resource``) and by
-the cost table in docs/slurm.md (``python benchmarks/bench_step_time.py --table config/paper.yaml``).
+the cost table in docs/slurm.md (``geoanatomy report cost config/paper.yaml``).
 Which jobs get a GPU is decided only in the SLURM profile (slurm/config.yaml,
 ``gpu_sizes``); ``GPU_SIZES`` here must name the same sizes per rule (tests/test_slurm.py
 checks it) so that wall times are estimated for the device the job will have. With
@@ -123,7 +123,7 @@ def packed_gpu_seconds(cfg: dict, stage: str, run: str, per_gpu: int = GPU_PACK_
     """GPU-seconds one job costs when k = jobs_per_gpu jobs share the GPU: its wall time split k
     ways, but never less than its arithmetic (FLOPs at the assumed rate, which packing cannot
     overlap): max(wall / k, compute). A model: the launch floor is CPU-side work that k
-    processes overlap; the first GPU run (benchmarks/device_check.py) tests it."""
+    processes overlap; the first GPU run (tools/device_check.py) tests it."""
     k = jobs_per_gpu(cfg, stage, run, per_gpu)
     return max(work_seconds(cfg, stage, run, "gpu") / k, work_seconds(cfg, stage, run, "gpu_compute"))
 

@@ -10,6 +10,7 @@ the Pythia branch and the cross-run summary.
     geoanatomy summarize tables|scale|prediction|figures|html|all ...   (results/summary/)
     geoanatomy pythia extract|events|scale|revisions ...                 (Pythia branch)
     geoanatomy scan DIR --probe FILE|BENCHMARK [--out OUT]             (any HF checkpoint folder)
+    geoanatomy report findings|grid|compare|cost ...                    (the docs' generated tables)
     geoanatomy --version
 
 STAGE is a Snakemake rule name; ``STAGES`` maps each to its module in
@@ -74,6 +75,7 @@ DELEGATED = {
     "pythia": "Pythia validation branch: extract, events, scale, revisions",
     "scan": "geometric events of a folder of HF checkpoints (stepN/ or checkpoint-N/)",
     "export": "a run's checkpoints as Hugging Face GPT-2 folders (checkpoint-N/)",
+    "report": "the docs' generated tables: study findings, per-run tables, verdict comparison, cost table",
     "classes": "difficulty class file from calibration runs: build, check",
 }
 
@@ -171,6 +173,9 @@ def main(argv=None) -> int:
     if argv[:1] == ["scan"]:
         from .scan import main as scan_main
         return scan_main(argv[1:])
+    if argv[:1] == ["report"]:
+        from .report import main as report_main
+        return report_main(argv[1:])
     if argv[:1] == ["export"]:
         from .export import main as export_main
         return export_main(argv[1:])

@@ -1,7 +1,7 @@
 """Calibrate task levels: train the nano model on candidate levels and report when each is
 acquired, with the same trainer, metrics and event definitions as the pipeline.
 
-    python benchmarks/calibrate_levels.py --steps 1500 --jobs 2 [--seeds 0 1 2] \
+    python tools/calibrate_levels.py --steps 1500 --jobs 2 [--seeds 0 1 2] \
         --candidates "par:length=6,8,10,12" "add:digits=2,3,4,5" ... [--out benchmarks/out/calibration.json]
 
 Each candidate is ``task:param=v1,v2,...[:fixed=v]`` (mul: ``mul:digits=2x1,2x2,3x2``; sparse
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--config", default=str(REPO / "config.yaml"))
     ap.add_argument("--set", nargs="*", default=[], help="config overrides, e.g. train.lr=3e-3")
-    ap.add_argument("--out", default=str(REPO / "benchmarks" / "out" / "calibration.json"))
+    ap.add_argument("--out", default=str(REPO / "tools" / "out" / "calibration.json"))
     args = ap.parse_args(argv)
     work = [(t, p, v, x, s, args.steps, args.size, args.config, args.set)
             for t, p, v, x in _parse(args.candidates) for s in args.seeds]

@@ -1,8 +1,8 @@
 """The GPU path checked in one command, before the paper grid goes to a cluster.
 
-    python benchmarks/device_check.py                  # CUDA when torch sees a GPU, else the CPU
-    python benchmarks/device_check.py --steps 300 --sizes nano small --out device_check.json
-    python benchmarks/device_check.py --quick          # 30 steps at nano (what the test suite runs)
+    python tools/device_check.py                  # CUDA when torch sees a GPU, else the CPU
+    python tools/device_check.py --steps 300 --sizes nano small --out device_check.json
+    python tools/device_check.py --quick          # 30 steps at nano (what the test suite runs)
 
 For each size (default nano and small, copy L1, ``--steps`` optimizer steps, 9 checkpoints):
 

@@ -1,6 +1,6 @@
 """RankMe sample-size (N) sensitivity: floor value and floor step at N = eval.n_samples vs larger N.
 
-    python benchmarks/rankme_sample_size.py --results /path/to/results \
+    python tools/rankme_sample_size.py --results /path/to/results \
         [--runs mod_L3_nano,mod_L3_micro,...] [--n-list 200,512,768,1024] [--out rankme_n.json]
 
 The metrics stage computes RankMe on the first ``eval.n_samples`` (200) rows of the held-out
@@ -32,74 +32,13 @@ import json
 import platform
 import sys
 import time
-import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 RUNS = "mod_L3_nano,mod_L3_micro,copy_L3_micro,copy_L3_nano,par_L3_nano,cmp_L3_nano"
-VARIANTS = (("uncentred", False), ("centred", True))
-LAYER, POSITION = "ln_final", "first"
-
-
-def run_curves(spec, run_dir: Path, n_list: list[int]) -> dict:
-    """RankMe curves of one run at every checkpoint for each N (module doc)."""
-    import numpy as np
-    import torch
-
-    from geoanatomy.checkpoints import iter_checkpoints
-    from geoanatomy.measures.rankme import rankme
-    from geoanatomy.stages.common import checkpoint_identity, open_run, training_dir
-
-    model, data, ckdir, steps, device = open_run(spec, training_dir(spec, run_dir), "cpu")
-    pool = int(data.heldout.shape[0])
-    used = [min(n, pool) for n in n_list]
-    n_max = max(used)
-    seq = torch.as_tensor(data.eval_set(n_max))                                 # (n_max, S)
-    first = seq.shape[1] - 1 - data.spec.n_answer                               # predicts answer token 1
-    x = seq[:, :first + 1]                                                      # causal: later tokens unused
-    li = model.layer_names().index(LAYER)
-    eps = float(spec.eval["rankme_eps"])
-    distinct = [int(np.unique(data.heldout_inputs[:n], axis=0).shape[0]) for n in used]
-    values = {v: {n: [] for n in used} for v, _ in VARIANTS}
-    model.eval()
-    for _ in iter_checkpoints(ckdir, model, steps, checkpoint_identity(spec)):
-        with torch.no_grad():
-            _, hidden = model(x, return_hidden=True)
-        Z = hidden[li][:, first, :]                                             # (n_max, d)
-        with warnings.catch_warnings():                                         # the N < d cap is the point here
-            warnings.simplefilter("ignore")
-            for variant, centred in VARIANTS:
-                for n in used:
-                    values[variant][n].append(rankme(Z[:n], centred=centred, eps=eps))
-    return {"steps": [int(s) for s in steps], "width": int(model.cfg.d_model), "pool": pool,
-            "n_requested": n_list, "n_used": used, "distinct_inputs": distinct, "values": values}
-
-
-def metrics_check(run_dir: Path, curves: dict, n_eval: int, cfg_events: dict) -> dict | None:
-    """The N = n_eval curves against the run's metrics.csv: largest |ours - metrics.csv| over
-    checkpoints and variants, and whether floor, floor step and collapse step (floor to 1e-3)
-    agree (None: no metrics.csv, or n_eval not among the N)."""
-    import numpy as np
-
-    from geoanatomy.events import curve_entry
-    from geoanatomy.table import curve, read_table
-    path = run_dir / "metrics.csv"
-    if n_eval not in curves["n_used"] or not path.exists():
-        return None
-    df = read_table(path)
-    worst, same = 0.0, True
-    for variant, _ in VARIANTS:
-        s, v = curve(df, "rankme", layer=LAYER, position=POSITION, variant=variant)
-        ours = curves["values"][variant][n_eval]
-        if list(s) != curves["steps"]:
-            raise SystemExit(f"{path}: its steps differ from the checkpoints")
-        worst = max(worst, float(np.nanmax(np.abs(v - np.asarray(ours)))))
-        a, b = (curve_entry(s, x, "down", cfg_events) for x in (v, ours))
-        same &= (a["floor_step"], a["collapse_step"]) == (b["floor_step"], b["collapse_step"])
-        same &= abs(a["floor"] - b["floor"]) < 1e-3
-    return {"max_abs_diff": worst, "events_agree": bool(same)}
+from geoanatomy.measures.sample_size import LAYER, POSITION, VARIANTS, metrics_check, run_curves  # noqa: E402,F401
 
 
 def fmt(v, nd=1) -> str:
@@ -126,7 +65,7 @@ def main(argv=None) -> None:
     n_list = sorted({int(n) for n in args.n_list.split(",")})
     n_eval = int(cfg["eval"]["n_samples"])
     t_all = time.perf_counter()
-    out = {"command": " ".join(["python", "benchmarks/rankme_sample_size.py", *(argv or sys.argv[1:])]),
+    out = {"command": " ".join(["python", "tools/rankme_sample_size.py", *(argv or sys.argv[1:])]),
            "layer": LAYER, "position": POSITION, "events": cfg_events, "n_eval": n_eval, "runs": {},
            "machine": {"platform": platform.platform(), "processor": platform.processor(), "threads": 1,
                        "torch": torch.__version__}}

@@ -1,6 +1,6 @@
-"""Print the per-run tables of docs/validation.md from a finished grid's precursor.json files.
+"""The per-run tables of docs/validation.md from a finished grid's precursor.json files.
 
-    python benchmarks/grid_table.py [results]
+    geoanatomy report grid [results]
 
 Events table, one row per run: difficulty class (and its source: ``file`` = the calibration
 class file, ``post-hoc`` = the run's own acquisition step), acquisition step, first-token
@@ -18,8 +18,9 @@ schedule), and each measure's headline events (onset, extreme, return) with its 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
+
+from ..measures import TABLE_MEASURES
 
 
 def _s(v) -> str:
@@ -31,18 +32,18 @@ def _edge(entry: dict) -> str:
     return " (edge)" if entry.get("at_window_end") else ""
 
 
-def _events_table(rows: list[dict]) -> None:
-    print("| run | class (source) | acq | first tok | log-prob half | loss onset (window end) | loss extreme | "
+def _events_table(rows: list[dict], out: list) -> None:
+    out.append("| run | class (source) | acq | first tok | log-prob half | loss onset (window end) | loss extreme | "
           "RankMe unc. init -> floor @ step (mean share) | run-wide floor step | recovery | precursor (gap) | "
           "centred floor @ step (precursor) | final acc |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for d in rows:
         u, c = d["measures"]["rankme"], d["measures"]["rankme_centred"]
         src = "file" if (d.get("difficulty_source") or {}).get("fixed_before_outcome") else "post-hoc"
         cls = d["difficulty"] + (" (control)" if d.get("control") else "") + f" ({src})"
         share = (u.get("mean_share") or {}).get("floor")
         le = d.get("loss_events") or {}
-        print(f"| {d['run']} | {cls} | {_s(d['acquisition_step'])} | {_s(d['first_token_acquisition_step'])} | "
+        out.append(f"| {d['run']} | {cls} | {_s(d['acquisition_step'])} | {_s(d['first_token_acquisition_step'])} | "
               f"{_s(d.get('logprob_half_step'))} | {_s(le.get('onset_step'))} | {_s(le.get('extreme_step'))} | "
               f"{u['init']:.2f} -> {u['floor']:.2f} @ {_s(u['floor_step'])}{_edge(u)} "
               f"({'-' if share is None else f'{share:.2f}'}) | {_s(u.get('global_floor_step'))} | "
@@ -51,16 +52,16 @@ def _events_table(rows: list[dict]) -> None:
               f"{d['final_accuracy']:.2f} |")
     real = [d for d in rows if not d.get("control")]
     n_acq = sum(bool(d["acquired"]) for d in real)
-    print(f"\n{n_acq} of {len(real)} runs (not counting controls) acquired "
+    out.append(f"\n{n_acq} of {len(real)} runs (not counting controls) acquired "
           f"({100 * n_acq / max(len(real), 1):.0f}%); controls acquired: "
           f"{sum(bool(d['acquired']) for d in rows if d.get('control'))} of {len(rows) - len(real)}")
 
 
-def _measures_table(rows: list[dict]) -> None:
-    names = ("grad_erank", "grad_cov_erank", "hessian_top", "llc")
-    print("\n| run | checkpoints measured | " + " | ".join(f"{n}: onset / extreme / return (precursor)" for n in names)
+def _measures_table(rows: list[dict], out: list) -> None:
+    names = tuple(TABLE_MEASURES)
+    out.append("\n| run | checkpoints measured | " + " | ".join(f"{n}: onset / extreme / return (precursor)" for n in names)
           + " |")
-    print("|---|---|" + "---|" * len(names))
+    out.append("|---|---|" + "---|" * len(names))
     for d in rows:
         ms = d["measures"]
         if not any(n in ms for n in names):
@@ -77,17 +78,13 @@ def _measures_table(rows: list[dict]) -> None:
             else:
                 on, ex, ret = m.get("collapse_step"), m.get("floor_step"), m.get("recovery_step")
             cells.append(f"{_s(on)} / {_s(ex)} / {_s(ret)} ({'yes' if m.get('precursor') else 'no'})")
-        print(f"| {d['run']} | {n_pts} | " + " | ".join(cells) + " |")
+        out.append(f"| {d['run']} | {n_pts} | " + " | ".join(cells) + " |")
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    root = Path(argv[0] if argv else "results")
-    rows = [json.loads(p.read_text()) for p in sorted(root.glob("*/precursor.json"))]
-    _events_table(rows)
-    _measures_table(rows)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def grid_tables(root) -> str:
+    """The events table and the expensive-measures table (module doc) of ``root``/*/precursor.json."""
+    rows = [json.loads(p.read_text()) for p in sorted(Path(root).glob("*/precursor.json"))]
+    out: list[str] = []
+    _events_table(rows, out)
+    _measures_table(rows, out)
+    return "\n".join(out)
