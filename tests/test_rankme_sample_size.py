@@ -1,4 +1,4 @@
-"""geoanatomy.measures.sample_size (tools/rankme_sample_size.py) on the session's tiny trained run: its N = eval.n_samples
+"""geoanatomy.stages.sample_size (tools/rankme_sample_size.py) on the session's tiny trained run: its N = eval.n_samples
 curve is the metrics stage's, an N above the held-out pool is cut to the pool."""
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ import pytest
 
 
 def _bench():
-    from geoanatomy.measures import sample_size
+    from geoanatomy.stages import sample_size
     return sample_size
 
 

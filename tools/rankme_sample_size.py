@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 RUNS = "mod_L3_nano,mod_L3_micro,copy_L3_micro,copy_L3_nano,par_L3_nano,cmp_L3_nano"
-from geoanatomy.measures.sample_size import LAYER, POSITION, VARIANTS, metrics_check, run_curves  # noqa: E402,F401
+from geoanatomy.stages.sample_size import LAYER, POSITION, VARIANTS, metrics_check, run_curves  # noqa: E402,F401
 
 
 def fmt(v, nd=1) -> str:

@@ -21,11 +21,12 @@ it reads changes. Heavy imports (torch) happen after the thread limits are set.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import shutil
 import sys
 from pathlib import Path
+
+from .args import ArgumentParser, plain, positive_int  # noqa: F401 (every command's parser)
 
 # rule name -> keyword arguments of its stage's run(), beyond (spec, run_dir), from the job
 STAGES = {
@@ -65,8 +66,27 @@ def run_stage(job, threads: int = 1) -> dict:
     limit_threads(threads, torch_too=not tables_only)
     if not tables_only:  # the job log states where it runs (CPU or which GPU)
         print(f"[{job.stage}] {job.run.name}: {describe_device(job.device)}", flush=True)
-    module = importlib.import_module(f"geoanatomy.stages.{job.stage}")
-    return module.run(job.run, job.run_dir, **STAGES[job.stage](job, threads))
+    return _stage_run(job.stage)(job.run, job.run_dir, **STAGES[job.stage](job, threads))
+
+
+def _stage_run(stage: str):
+    """The stage module's run(), imported only now (after the thread limits; the table stages
+    never import torch)."""
+    if stage == "train":
+        from ..stages.train import run
+    elif stage == "metrics":
+        from ..stages.metrics import run
+    elif stage == "measures":
+        from ..stages.measures import run
+    elif stage == "probes":
+        from ..stages.probes import run
+    elif stage == "events":
+        from ..stages.events import run
+    elif stage == "prune":
+        from ..stages.prune import run
+    else:
+        raise ValueError(f"unknown stage {stage!r}; known: {', '.join(STAGES)}")
+    return run
 
 
 # sub-commands with their own parser (geoanatomy.cli.<name>.main), dispatched before ours
@@ -78,31 +98,6 @@ DELEGATED = {
     "report": "the docs' generated tables: study findings, per-run tables, verdict comparison, cost table",
     "classes": "difficulty class file from calibration runs: build, check",
 }
-
-
-def plain(doc: str) -> str:
-    """A module docstring as --help text: the reST literal markup dropped."""
-    return (doc or "").replace("``", "")
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse's parser with a usage error as one line naming the argument (exit 2), not
-    the usage block before it; ``--help`` prints the usage as always. Subcommand parsers
-    (``add_subparsers``) are of this class too."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (a batch size or thread count of 0 is refused by name)."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} is not >= 1")
-    return v
 
 
 USAGE = """Watch transformers learn: train on algorithmic tasks, measure representation geometry at

@@ -11,7 +11,7 @@ its rows, and that every analysed run has a class and a seed disjoint from the c
 """
 from __future__ import annotations
 
-from . import ArgumentParser, plain, positive_int  # noqa: F401
+from .args import ArgumentParser, plain, positive_int  # noqa: F401
 
 import argparse
 import json

@@ -12,7 +12,7 @@ keeps what is already exported and adds the missing steps. Needs ``pip install -
 """
 from __future__ import annotations
 
-from . import ArgumentParser, plain, positive_int  # noqa: F401
+from .args import ArgumentParser, plain, positive_int  # noqa: F401
 
 import argparse
 import sys

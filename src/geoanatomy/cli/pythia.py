@@ -7,7 +7,7 @@
 """
 from __future__ import annotations
 
-from . import ArgumentParser, plain, positive_int  # noqa: F401
+from .args import ArgumentParser, plain, positive_int  # noqa: F401
 
 import argparse
 import json

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import ArgumentParser, plain
+from .args import ArgumentParser, plain
 
 
 def main(argv=None) -> int:

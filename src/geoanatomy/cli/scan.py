@@ -11,7 +11,7 @@ code, safetensors or ``torch.load(weights_only=True)``.
 """
 from __future__ import annotations
 
-from . import ArgumentParser, plain, positive_int  # noqa: F401
+from .args import ArgumentParser, plain, positive_int  # noqa: F401
 
 import argparse
 import sys

@@ -17,7 +17,7 @@ resolved block, so a settings change reruns the summary jobs).
 """
 from __future__ import annotations
 
-from . import ArgumentParser, plain, positive_int  # noqa: F401
+from .args import ArgumentParser, plain, positive_int  # noqa: F401
 
 import argparse
 import json

@@ -19,7 +19,7 @@ def run_curves(spec, run_dir: Path, n_list: list[int]) -> dict:
 
     from ..checkpoints import iter_checkpoints
     from ..measures.rankme import rankme
-    from ..stages.common import checkpoint_identity, open_run, training_dir
+    from .common import checkpoint_identity, open_run, training_dir
 
     model, data, ckdir, steps, device = open_run(spec, training_dir(spec, run_dir), "cpu")
     pool = int(data.heldout.shape[0])
