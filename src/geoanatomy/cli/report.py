@@ -4,6 +4,8 @@
     geoanatomy report grid [RESULTS]                                 per-run tables (docs/validation.md)
     geoanatomy report compare A/verdict.csv B/verdict.csv            two verdicts word by word
     geoanatomy report cost CONFIG                                    cost table (docs/slurm.md)
+    geoanatomy report snapshot RESULTS DEST [--summary S] [--command TEXT]   a grid's data for the docs
+    geoanatomy report pages PAGE DATA [--check]                      a page's generated blocks from DATA
 """
 from __future__ import annotations
 
@@ -28,6 +30,15 @@ def main(argv=None) -> int:
     c.add_argument("b")
     k = sub.add_parser("cost", help="the cost table of a config")
     k.add_argument("config")
+    sn = sub.add_parser("snapshot", help="copy a grid's precursor.json, train.json and summary tables to DEST")
+    sn.add_argument("results")
+    sn.add_argument("dest")
+    sn.add_argument("--summary", default=None, help="the summary folder (default RESULTS/summary)")
+    sn.add_argument("--command", default="", help="the command that produced the grid (recorded)")
+    pg = sub.add_parser("pages", help="write a docs page's generated blocks from a snapshot folder")
+    pg.add_argument("page")
+    pg.add_argument("data")
+    pg.add_argument("--check", action="store_true", help="compare only; exit 1 when a block differs")
     args = ap.parse_args(argv)
     try:
         return _run(ap, args)
@@ -52,6 +63,16 @@ def _run(ap, args) -> int:
     elif args.what == "compare":
         from ..report.compare import compare_verdicts
         print(compare_verdicts(args.a, args.b))
+    elif args.what == "snapshot":
+        from ..report.data import snapshot
+        prov = snapshot(args.results, args.dest, args.summary, args.command)
+        print(f"{args.dest}: {prov['runs']} runs, {prov['files']} files, {prov['bytes'] / 1e6:.2f} MB")
+    elif args.what == "pages":
+        from ..report.data import write_pages
+        changed = write_pages(args.page, args.data, args.check)
+        verb = "differs" if args.check else "rewritten"
+        print(f"{args.page}: " + (f"{len(changed)} block(s) {verb}" if changed else "up to date"))
+        return 1 if (changed and args.check) else 0
     else:
         from ..config import load_config
         from ..report.cost import cost_table_markdown

@@ -1,0 +1,70 @@
+"""The pages that quote a grid's findings are generated from data committed beside them
+(docs/study/data/, docs/validation/data/; geoanatomy report snapshot), so they cannot drift:
+
+* every generated block of the page (findings table, findings claim by claim, per-run grid
+  tables) equals what ``geoanatomy report pages`` makes from the committed data;
+* the committed summary is what the summary code makes of the committed runs today: every
+  table and statistics file recomputed from the runs' precursor.json (the power simulation's
+  verdict_power.csv taken as committed: it alone takes minutes) is byte-identical.
+
+A changed statistic fails the second test until the data are regenerated; an edited number on
+the page fails the first."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+from geoanatomy.analysis.parts import BY_NAME
+from geoanatomy.analysis.settings import summary_settings
+from geoanatomy.analysis.summarize import run as summarize_part
+from geoanatomy.report.data import FINDINGS_BEGIN, page_blocks, write_pages
+from geoanatomy.report.findings import block
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = [(REPO / "docs" / "study.md", REPO / "docs" / "study" / "data"),
+         (REPO / "docs" / "validation.md", REPO / "docs" / "validation" / "data")]
+PAGES = [(p, d) for p, d in PAGES if d.is_dir()]
+RECOMPUTED = ("tables", "scale", "prediction", "verdict")      # in order: verdict reads the others' JSON
+
+
+@pytest.mark.parametrize("page,data", PAGES, ids=lambda x: x.name)
+def test_page_blocks_are_generated_from_the_committed_data(page, data):
+    blocks = page_blocks(page, data)
+    assert (FINDINGS_BEGIN, "<!-- end of findings table -->") in blocks, f"{page.name} has no findings table block"
+    text = page.read_text()
+    for (begin, end), new in blocks.items():
+        assert block(text, begin, end, page.name) == new.strip("\n"), (
+            f"{page.name}: the block {begin!r} is not what the data say; regenerate it: "
+            f"geoanatomy report pages {page.relative_to(REPO)} {data.relative_to(REPO)}")
+
+
+def test_an_edited_number_on_a_page_is_caught(tmp_path):
+    page, data = PAGES[0]
+    copy = tmp_path / page.name
+    text = page.read_text()
+    start = text.index(FINDINGS_BEGIN)
+    row = text.index("| 1 |", start)
+    cell = text.index("0.", row)                    # the first decimal number of row 1
+    copy.write_text(text[:cell] + ("9" if text[cell + 2] != "9" else "8") + text[cell + 1:])
+    assert write_pages(copy, data, check=True) == [FINDINGS_BEGIN]
+    assert write_pages(page, data, check=True) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page,data", PAGES, ids=lambda x: x.name)
+def test_the_committed_summary_is_recomputed_from_the_committed_runs(page, data, tmp_path):
+    summary = data / "summary"
+    out = tmp_path / "summary"
+    out.mkdir()
+    for f in ("verdict_power.csv", "verdict_power.csv-metadata.json"):
+        shutil.copy2(summary / f, out / f)
+    pres = sorted(str(p) for p in data.glob("*/precursor.json"))
+    st = summary_settings()
+    for part in RECOMPUTED:
+        summarize_part(part, pres, out, st, log=lambda *a: None)
+    files = [f for part in RECOMPUTED for f in BY_NAME[part].files() if not f.endswith(".png")]
+    files += [f + "-metadata.json" for f in files if f.endswith(".csv")]
+    assert files
+    for f in files:
+        assert (out / f).read_bytes() == (summary / f).read_bytes(), (
+            f"{data.relative_to(REPO)}/summary/{f} differs from what the summary code makes of the committed runs")
