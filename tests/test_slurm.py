@@ -8,7 +8,7 @@ and check that every table equals, byte for byte, the one a local ``--cores`` ru
 the same grid writes (training on CPU is deterministic). It skips only where SLURM
 cannot run at all (not root, no binaries and no apt-get); a daemon that fails to come
 up is a failure. Unit tests: the profile's GPU expressions against
-geoanatomy.cluster.GPU_SIZES, resources scaling with size, steps and retries, and the
+geoanatomy.cost.GPU_SIZES, resources scaling with size, steps and retries, and the
 job count / dry-run of the paper grid.
 """
 from __future__ import annotations

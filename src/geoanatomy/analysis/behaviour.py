@@ -70,7 +70,7 @@ def probes(pres: list[dict]) -> pd.DataFrame:
         f = run_facts(p)
         per = e.get("per_layer") if isinstance(e.get("per_layer"), dict) else e
         settings = {}
-        if per is not e:   # what the probes were and how acquisition was defined (geoanatomy.probes)
+        if per is not e:   # what the probes were and how acquisition was defined (geoanatomy.stages.probes)
             settings = {k: e[k] for k in ("measure", "position", "definition", "n_test", "n_checkpoints") if k in e}
             settings.update(e.get("settings") if isinstance(e.get("settings"), dict) else {})
         for layer, v in per.items():

@@ -273,7 +273,7 @@ def geometric_measures(pre: dict) -> dict:
 def extreme(entry: dict) -> tuple[str, float | None, int | None]:
     """The level a measure's curve settles at during its transition: ("floor", value, step) for
     collapsing measures (RankMe, gradient ranks); ("peak", value, step) for rising ones
-    (``direction: rise``: top Hessian eigenvalue, LLC; geoanatomy.measures.transitions)."""
+    (``direction: rise``: top Hessian eigenvalue, LLC; geoanatomy.measures.registry: TableMeasure.direction)."""
     if entry.get("direction") == "rise":
         return "peak", entry.get("peak"), step_or_none(entry.get("peak_step"))
     return "floor", entry.get("floor"), step_or_none(entry.get("floor_step"))
