@@ -85,7 +85,8 @@ def main() -> None:
     bare, trainer = min(bares), min(trainers)
 
     print(f"run {args.run}: {tr['steps']} steps, batch {tr['batch_size']}, {n_ck} checkpoints, 1 thread, CPU")
-    print(f"bare loop      {bare:8.2f} s  ({tr['steps'] / bare:.1f} steps/s; runs {', '.join(f'{b:.2f}' for b in bares)})")
+    print(f"bare loop      {bare:8.2f} s  ({tr['steps'] / bare:.1f} steps/s; runs "
+          f"{', '.join(f'{b:.2f}' for b in bares)})")
     print(f"trainer        {trainer:8.2f} s  (runs {', '.join(f'{t:.2f}' for t in trainers)})")
     print(f"metrics        {metrics:8.2f} s  ({metrics / n_ck * 1000:.0f} ms per checkpoint, "
           f"{spec.eval['n_samples']} samples)")

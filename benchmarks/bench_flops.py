@@ -91,7 +91,8 @@ def main() -> None:
             print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
     print("ratios (model FLOP rate / fp32 GEMM 2048^3): "
           + ", ".join(f"{s} {r:.3f}" for s, r in results.items())
-          + f"   (goal >= 0.5 at small: {'not measured' if 'small' not in results else 'PASS' if results['small'] >= 0.5 else 'FAIL'})")
+          + f"   (goal >= 0.5 at small: "
+            f"{'not measured' if 'small' not in results else 'PASS' if results['small'] >= 0.5 else 'FAIL'})")
 
 
 if __name__ == "__main__":

@@ -194,7 +194,8 @@ def main() -> None:
     n_sub = len(measure_steps(list(range(n_ck)), mc["n_points"]))
 
     for size in sizes:
-        cfg = load_config(REPO / "config.yaml", overrides={"grid": [{"tasks": [task], "levels": [level], "sizes": [size]}],
+        cfg = load_config(REPO / "config.yaml", overrides={"grid": [{"tasks": [task], "levels": [level], "sizes":
+                                                                     [size]}],
                                                            "results_dir": str(tmp),
                                                            "allow_results_outside_workdir": True})
         cfg["train"]["steps"] = args.steps
@@ -306,7 +307,8 @@ def _nano_run(args, tmp):
     from geoanatomy.config import load_config, run_spec
     from geoanatomy.stages.train import run as train_run
     task, level = args.run.split("_")
-    cfg = load_config(REPO / "config.yaml", overrides={"grid": [{"tasks": [task], "levels": [level], "sizes": ["nano"]}],
+    cfg = load_config(REPO / "config.yaml", overrides={"grid": [{"tasks": [task], "levels": [level], "sizes":
+                                                                 ["nano"]}],
                                                        "results_dir": str(tmp), "allow_results_outside_workdir": True})
     spec = run_spec(cfg, f"{args.run}_nano")
     if args.run_dir:
@@ -363,7 +365,8 @@ def _hessian_vs_pyhessian(out, args, nano):
         for n in names:
             t, it, v = (np.array(x, dtype=float) for x in zip(*runs[n]))
             row[n] = {"cpu_s": t.tolist(), "cpu_s_total": float(t.sum()), "products": it.astype(int).tolist(),
-                      "values": v.tolist(), "max_rel_error": float(np.max(np.abs(v - ref["value"])) / abs(ref["value"]))}
+                      "values": v.tolist(), "max_rel_error": float(np.max(np.abs(v - ref["value"])) /
+                                                                   abs(ref["value"]))}
         ours, ph = row[names[0]], row[names[1]]
         row["time_ratio_ours_pyhessian"] = ours["cpu_s_total"] / ph["cpu_s_total"]
         res["steps"][str(step)] = row
@@ -472,11 +475,13 @@ def _llc_settings_check(out, args, nano):
     model, data = build(spec, "cpu")
     na = data.spec.n_answer
     pool = torch.as_tensor(train_sample(data, int(L["n_data"]), "llc"))
-    kw = dict(eps=L["eps"], gamma=L["gamma"], n_beta=L["n_beta"], chains=int(L["chains"]), batch_size=int(L["batch_size"]),
+    kw = dict(eps=L["eps"], gamma=L["gamma"], n_beta=L["n_beta"], chains=int(L["chains"]),
+              batch_size=int(L["batch_size"]),
               disagree_threshold=float(L["disagree_threshold"]))
     seeds = [1000 + s for s in range(args.llc_settings_seeds)]
     res = {"run": str(rd), "default": f"{default[0]}+{default[1]}", "chains": kw["chains"], "seeds": seeds, "steps": {}}
-    print(f"\n## LLC settings ({spec.name}): {kw['chains']} chains x (burnin + draws), default {default[0]}+{default[1]}, "
+    print(f"\n## LLC settings ({spec.name}): {kw['chains']} chains x (burnin + draws), default "
+          f"{default[0]}+{default[1]}, "
           f"vs {list(settings)[1:]}; {len(seeds)} seeds; paired (a shorter chain is the longer one's prefix)")
     for step in steps:
         load_weights(rd / "checkpoints" / f"step_{step:06d}.safetensors", model)

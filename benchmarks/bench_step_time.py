@@ -13,7 +13,8 @@ RankMe (uncentred + centred) at two positions of every layer.
 
 Timings are CPU seconds of this process (``time.process_time``: on a shared machine
 wall time also counts other jobs' turns; both are stored), medians over ``--repeats``
-blocks of ``--steps`` steps after ``--warmup`` steps, on ``--threads`` torch/BLAS threads. The FLOP counts are analytic (below); the
+blocks of ``--steps`` steps after ``--warmup`` steps, on ``--threads`` torch/BLAS threads. The FLOP counts are
+analytic (below); the
 effective FLOP/s they imply is what ``geoanatomy.cluster`` uses to extrapolate to the
 sizes too slow to time here (medium, large, xlarge).
 """
@@ -170,7 +171,8 @@ def _time_expensive(model, data, size: str, args) -> dict:
     from geoanatomy.stages.probes import probe_checkpoint, split_indices
 
     na, T = data.spec.n_answer, data.spec.seq_len - 1
-    cfg = deep_merge(DEFAULTS["measures"], {"hessian": {"batch_size": args.hess_batch, "max_iter": args.hess_iters, "tol": 1e-12},
+    cfg = deep_merge(DEFAULTS["measures"], {"hessian": {"batch_size": args.hess_batch, "max_iter": args.hess_iters,
+                                                        "tol": 1e-12},
                    "llc": {"chains": 1, "draws": args.sgld_steps, "burnin": 0, "n_data": 1024, "batch_size": 32,
                            "eps": 1e-3, "gamma": 0.0, "n_beta": 30.0},
                    "grad_rank": {"n_samples": 200, "method": "vmap", "max_mbytes": 1024}})

@@ -53,7 +53,8 @@ def build_template(work: Path) -> dict:
     cfg = resolve({"grid": [{"tasks": ["add"], "levels": ["L1"], "sizes": ["nano"]}], "results_dir": str(work),
                    "train": {"steps": 40, "warmup": 5, "checkpoints": {"n_log": 5, "log_end": 0.2, "n_uniform": 4}},
                    "eval": {"n_samples": 32},
-                   "measures": {"n_points": 4, "grad_rank": {"n_samples": 6}, "hessian": {"batch_size": 6, "max_iter": 8},
+                   "measures": {"n_points": 4, "grad_rank": {"n_samples": 6}, "hessian": {"batch_size": 6, "max_iter":
+                                                                                          8},
                                 "llc": {"chains": 2, "draws": 3, "burnin": 1, "batch_size": 4, "n_data": 16}},
                    "probes": {"n_samples": 40, "positions": "all"}})
     spec = run_spec(cfg, "add_L1_nano")

@@ -52,7 +52,8 @@ def make_pre(task="copy", level="L1", size="nano", acq=None, floor=2.0, tr=10, p
     gap = acq - tr if acquired and tr is not None else None
     pre_flag = precursor if precursor is not None else bool(acquired and tr is not None and tr < acq
                                                             and acq - tr >= 0.25 * acq)
-    rm = {"layer": "ln_final", "position": "first", "variant": "uncentred", "direction": "collapse", "n_samples": 200, "eps": 1e-7,
+    rm = {"layer": "ln_final", "position": "first", "variant": "uncentred", "direction": "collapse", "n_samples": 200,
+          "eps": 1e-7,
           "init": 10.0, "floor": floor, "floor_step": tr, "collapsed": collapsed, "collapse_step": tr,
           "recovery_step": None, "final": 9.0, "transition": "floor", "transition_step": tr,
           "precursor": pre_flag, "gap_steps": gap, "gaps": {"collapse": gap, "floor": gap, "recovery": None},
@@ -179,7 +180,8 @@ def test_reference_precursor_rule_and_iqr():
 
 
 def test_every_measure_present_is_iterated_and_probes_read():
-    extra = {"grad_erank": {"layer": "params", "position": "answer", "variant": "", "direction": "collapse", "init": 50.0, "floor": 5.0,
+    extra = {"grad_erank": {"layer": "params", "position": "answer", "variant": "", "direction": "collapse", "init":
+                            50.0, "floor": 5.0,
                             "floor_step": 30, "collapsed": True, "transition": "floor", "transition_step": 30,
                             "precursor": True, "gap_steps": 70},
              "probes": {"per_layer": {"block0": {"acquisition_step": 60, "accuracy": 0.9}, "ln_final": 80,
@@ -298,7 +300,8 @@ def test_pythia_scale_file_is_read(tmp_path):
     assert py["floors"]["rankme"]["by_level"]["-"]["pairs"][0]["rho"] == pytest.approx(1.0)
     acq = py["acquisition_order"]["dropped"]["by_level"]["-"]["pairs"][0]
     assert acq["rho"] == pytest.approx(-1.0) and acq["p"] == pytest.approx(2 / 720)
-    assert scale.scale_invariance(_grid(n_tasks=3, sizes=["nano"]), ST, tmp_path / "absent.json")["pythia_file"]["status"] == "absent"
+    assert scale.scale_invariance(_grid(n_tasks=3, sizes=["nano"]), ST, tmp_path /
+                                  "absent.json")["pythia_file"]["status"] == "absent"
 
 
 # ------------------------------------------------------------------ prediction
@@ -348,14 +351,16 @@ def test_cli_all_writes_every_file_with_provenance(tmp_path):
     assert main(["all", "--results", str(tmp_path), "--settings",
                  json.dumps({"power_populations": 10, "power_multiples": [1]})]) == 0
     out = tmp_path / "summary"
-    for f in ["precursor_rates.csv", "transitions.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv", "emergence.csv",
+    for f in ["precursor_rates.csv", "transitions.csv", "collapse_floors.csv", "floor_spread.csv", "top_down.csv",
+              "emergence.csv",
               "probes.csv"]:
         head = header_lines(out / f)                          # the manifest's title and notes
         assert head[0] == "geoanatomy summary: " + f
         assert any("n = 2 runs (easy 1, hard 0, unlearned 1, diverged 0)" in ln for ln in head)
         assert not (out / f).read_text().startswith("#")      # plain CSV
         read_table(out / f)
-    assert read_table(out / "probes.csv").empty and any("no probes entry" in ln for ln in header_lines(out / "probes.csv"))
+    assert read_table(out / "probes.csv").empty and any("no probes entry" in ln for ln in header_lines(out /
+                                                                                                       "probes.csv"))
     from geoanatomy.analysis.load import load_precursors
     from geoanatomy.analysis.summarize import statistics_of
     from geoanatomy.cli.summarize import make_settings
@@ -528,7 +533,8 @@ def test_a_summary_refuses_to_pool_runs_of_different_settings_unless_allowed(tmp
     # stated: allowed, and the headers say so
     b["train_settings"] = {"train": {"steps": 80}}
     write(tmp_path, [b])
-    assert main(args + ["--settings", json.dumps({"allow_mixed_settings": True}), "--out", str(tmp_path / "mixed")]) == 0
+    assert main(args + ["--settings", json.dumps({"allow_mixed_settings": True}), "--out", str(tmp_path /
+                                                                                               "mixed")]) == 0
     assert any("settings: MIXED (training settings train_settings.train.steps at size nano differ" in ln
                for ln in header_lines(tmp_path / "mixed" / "transitions.csv"))
 

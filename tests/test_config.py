@@ -62,7 +62,8 @@ BAD_INPUTS = [
     ("more uniform checkpoints than steps", with_("train.steps", 10, with_("train.warmup", 2,
         with_("train.checkpoints", {"n_log": 2, "log_end": 0.1, "n_uniform": 50}))),
      ["train.checkpoints.n_uniform", "steps=10"]),
-    ("too few checkpoints for event detection", with_("train.checkpoints", {"n_log": 0, "log_end": 0.1, "n_uniform": 2}),
+    ("too few checkpoints for event detection", with_("train.checkpoints", {"n_log": 0, "log_end": 0.1, "n_uniform":
+                                                                            2}),
      ["train.checkpoints", "persist"]),
     ("log_end outside (0, 1]", with_("train.checkpoints", {"n_log": 5, "log_end": 1.5, "n_uniform": 5}),
      ["train.checkpoints.log_end"]),
@@ -71,7 +72,8 @@ BAD_INPUTS = [
     ("L3 not harder than L2", with_("tasks", {"add": {"L2": {"digits": 3}, "L3": {"digits": 3}}}),
      ["tasks.add", "L3 must be harder than L2", "digits"]),
     ("wrong parameter for a task", with_("tasks", {"copy": {"L1": {"digits": 4}}}), ["tasks.copy.L1", "length"]),
-    ("mul digits not a pair", with_("tasks", {"mul": {"L1": {"digits": 2}}}), ["tasks.mul.L1.digits", "[digits_a, digits_b]"]),
+    ("mul digits not a pair", with_("tasks", {"mul": {"L1": {"digits": 2}}}), ["tasks.mul.L1.digits", "[digits_a, "
+                                                                                                      "digits_b]"]),
     ("unknown top-level key", with_("trian", {"steps": 5}), ["trian", "allowed keys", "train"]),
     ("unknown nested key (typo)", with_("train.warmpu", 5), ["train", "warmpu", "warmup"]),
     ("bad device", with_("device", "gpu"), ["device", "'gpu'"]),
@@ -84,7 +86,8 @@ BAD_INPUTS = [
     ("negative seed", with_("seed", -1), ["seed"]),
     ("zero threads", with_("threads.train", 0), ["threads.train"]),
     ("persist zero", with_("events.persist", 0), ["events.persist"]),
-    ("size override for an unknown size", with_("size_overrides", {"giant": {"steps": 5}}), ["size_overrides", "giant", "nano"]),
+    ("size override for an unknown size", with_("size_overrides", {"giant": {"steps": 5}}), ["size_overrides", "giant",
+                                                                                             "nano"]),
     ("acquisition threshold above 1", with_("events.acquisition_threshold", 1.5), ["events.acquisition_threshold"]),
     # results_dir: quoting-free sub-folder of the working directory (REPO here)
     ("results_dir empty", with_("results_dir", ""), ["results_dir", "empty"]),
@@ -93,7 +96,8 @@ BAD_INPUTS = [
      ["results_dir", "outside the working directory", "allow_results_outside_workdir"]),
     ("results_dir absolute elsewhere", with_("results_dir", str(REPO.parent / "elsewhere")),
      ["results_dir", str(REPO.parent / "elsewhere"), "outside"]),
-    ("results_dir the working directory itself", with_("results_dir", "."), ["results_dir", "working directory itself"]),
+    ("results_dir the working directory itself", with_("results_dir", "."), ["results_dir", "working directory "
+                                                                                            "itself"]),
     ("results_dir shell injection", with_("results_dir", "r$(touch INJECTED)"),
      ["results_dir", "'$'", "no quoting"]),
     ("results_dir with a space", with_("results_dir", "my results"), ["results_dir", "' '", "no quoting"]),
@@ -129,7 +133,8 @@ BAD_INPUTS = [
     ("held-out count above the bound", with_("data.n_heldout", 10 ** 7), ["data.n_heldout", "maximum of 100000"]),
     ("gradient samples above the bound", with_("measures.grad_rank.n_samples", 10 ** 5),
      ["measures.grad_rank.n_samples", "maximum of 4096"]),
-    ("LLC data pool above the bound", with_("measures.llc.n_data", 10 ** 7), ["measures.llc.n_data", "maximum of 100000"]),
+    ("LLC data pool above the bound", with_("measures.llc.n_data", 10 ** 7), ["measures.llc.n_data", "maximum of "
+                                                                                                     "100000"]),
     ("threads above the bound", with_("threads.train", 10 ** 6), ["threads.train", "maximum of 1024"]),
     ("seed above the bound", with_("seed", 2 ** 40), ["seed", "maximum of 4294967295"]),
     ("integer beyond int64", with_("seed", 10 ** 40), ["seed", "out of range"]),
@@ -312,7 +317,8 @@ def test_grid_repeats_are_dropped_and_a_grid_bomb_is_fast(tmp_path):
     assert run_names(cfg) == ["add_L1_nano", "mod_L1_nano"]
     # 1000 blocks x 1000 x 1000 x 1000 repeated entries in ~22 KB (YAML aliases)
     bomb = tmp_path / "bomb.yaml"
-    lists = ", ".join(f"{k}: [{', '.join([v] * 1000)}]" for k, v in (("tasks", "add"), ("levels", "L1"), ("sizes", "nano")))
+    lists = ", ".join(f"{k}: [{', '.join([v] * 1000)}]" for k, v in (("tasks", "add"), ("levels", "L1"), ("sizes",
+                                                                                                          "nano")))
     bomb.write_text(f"grid:\n  - &b {{{lists}}}\n" + "  - *b\n" * 999)
     t = time.perf_counter()
     with pytest.raises(ConfigError, match=r"config field 'grid\.\d+\.\w+': 1000 entries; .* at most 20000"):
@@ -349,16 +355,20 @@ BAD_FILES = [
     ("empty.json", b"  \n", ["config file {f} is empty"]),
     ("dup.yaml", (GRID_YAML + "train:\n  steps: 100\n  warmup: 5\n  steps: 200\n").encode(),
      ["config file {f}: duplicate key 'steps' at line 5 (first at line 3)"]),
-    ("dup-top.yaml", (GRID_YAML + "seed: 1\n" + GRID_YAML).encode(), ["duplicate key 'grid' at line 3 (first at line 1)"]),
+    ("dup-top.yaml", (GRID_YAML + "seed: 1\n" + GRID_YAML).encode(), ["duplicate key 'grid' at line 3 (first at line "
+                                                                      "1)"]),
     ("dup.json", (GRID_JSON + ',\n "seed": 1,\n "seed": 2}').encode(),
      ["config file {f}: duplicate key 'seed' at line 3 (first at line 2)"]),
-    ("nan.json", (GRID_JSON + ', "train": {"lr": NaN}}').encode(), ["config field 'train.lr': nan is not a finite number"]),
+    ("nan.json", (GRID_JSON + ', "train": {"lr": NaN}}').encode(), ["config field 'train.lr': nan is not a finite "
+                                                                    "number"]),
     ("inf.json", (GRID_JSON + ', "eval": {"rankme_eps": -Infinity}}').encode(), ["'eval.rankme_eps': -inf"]),
     ("nan.yaml", (GRID_YAML + "train: {lr: .nan}\n").encode(), ["config field 'train.lr': nan is not a finite number"]),
     ("bad.json", (GRID_JSON + ",}").encode(), ["config file {f}: not valid JSON", "line 1"]),
     ("list.json", b"[1, 2]", ["top level must be a mapping, got list"]),
-    ("lr.yaml", (GRID_YAML + "train: {lr: 1e-3}\n").encode(), ["'train.lr'", "write 1.0e-3 (YAML reads 1e-3 as a string)"]),
-    ("bigint.yaml", (GRID_YAML + "seed: 1" + "0" * 5000 + "\n").encode(), ["config file {f}: not valid YAML", "4300 digits"]),
+    ("lr.yaml", (GRID_YAML + "train: {lr: 1e-3}\n").encode(), ["'train.lr'", "write 1.0e-3 (YAML reads 1e-3 as a "
+                                                                             "string)"]),
+    ("bigint.yaml", (GRID_YAML + "seed: 1" + "0" * 5000 + "\n").encode(), ["config file {f}: not valid YAML", "4300 "
+                                                                                                              "digits"]),
     ("deep.yaml", b"[" * 100_000, ["config file {f}: not valid YAML", "nesting depth"]),
     ("huge.yaml", b"# " + b"x" * (1 << 20) + b"\n", ["config file {f}: larger than 1048576 bytes"]),
     ("python.yaml", (GRID_YAML + "seed: !!python/object/apply:os.system ['touch INJECTED']\n").encode(),

@@ -22,7 +22,8 @@ def test_device_check_runs_on_the_cpu_and_says_no_gpu_was_found(tmp_path):
     (s,) = rec["sizes"]
     assert s["size"] == "nano" and s["rerun_identical"] is True           # one machine, one seed: identical
     measures = {c["measure"] for c in s["comparisons"]}
-    assert {"accuracy", "loss", "rankme", "mean_share", "grad_erank", "hessian_top", "llc", "probe_accuracy"} <= measures
+    assert {"accuracy", "loss", "rankme", "mean_share", "grad_erank", "hessian_top", "llc",
+            "probe_accuracy"} <= measures
     assert all(c["max_error"] == 0.0 and c["pass"] for c in s["comparisons"])   # CPU against CPU: exact
     assert s["steps_per_s"] > 0 and s["cost_model_steps_per_s"] > 0
     for c in s["comparisons"]:                                              # the printed table has every row

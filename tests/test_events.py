@@ -150,10 +150,14 @@ def test_events_record_reads_the_floor_before_the_loss_onset():
     acc = [0, 0, 0, 0, 0, 0, 0.2, 0.6, 0.9, 1, 1]
     rows = []
     for s, l, r, a in zip(steps, loss, rank, acc):
-        rows += [{"step": s, "measure": "loss", "layer": "output", "position": "answer", "variant": "train", "value": l},
-                 {"step": s, "measure": "train_loss", "layer": "output", "position": "answer", "variant": "", "value": l},
-                 {"step": s, "measure": "accuracy_norm", "layer": "output", "position": "answer", "variant": "", "value": a},
-                 {"step": s, "measure": "accuracy_norm", "layer": "output", "position": "first", "variant": "", "value": a},
+        rows += [{"step": s, "measure": "loss", "layer": "output", "position": "answer", "variant": "train", "value":
+                  l},
+                 {"step": s, "measure": "train_loss", "layer": "output", "position": "answer", "variant": "", "value":
+                  l},
+                 {"step": s, "measure": "accuracy_norm", "layer": "output", "position": "answer", "variant": "",
+                  "value": a},
+                 {"step": s, "measure": "accuracy_norm", "layer": "output", "position": "first", "variant": "",
+                  "value": a},
                  {"step": s, "measure": "accuracy", "layer": "output", "position": "answer", "variant": "", "value": a},
                  {"step": s, "measure": "logprob_per_token", "layer": "output", "position": "answer", "variant": "",
                   "value": -l}]

@@ -135,7 +135,8 @@ def test_corrupted_checkpoint_names_file_and_fix(copy_of_trained_run):
 def test_corrupted_table_names_file(tmp_path):
     # a complete file (valid end marker) that lacks columns
     body = "run,step\nx,1\n"
-    (tmp_path / "metrics.csv").write_text(body + f"# end of table: 1 rows, sha256 {hashlib.sha256(body.encode()).hexdigest()}\n")
+    (tmp_path / "metrics.csv").write_text(body + f"# end of table: 1 rows, sha256 "
+                                                 f"{hashlib.sha256(body.encode()).hexdigest()}\n")
     with pytest.raises(TableError, match="metrics.csv.*lacks columns.*clean-run"):
         read_table(tmp_path / "metrics.csv")
 
@@ -240,7 +241,8 @@ def test_an_unscheduled_checkpoint_of_the_same_run_is_not_adopted(copy_of_traine
     odd = next(x for x in range(1, steps[-1]) if x not in steps)
     model, _ = build(spec)
     meta = load_weights(ck / f"step_{steps[2]:06d}.safetensors", model)
-    save_weights(ck, odd, model, {k: v for k, v in meta.items() if k not in ("step", "dtype") and not k.startswith("_")})
+    save_weights(ck, odd, model, {k: v for k, v in meta.items() if k not in ("step", "dtype") and not
+                                  k.startswith("_")})
     assert main(["clean-run", str(run)]) == 0
     rec = train_run(spec, run, device="cpu", log=quiet)
     assert odd not in rec["checkpoint_steps"] and rec["checkpoint_steps"] == steps
@@ -284,7 +286,8 @@ def test_tables_rewritten_with_a_valid_manifest_are_still_checked(copy_of_traine
     write_table(run / "metrics.csv", rows)
     events_run(spec, run, cfg["events"], log=quiet)                       # intact: accepted
     spec48 = run_spec(resolve({**cfg, "eval": {**cfg["eval"], "n_samples": 48}}), spec.name)
-    with pytest.raises(TableError, match=r"made with eval.n_samples \[%d\] but the config says 48" % cfg["eval"]["n_samples"]):
+    with pytest.raises(TableError, match=r"made with eval.n_samples \[%d\] but the config says 48" %
+                       cfg["eval"]["n_samples"]):
         events_run(spec48, run, cfg["events"], log=quiet)
 
 
@@ -411,10 +414,12 @@ def test_a_usage_error_is_one_line_naming_the_argument(argv, message):
 def test_a_stage_run_before_training_is_one_line(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("grid:\n  - {tasks: [add], levels: [L1], sizes: [nano]}\nresults_dir: results\n")
-    r = subprocess.run([sys.executable, "-m", "geoanatomy.cli", "metrics", "--config", str(cfg), "--run", "add_L1_nano"],
+    r = subprocess.run([sys.executable, "-m", "geoanatomy.cli", "metrics", "--config", str(cfg), "--run",
+                        "add_L1_nano"],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "geoanatomy metrics: no checkpoints in results/add_L1_nano/checkpoints: run the training job first" in r.stderr
+    assert ("geoanatomy metrics: no checkpoints in results/add_L1_nano/checkpoints: run the training job first"
+            in r.stderr)
 
 
 def test_a_full_disk_names_the_file_being_written(tmp_path, monkeypatch):

@@ -404,7 +404,8 @@ def test_verdict_figures_draw_each_row_of_verdict_csv_and_no_row_without_an_esti
     # every row with an estimate is drawn once; the one without is not
     assert drawn_all == {0, 2, 3, 4, 5}
     assert fv.row_estimate(v.iloc[0].to_dict())[1:] == (-0.10, -0.41, -0.02)      # the gain, not the partial r
-    assert fv.panel_labels(v.iloc[3:5].to_dict("records")) == ["rankme (uncentred) [nano]", "rankme (uncentred) [micro]"]
+    assert fv.panel_labels(v.iloc[3:5].to_dict("records")) == ["rankme (uncentred) [nano]", "rankme (uncentred) "
+                                                                                            "[micro]"]
     assert fv.row_label(v.iloc[5].to_dict()) == "rankme (uncentred) [mixture]"
 
 

@@ -47,7 +47,8 @@ def test_by_claim_has_every_row_once_with_its_numbers(summary):
     # each claim once, with the study's statement, in its figure family's section
     assert text.count("**timing beyond the loss curve.** The study:") == 1
     assert text.index("(figure verdict_timing.png)") < text.index("* rankme (uncentred), onset")
-    assert text.index("(figure verdict_lags.png)") < text.index("* accuracy:") < text.index("(figure verdict_topdown.png)")
+    assert text.index("(figure verdict_lags.png)") < text.index("* accuracy:") < text.index("(figure "
+                                                                                            "verdict_topdown.png)")
     assert "(figure verdict_floors.png)" not in text        # no row of that family: no section
 
 

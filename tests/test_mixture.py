@@ -229,7 +229,8 @@ def test_padded_rows_match_unpadded_and_loss_matches_single_task():
             lu, hu = model(torch.as_tensor(tokens[sel, :S - 1]), return_hidden=True)
             # causal attention: real positions never see the padding on their right
             assert torch.allclose(lp[sel, :S - 1], lu, atol=1e-5)
-            assert torch.allclose(hp[-1][sel, part.spec.first_answer_pred_pos], hu[-1][:, part.spec.first_answer_pred_pos],
+            assert torch.allclose(hp[-1][sel, part.spec.first_answer_pred_pos], hu[-1][:,
+                                                                                       part.spec.first_answer_pred_pos],
                                   atol=1e-5)
     # rows of one task: the padded loss is the single-task loss
     part = data.parts[0]
@@ -237,7 +238,8 @@ def test_padded_rows_match_unpadded_and_loss_matches_single_task():
     m = torch.zeros(32, seq.shape[1] - 1, dtype=torch.bool)
     m[:, part.spec.first_answer_pred_pos:part.spec.first_answer_pred_pos + part.spec.n_answer] = True
     with torch.no_grad():
-        assert padded_answer_loss(model, seq, m).item() == pytest.approx(answer_loss(model, seq, part.spec.n_answer).item(),
+        assert padded_answer_loss(model, seq, m).item() == pytest.approx(answer_loss(model, seq,
+                                                                                     part.spec.n_answer).item(),
                                                                           rel=1e-6)
         # every row counts once: the mean over rows of each row's mean answer cross-entropy
         tk, mk = torch.as_tensor(tokens), torch.as_tensor(mask)
@@ -368,7 +370,8 @@ def test_dry_run_plans_one_training_per_mixture(tmp_path):
     out = _smk_out(tmp_path, "-n", "--configfile", "mix.yaml")
     counts = {ln.split()[0]: int(ln.split()[1]) for ln in out.splitlines()
               if len(ln.split()) == 2 and ln.split()[1].isdigit()}
-    assert counts["train"] == 2 and counts["metrics"] == 3 and counts["events"] == 3 and counts["summary_protocols"] == 1
+    assert counts["train"] == 2 and counts["metrics"] == 3 and counts["events"] == 3
+    assert counts["summary_protocols"] == 1
     assert "results/mixture_nano/mod_L1_shuffled/precursor.json" in out
 
 
@@ -377,7 +380,8 @@ def test_workflow_builds_one_unit_from_its_mixture(tmp_path):
     (tmp_path / "mix.yaml").write_text(MIX_YAML)
     smk(tmp_path, "--cores", "2", "--configfile=mix.yaml", "results/mixture_nano/copy_L1/precursor.json")
     r = tmp_path / "results"
-    assert (r / "mixture_nano/train.json").exists() and (r / "mixture_nano/checkpoints/step_000030.safetensors").exists()
+    assert (r / "mixture_nano/train.json").exists() and (r /
+                                                         "mixture_nano/checkpoints/step_000030.safetensors").exists()
     assert (r / "mixture_nano/copy_L1/precursor.json").exists()
     assert not (r / "mixture_nano/mod_L1_shuffled").exists() and not (r / "copy_L1_nano").exists()
     assert "Nothing to be done" in _smk_out(tmp_path, "--cores", "2", "--configfile=mix.yaml",

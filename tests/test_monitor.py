@@ -551,4 +551,5 @@ def test_a_probe_of_one_token_rows_is_refused_by_name():
         Probe(torch.ones(4, 1, dtype=torch.long))
     with pytest.raises(ValueError, match="no probe row has a labelled token"):
         Probe(torch.ones(4, 3, dtype=torch.long), labels=torch.full((4, 3), -100))
-    Probe(torch.ones(4, 3, dtype=torch.long), attention_mask=torch.tensor([[1, 1, 1]] * 3 + [[1, 0, 0]]))  # some rows: fine
+    # some rows: fine
+    Probe(torch.ones(4, 3, dtype=torch.long), attention_mask=torch.tensor([[1, 1, 1]] * 3 + [[1, 0, 0]]))

@@ -18,13 +18,15 @@ def test_default_numerics_leave_the_hash_and_the_job_json_as_they_were():
     cfg = tiny_config()
     spec = run_spec(cfg, "add_L1_nano")
     assert cfg["numerics"] == NUMERICS and spec.numerics == {}
-    assert "numerics" not in spec.train_dict() and "numerics" not in json.loads(job_spec(cfg, "add_L1_nano", "train").to_json())["run"]
+    assert "numerics" not in spec.train_dict() and "numerics" not in json.loads(job_spec(cfg, "add_L1_nano",
+                                                                                         "train").to_json())["run"]
     # the hash of the settings as every run before the block hashed them
     before = {k: v for k, v in spec.train_dict().items()}
     assert spec.train_hash() == settings_hash(before)
     on = run_spec(tiny_config(numerics={"tf32": True}), "add_L1_nano")
     assert on.numerics == {"tf32": True} and on.train_hash() != spec.train_hash()
-    assert json.loads(job_spec(tiny_config(numerics={"tf32": True}), "add_L1_nano", "train").to_json())["run"]["numerics"] == {"tf32": True}
+    assert json.loads(job_spec(tiny_config(numerics={"tf32": True}), "add_L1_nano",
+                               "train").to_json())["run"]["numerics"] == {"tf32": True}
     # a key set to its default is no change
     assert run_spec(tiny_config(numerics={"tf32": False}), "add_L1_nano").train_hash() == spec.train_hash()
 
@@ -54,7 +56,8 @@ def test_bfloat16_training_is_another_run_and_train_json_says_so(tmp_path):
     assert bf["numerics"]["autocast"] == "bfloat16 forward and loss"
     assert bf["settings_hash"] != off["settings_hash"]
     log_off = (tmp_path / "off" / "checkpoints").glob("*.safetensors")
-    assert sorted(p.name for p in log_off) == sorted(p.name for p in (tmp_path / "bf16" / "checkpoints").glob("*.safetensors"))
+    assert sorted(p.name for p in log_off) == sorted(p.name for p in (tmp_path / "bf16" /
+                                                                      "checkpoints").glob("*.safetensors"))
     from safetensors.torch import load_file
     from geoanatomy.checkpoints import ckpt_path
     last = off["checkpoint_steps"][-1]

@@ -136,7 +136,8 @@ def test_gpus_only_in_profile_and_match_cluster_gpu_sizes():
 
     def gpus(rule, run):      # a whole GPU (gpu: 1) or a share of one (gres gpu:1 in a packed group)
         res = sr[rule]
-        return int(_eval_resource(res["gpu"], run)) + (_eval_resource(res["gres"], run) == "gpu:1" if "gres" in res else 0)
+        return int(_eval_resource(res["gpu"], run)) + (_eval_resource(res["gres"], run) == "gpu:1" if "gres" in res
+                                                       else 0)
     for rule, sizes in GPU_SIZES.items():
         got = [s for s in SIZES if gpus(rule, f"mod_L3_{s}")]
         assert tuple(got) == sizes, f"profile gives {rule} a GPU for {got}, cluster.GPU_SIZES has {sizes}"
@@ -210,20 +211,24 @@ def test_resources_scale_with_size_steps_and_attempt():
     assert abs(disk[-1] - (n_ck * 4 + 8) * n_params("xlarge", VOCAB_SIZE) / 1e6) <= 1
     # a longer sequence (copy L3: 33 positions vs mod L3: 8) costs more per step
     assert train_step_flops("small", 64, 33) > 4 * train_step_flops("small", 64, 8)
-    assert job_resources(cfg, "train", "copy_L3_small")["runtime"] > job_resources(cfg, "train", "mod_L3_small")["runtime"]
+    assert job_resources(cfg, "train", "copy_L3_small")["runtime"] > job_resources(cfg, "train",
+                                                                                   "mod_L3_small")["runtime"]
     # more steps -> more time; a retry gets more time and memory
     cfg10 = _cfg(train={"steps": 20000, "checkpoints": {"n_log": 20, "log_end": 0.1, "n_uniform": 40}}, device="cpu")
-    assert job_resources(cfg10, "train", "copy_L3_small")["runtime"] > 5 * job_resources(cfg, "train", "copy_L3_small")["runtime"]
+    assert job_resources(cfg10, "train", "copy_L3_small")["runtime"] > 5 * job_resources(cfg, "train",
+                                                                                         "copy_L3_small")["runtime"]
     r1, r2 = job_resources(cfg, "train", "copy_L3_small", 1), job_resources(cfg, "train", "copy_L3_small", 2)
     assert r2["runtime"] == 2 * r1["runtime"] and r2["mem_mb"] > r1["mem_mb"]
     # GPU sizes are estimated for the GPU unless the config pins the CPU
     gpu_cfg = _cfg(train={"steps": 2000, "checkpoints": {"n_log": 20, "log_end": 0.1, "n_uniform": 40}}, device="auto")
-    assert job_resources(gpu_cfg, "train", "mod_L3_xlarge")["runtime"] < job_resources(cfg, "train", "mod_L3_xlarge")["runtime"]
+    assert job_resources(gpu_cfg, "train", "mod_L3_xlarge")["runtime"] < job_resources(cfg, "train",
+                                                                                       "mod_L3_xlarge")["runtime"]
     assert job_resources(gpu_cfg, "train", "mod_L3_nano") == job_resources(cfg, "train", "mod_L3_nano")
     # measures: only sizes in measures.sizes do work; more Hessian iterations -> more time
     few = _cfg(measures={"sizes": ["nano"], "hessian": {"max_iter": 10}}, device="cpu")
     many = _cfg(measures={"sizes": ["nano"], "hessian": {"max_iter": 400}}, device="cpu")
-    assert job_resources(many, "measures", "copy_L3_nano")["runtime"] > job_resources(few, "measures", "copy_L3_nano")["runtime"]
+    assert job_resources(many, "measures", "copy_L3_nano")["runtime"] > job_resources(few, "measures",
+                                                                                      "copy_L3_nano")["runtime"]
     assert job_resources(many, "measures", "copy_L3_small")["runtime"] == 15     # not measured: minimum
     with pytest.raises(ValueError, match="unknown stage"):
         job_resources(cfg, "trian", "mod_L3_nano")

@@ -58,7 +58,8 @@ def test_resume_gives_identical_final_weights(tmp_path):
     a, b = weights(full, 40, spec), weights(part, 40, spec)
     for k in a:
         assert torch.equal(a[k], b[k]), k
-    assert (full / "checkpoints" / "train_log.csv").read_bytes() == (part / "checkpoints" / "train_log.csv").read_bytes()
+    assert (full / "checkpoints" / "train_log.csv").read_bytes() == (part / "checkpoints" /
+                                                                     "train_log.csv").read_bytes()
 
 
 def test_resume_drops_weights_newer_than_optimizer_state(tmp_path):

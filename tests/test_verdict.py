@@ -220,7 +220,8 @@ def test_one_sided_spearman_p_is_exact_with_ties():
     r = spearman_exact(x, y)
     from scipy.stats import spearmanr
     obs = spearmanr(x, y).statistic
-    brute = np.mean([spearmanr(x, [y[i] for i in p]).statistic >= obs - 1e-12 for p in itertools.permutations(range(6))])
+    brute = np.mean([spearmanr(x, [y[i] for i in p]).statistic >= obs - 1e-12 for p in
+                     itertools.permutations(range(6))])
     assert r["p_greater"] == pytest.approx(brute)
     assert r["p_greater"] != pytest.approx(r["p"] / 2)
     e = {"rho": r["rho"], "p": r["p"], "p_greater": r["p_greater"], "n": 6}
@@ -335,9 +336,11 @@ def test_cross_scale_rows_are_written_from_the_list_prediction_writes():
     from geoanatomy.analysis.claims.prediction import cross_scale_prediction
     entry = {"rho": 0.9, "p": 0.02, "n": 6, "reason": None}
     js = {"prediction.json": {"cross_scale": [{"a": "nano", "b": "micro",
-                                                "by_measure": {"rankme": {"L3": entry}, "rankme_centred": {"L3": entry}}}]}}
+                                                "by_measure": {"rankme": {"L3": entry}, "rankme_centred": {"L3":
+                                                                                                           entry}}}]}}
     rows = cross_scale_prediction(js)
-    assert len(rows) == 2 and all(r.claim == "smaller-size geometry predicts larger-size acquisition order" for r in rows)
+    assert len(rows) == 2 and all(r.claim == "smaller-size geometry predicts larger-size acquisition order" for r in
+                                  rows)
     assert "nano -> micro" in rows[0].statistic and rows[0].value == 0.9 and rows[0].n_units == 6
 
 
@@ -367,7 +370,8 @@ def test_a_row_whose_word_changes_on_a_seed_half_is_unstable():
 
     def rows_of(sub):         # claim x reproduced only with both seeds of cell a; y always inconclusive
         n_a = sum(p["task"] == "a" for p in sub)
-        return [ClaimRow("x", "m", "", "s", 1.0, (0.5, 1.0), 10, 10, "n", 0.0, 0.001 if n_a == 2 else 0.9, "x").as_dict(),
+        return [ClaimRow("x", "m", "", "s", 1.0, (0.5, 1.0), 10, 10, "n", 0.0, 0.001 if n_a == 2 else 0.9,
+                         "x").as_dict(),
                 ClaimRow("y", "m", "", "s", 0.0, (None, None), 1, 1, "n", 0.0, 0.5, "y").as_dict()]
     out = verdict.stability(pres, ST, full, rows_of)
     assert list(out["stable"]) == [False, True]
@@ -378,7 +382,8 @@ def test_a_shuffled_control_never_takes_a_seed_position_in_the_stability_check()
     """A cell with two seeds and a shuffled control of the same cell (seed 0): the halves are the
     two seeds, and no 'without seed position 2' appears (the control is split on its own)."""
     pres = [{"task": "a", "level": "L1", "size": "nano", "seed": s, "run": f"a_L1_nano_s{s}"} for s in (0, 1)]
-    pres += [{"task": "a", "level": "L1", "size": "nano", "seed": 0, "run": "a_L1_nano_shuffled", "control": "shuffled"}]
+    pres += [{"task": "a", "level": "L1", "size": "nano", "seed": 0, "run": "a_L1_nano_shuffled", "control":
+              "shuffled"}]
     seen = {}
 
     def rows_of(sub):
@@ -443,7 +448,8 @@ def test_a_summary_json_row_gets_its_stability_from_the_files_recomputed_on_each
     def td(k, n):
         return {"cells_all": {"top_down": f"{k}/{n}", "seeds_per_cell": "2"}, "all": {"runs": n}}
 
-    def json_of(sub, per_run=None):          # uncentred: 8/8 cells top-down on every subset; centred only on the full grid
+    # uncentred: 8/8 cells top-down on every subset; centred only on the full grid
+    def json_of(sub, per_run=None):
         full = len(sub) == len(pres)
         return {"top_down_summary.json": {"measures": {"rankme": td(8, 8),
                                                         "rankme_centred": td(8, 8) if full else td(4, 8)}}}

@@ -238,7 +238,8 @@ def main(argv=None) -> int:
     if not gpu:
         print(rec["note"])
     for s in rec["sizes"]:
-        print(f"\n{s['size']}: {s['steps']} steps, {s['steps_per_s']} steps/s (cost model {s['cost_model_steps_per_s']}, "
+        print(f"\n{s['size']}: {s['steps']} steps, {s['steps_per_s']} steps/s (cost model "
+              f"{s['cost_model_steps_per_s']}, "
               f"measured/model {s['measured_over_model']}); same seed twice: "
               f"{'identical' if s['rerun_identical'] else 'max |diff| %.3g' % s['rerun_max_abs_diff']}; "
               f"measuring {s['measure_s']['device']} s on the device, {s['measure_s']['cpu']} s on the CPU")

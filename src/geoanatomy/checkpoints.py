@@ -163,7 +163,8 @@ def load_resume_weights(ckpt_dir: Path, model: torch.nn.Module) -> None:
     w = {k[len("weights."):]: v for k, v in tensors.items() if k.startswith("weights.")}
     if not w:
         raise CheckpointError(f"{path} holds no full-precision weights (written by a run with float32 "
-                              f"checkpoints?); recompute with `geoanatomy clean-run --checkpoints {Path(ckpt_dir).parent}`")
+                              f"checkpoints?); recompute with `geoanatomy clean-run --checkpoints "
+                              f"{Path(ckpt_dir).parent}`")
     w["lm_head.weight"] = w["wte.weight"]
     p0 = next(model.parameters())
     model.load_state_dict({k: v.to(p0.device) for k, v in w.items()}, strict=True)

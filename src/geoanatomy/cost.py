@@ -205,7 +205,8 @@ def job_resources(cfg: dict, stage: str, run: str, attempt: int = 1) -> dict:
     size = parse_run_name(run)["size"]
     gpu = job_device(cfg, stage, size) == "gpu"
     minutes = max(MIN_RUNTIME_MIN, math.ceil(SAFETY * (STARTUP_S + work_seconds(cfg, stage, run)) / 60))
-    mem = BASE_MEM_MB + math.ceil(BYTES_PER_PARAM[stage] * n_params(size, VOCAB_SIZE) / 1e6) + (CUDA_MEM_MB if gpu else 0)
+    mem = BASE_MEM_MB + math.ceil(BYTES_PER_PARAM[stage] * n_params(size, VOCAB_SIZE) / 1e6) + (CUDA_MEM_MB if gpu
+                                                                                                else 0)
     if stage == "measures" and size in (cfg.get("measures") or {}).get("sizes", ()):
         mem += int(cfg["measures"]["grad_rank"]["max_mbytes"])       # per-sample gradient chunks
     out = {"runtime": minutes * attempt, "mem_mb": int(mem * (1 + 0.5 * (attempt - 1)))}

@@ -234,10 +234,12 @@ def plot_variants(ax, curve, pre: dict) -> None:
         if not m:
             continue
         s, r = curve("rankme", layer=layer, position=pos, variant=m["variant"])
-        ax.plot(_x(s), r, color=colour, lw=1.8, label=f"RankMe {m['variant']}" + ("" if changed(m) else " (no collapse)"),
+        ax.plot(_x(s), r, color=colour, lw=1.8, label=f"RankMe {m['variant']}" + ("" if changed(m) else " (no "
+                                                                                                        "collapse)"),
                 gid=f"rankme:{m['variant']}")
         if changed(m) and m.get("floor_step") is not None:
-            ax.axvline(m["floor_step"] + 1, color=colour, ls="--", lw=1, label=f"{m['variant']} floor @ {m['floor_step']}",
+            ax.axvline(m["floor_step"] + 1, color=colour, ls="--", lw=1, label=f"{m['variant']} floor @ "
+                                                                               f"{m['floor_step']}",
                        gid=f"event:{name}:floor_step")
     plain_log(ax, "y")
     ax.set_ylabel(f"RankMe ({layer}, {pos}, N={rm['n_samples']})")
@@ -289,10 +291,12 @@ def draw_run(df, pre: dict):
     curve = curve_getter(df)
 
     s, acc = curve("accuracy", position="answer")
-    ax1.plot(_x(s), acc, color="tab:green", lw=2, label="exact-match accuracy (answer, held-out)", gid="accuracy:answer")
+    ax1.plot(_x(s), acc, color="tab:green", lw=2, label="exact-match accuracy (answer, held-out)",
+             gid="accuracy:answer")
     s, acc1 = curve("accuracy", position="first")
     if len(s):
-        ax1.plot(_x(s), acc1, color="tab:olive", lw=1, ls="--", label="first-token accuracy (first)", gid="accuracy:first")
+        ax1.plot(_x(s), acc1, color="tab:olive", lw=1, ls="--", label="first-token accuracy (first)",
+                 gid="accuracy:first")
     s, tacc = curve("token_accuracy")
     ax1.plot(_x(s), tacc, color="tab:green", lw=1, alpha=0.5, label="token accuracy", gid="token_accuracy")
     ax1.set_ylabel("accuracy")

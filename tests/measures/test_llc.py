@@ -20,7 +20,8 @@ class Quad(torch.nn.Module):
     def __init__(self, lam, w0, centre=None):
         super().__init__()
         self.lam = torch.tensor(lam, dtype=torch.float64)
-        self.c = torch.zeros(len(lam), dtype=torch.float64) if centre is None else torch.tensor(centre, dtype=torch.float64)
+        self.c = torch.zeros(len(lam), dtype=torch.float64) if centre is None else torch.tensor(centre,
+                                                                                                dtype=torch.float64)
         self.w = torch.nn.Parameter(torch.tensor(w0, dtype=torch.float64))
 
     def loss(self, batch=None):

@@ -37,7 +37,8 @@ def test_known_spectrum_closed_form():
 
 def test_scale_and_rotation_invariance():
     g = torch.Generator().manual_seed(0)
-    Z = torch.randn(64, 12, generator=g, dtype=torch.float64) @ torch.diag(torch.linspace(0.1, 3, 12, dtype=torch.float64))
+    Z = torch.randn(64, 12, generator=g, dtype=torch.float64) @ torch.diag(torch.linspace(0.1, 3, 12,
+                                                                                          dtype=torch.float64))
     Q, _ = torch.linalg.qr(torch.randn(12, 12, generator=g, dtype=torch.float64))
     Q2, _ = torch.linalg.qr(torch.randn(64, 64, generator=g, dtype=torch.float64))
     base = rankme(Z)

@@ -45,7 +45,8 @@ def _counts(runs: list[dict]) -> str:
     n_seeds = sum(1 for r in runs if not is_control(r))
     cells = len({(r["task"], r["size"]) for r in runs if not is_control(r)})
     return (f"{plural(len(runs), 'run')}, one panel each: {plural(n_seeds, 'study run')} in "
-            f"{plural(cells, 'task x size cell')}" + (f", {plural(n_ctrl, 'shuffled-label control')}" if n_ctrl else ""))
+            f"{plural(cells, 'task x size cell')}" + (f", {plural(n_ctrl, 'shuffled-label control')}" if n_ctrl else
+                                                      ""))
 
 
 def _rankme_key(rm: dict) -> str:
@@ -107,7 +108,8 @@ def heatmap_data(df: pd.DataFrame, rm: dict):
     """(steps, layer names, z, constant layers) of one run: z = log2(RankMe / RankMe at the first
     checkpoint) per layer (rows, embed first) x step, at the headline position and variant;
     rows of layers constant by construction are NaN."""
-    sub = df[(df["measure"] == "rankme") & (df["position"] == rm.get("position")) & (df["variant"] == rm.get("variant"))]
+    sub = df[(df["measure"] == "rankme") & (df["position"] == rm.get("position")) & (df["variant"] ==
+                                                                                     rm.get("variant"))]
     wide = sub.pivot_table(index="layer_index", columns="step", values="value", aggfunc="first").sort_index()
     names = sub.drop_duplicates("layer_index").set_index("layer_index")["layer"].reindex(wide.index).tolist()
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -141,7 +143,8 @@ def draw_heatmaps(pres: list[dict], metrics: dict, level: str):
         x = xstep(steps)
         lx = np.log10(x)
         edges = np.concatenate([[lx[0] - (lx[1] - lx[0]) / 2 if len(lx) > 1 else lx[0] - 0.5],
-                                (lx[1:] + lx[:-1]) / 2, [lx[-1] + (lx[-1] - lx[-2]) / 2 if len(lx) > 1 else lx[0] + 0.5]])
+                                (lx[1:] + lx[:-1]) / 2, [lx[-1] + (lx[-1] - lx[-2]) / 2 if len(lx) > 1 else lx[0] +
+                                                         0.5]])
         mesh = ax.pcolormesh(10 ** edges, np.arange(len(names) + 1), np.ma.masked_invalid(z),
                              cmap="RdBu_r", norm=norm, shading="flat")
         mesh.set_gid(f"heatmap:{pre['run']}")

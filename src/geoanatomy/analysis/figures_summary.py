@@ -12,6 +12,7 @@ from ..plots import plain_log, plain_number
 from .floors import cell_floors
 from .load import level_order, size_order, task_order
 from .rates import effective_transition, ordered_measures
+from .settings import summary_settings
 
 RHO_MIN_N = 3   # a rho cell is drawn when the statistics computed a rho: n >= 3 units, neither side constant
 
@@ -77,7 +78,8 @@ def draw_floors_by_task(floors: pd.DataFrame, measure: str = "rankme"):
     handles = [Line2D([], [], color=cmap(ti % 10), marker="o", ms=4, label=t) for ti, t in enumerate(tasks)]
     handles += [Line2D([], [], color="0.4", marker="o", ms=3, ls="", alpha=0.6, label="run (acquired)"),
                 Line2D([], [], color="0.4", marker="o", ms=3, ls="", mfc="white", label="run never acquired")]
-    fig.legend(handles=handles, title="task (line: cell median)", fontsize=6, title_fontsize=6, loc="outside right upper")
+    fig.legend(handles=handles, title="task (line: cell median)", fontsize=6, title_fontsize=6, loc="outside right "
+                                                                                                    "upper")
     r0 = runs.iloc[0] if len(runs) else floors[floors["measure"] == measure].iloc[0]
     fig.suptitle(f"Collapse floors by task across sizes (the cells of floor_spread.csv; control and diverged runs "
                  f"left out)\n{measure} at {r0['layer']}, position {r0['position']}, {r0['variant']}, "
@@ -134,12 +136,14 @@ def draw_lead_lag(rows: pd.DataFrame):
         for m in measures:
             allm = study[study["measure"] == m]
             ref = " (ref.)" if m in ("loss_plateau_exit", "logprob_emergence") else ""
-            labels.append(f"{m}{ref}\nn={int((r['measure'] == m).sum())}, pre {int(allm['precursor'].sum())}/{len(allm)}")
+            labels.append(f"{m}{ref}\nn={int((r['measure'] == m).sum())}, pre "
+                          f"{int(allm['precursor'].sum())}/{len(allm)}")
         ax.set_xticklabels(labels, rotation=30, ha="right")
         if kind == "steps":
             from matplotlib.ticker import FuncFormatter
             ax.set_yscale("symlog", linthresh=10)
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: plain_number(v) if v >= 0 else "-" + plain_number(-v)))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: plain_number(v) if v >= 0 else "-" +
+                                                       plain_number(-v)))
             ax.set_ylabel("lead = acquisition step - transition step (steps, symlog)")
         else:
             ax.set_ylabel("lead in decades: log10((t_acq + 1) / (t_tr + 1))")
@@ -150,9 +154,12 @@ def draw_lead_lag(rows: pd.DataFrame):
     geo = rows[rows["kind"] == "geometric"].drop_duplicates("measure")
     items = [f"{g.measure}: {g.layer}/{g.position}/{g.variant}, {g.transition}" for g in geo.itertuples()]
     desc = "\n".join("; ".join(items[i:i + 2]) for i in range(0, len(items), 2))
-    fig.suptitle(f"Lead/lag of each measure relative to behavioural acquisition\n(n = acquired study runs whose measure "
-                 f"transitioned: {r['run'].nunique()} runs; pre = precursors k/n over all {study['run'].nunique()} study "
-                 f"runs; controls and diverged runs left out; measure: layer/position/variant, event)\n{desc}", fontsize=8)
+    fig.suptitle(f"Lead/lag of each measure relative to behavioural acquisition\n(n = acquired study runs whose "
+                 f"measure "
+                 f"transitioned: {r['run'].nunique()} runs; pre = precursors k/n over all {study['run'].nunique()} "
+                 f"study "
+                 f"runs; controls and diverged runs left out; measure: layer/position/variant, "
+                 f"event)\n{desc}", fontsize=8)
     return fig
 
 
@@ -225,8 +232,10 @@ def draw_rho_matrix(scale: dict, measure: str = "rankme"):
     panels, notes = rho_panels(scale, measure)
     drawn = [(m, t) for m, t in panels if _drawable(m).any()]
     if not drawn:
-        lines = [f"{t.replace(chr(10), ', ')}: n = {', '.join(str(m['n'][i][j]) for i in range(len(m['sizes'])) for j in range(i + 1, len(m['sizes'])))}"
-                 for m, t in panels] + notes
+        def pair_ns(m):
+            k = len(m["sizes"])
+            return ", ".join(str(m["n"][i][j]) for i in range(k) for j in range(i + 1, k))
+        lines = [f"{t.replace(chr(10), ', ')}: n = {pair_ns(m)}" for m, t in panels] + notes
         return draw_placeholder("Scale invariance: Spearman rho between sizes",
                                 f"no size pair with n >= {RHO_MIN_N} units at both sizes: no rho to draw\n"
                                 + "\n".join(lines[:12]) + (" ..." if len(lines) > 12 else ""))
@@ -242,9 +251,9 @@ def draw_rho_matrix(scale: dict, measure: str = "rankme"):
     for ax in flat[len(panels):]:
         ax.remove()
     fig.colorbar(im, ax=flat[:len(panels)], shrink=0.8, label="Spearman rho")
-    st = scale.get("settings") or {}
+    st = scale.get("settings") or summary_settings()      # the file's own, else the defaults' home
     fig.suptitle("Spearman rho between sizes over the tasks of one level (cells: median over seeds), exact two-sided "
-                 f"permutation p (exact for n <= {st.get('exact_max_n', 10)}); n = units at both sizes;\n"
+                 f"permutation p (exact for n <= {st['exact_max_n']}); n = units at both sizes;\n"
                  f"a cell is drawn only when rho exists (n >= {RHO_MIN_N}, neither side constant)"
                  + (f"; {'; '.join(notes)}" if notes else ""), fontsize=8)
     return fig
@@ -277,10 +286,12 @@ def draw_protocols(table: pd.DataFrame, variant: str = "centred"):
     p = plt()
     n = len(rows)
     fig, axes = p.subplots(1, len(PROTOCOL_QUANTITIES), figsize=(10, 1.4 + 0.28 * n), squeeze=False, sharey=True)
-    labels = [f"{r.task} {r.level} {r.size}" + (f" ({r.control})" if isinstance(r.control, str) and r.control else "") for r in rows.itertuples()]
+    labels = [f"{r.task} {r.level} {r.size}" + (f" ({r.control})" if isinstance(r.control, str) and r.control else "")
+              for r in rows.itertuples()]
     ys = np.arange(n)[::-1]
     for ax, (q, xlabel, log) in zip(axes[0], PROTOCOL_QUANTITIES):
-        vals = {side: pd.to_numeric(rows[f"{side}_{q}"], errors="coerce").to_numpy(float) for side in ("single", "mixture")}
+        vals = {side: pd.to_numeric(rows[f"{side}_{q}"], errors="coerce").to_numpy(float) for side in ("single",
+                                                                                                       "mixture")}
         finite = np.concatenate([v[np.isfinite(v)] for v in vals.values()])
         edge = (finite.max() * (2.0 if log else 1.1)) if finite.size else 1.0
         if not finite.size and q != "acquisition_step":
@@ -307,7 +318,8 @@ def draw_protocols(table: pd.DataFrame, variant: str = "centred"):
     axes[0][0].set_yticklabels(labels)
     h = [p.Line2D([], [], marker="o", ls="", color="tab:blue", label="single-task runs"),
          p.Line2D([], [], marker="s", ls="", color="tab:orange", label="mixture units"),
-         p.Line2D([], [], marker=">", ls="", color="0.3", mfc="none", label="median beyond the run (half never acquire)")]
+         p.Line2D([], [], marker=">", ls="", color="0.3", mfc="none", label="median beyond the run (half never "
+                                                                            "acquire)")]
     fig.legend(handles=h, loc="lower center", ncol=3, frameon=False, bbox_to_anchor=(0.5, 0.0))
     head = rows.dropna(subset=["layer"]).head(1)
     where = (f"floor: RankMe {variant} at {head['layer'].iloc[0]}/{head['position'].iloc[0]}, N = "

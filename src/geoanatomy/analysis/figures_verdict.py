@@ -86,7 +86,8 @@ def _right(r: dict) -> str:
     stab = "" if st is None or (isinstance(st, float) and math.isnan(st)) or st == "" else \
         ("stable" if str(st).lower() in ("true", "1", "1.0") else "UNSTABLE")
     steps = f"lead {_num(r.get('value')):g} steps" if _is_lead(r) and _num(r.get("value")) is not None else ""
-    return "  ".join(x for x in (str(r.get("verdict") or ""), n, steps, f"power {pw:.2f}" if pw is not None else "", stab) if x)
+    return "  ".join(x for x in (str(r.get("verdict") or ""), n, steps, f"power {pw:.2f}" if pw is not None else "",
+                                 stab) if x)
 
 
 def panel_labels(rows: list[dict]) -> list[str]:

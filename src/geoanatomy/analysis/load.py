@@ -318,7 +318,8 @@ def _flat(d, prefix="") -> dict:
         return {prefix or "value": d}
     out = {}
     for k, v in d.items():
-        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)) if isinstance(v, dict) else {f"{prefix}.{k}" if prefix else str(k): v})
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)) if isinstance(v, dict) else {f"{prefix}.{k}" if
+                                                                                                prefix else str(k): v})
     return out
 
 

@@ -99,7 +99,8 @@ VERDICT = Part("verdict", (PRECURSORS, Input("json", STATISTICS + tuple(POWER.fi
 PROTOCOLS = Part("protocols", (PRECURSORS,), _tables(
     ("protocols.csv", "protocols", "single-task vs mixture protocol"),
     ("protocol_rates.csv", "protocol_rates", "precursor rates per protocol"),
-) + (Output("figures/protocols.png", "protocols_figure", "1 Figures", {"figure": "protocols"}),), "write_protocols", mixtures_only=True)
+) + (Output("figures/protocols.png", "protocols_figure", "1 Figures", {"figure": "protocols"}),
+     ), "write_protocols", mixtures_only=True)
 
 
 def _figure(path, caption, label) -> Output:

@@ -68,7 +68,8 @@ from .verdict import ROLE_ALT, ROLE_NULL, finish, word
 
 POWER_SETTINGS = {"n_permutations": 999, "n_bootstrap": 499}
 SCENARIOS = ("exchangeable", "clock", "loss-tied", "seed-clustered", "behaviour-clustered", "proportional",
-             "proportional-noisy", "partial", "short-lead", "hard-only", "simultaneous", "simultaneous-noisy", "lag", "lag-noisy")
+             "proportional-noisy", "partial", "short-lead", "hard-only", "simultaneous", "simultaneous-noisy", "lag",
+             "lag-noisy")
 SCENARIO_TEXT = {
     "exchangeable": "exchangeable: t = t_acq of a random run of the size x U(0.9, 1.1)",
     "clock": "clock: t = median t_ref in every run",
@@ -77,7 +78,8 @@ SCENARIO_TEXT = {
     "behaviour-clustered": "behaviour-clustered: t = t_acq x exp(b_cell + e_run)",
     "proportional": "proportional: t = 0.5 t_acq x exp(N(0, 0.05))",
     "proportional-noisy": "proportional-noisy: t = 0.5 t_acq x exp(N(0, 0.3)) (a precursor as noisy as the loss curve)",
-    "partial": "partial: proportional in a random half of the cells, exchangeable in the others (concordance about 0.65)",
+    "partial": "partial: proportional in a random half of the cells, exchangeable in the others (concordance about "
+               "0.65)",
     "short-lead": "short-lead: t = 0.9 t_acq x exp(N(0, 0.05)) (a lead shorter than the clear gap f)",
     "hard-only": "hard-only: proportional in hard cells, t_acq x U(0.9, 1.1) in easy cells",
     "simultaneous": "simultaneous: t = t_acq x 10^N(0, 0.03)",
@@ -291,7 +293,8 @@ def _words(rows_by_population: list[list[dict]], st_sim: dict) -> pd.DataFrame:
 
 
 def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multiples=(1,), seed: int = 0,
-                  unit_cols=CELLS, n_populations_multiples: int | None = None, grids: dict | None = None) -> pd.DataFrame:
+                  unit_cols=CELLS, n_populations_multiples: int | None = None, grids: dict | None =
+                  None) -> pd.DataFrame:
     """verdict_power.csv (module doc) for the grid whose per-run table is ``rows``; designs
     repeated k times (``multiples`` > 1) run the alternatives only, with
     ``n_populations_multiples`` populations (default: a quarter of n_populations). ``grids``

@@ -153,7 +153,8 @@ def cross_scale(cells: pd.DataFrame, sizes: list[str], measures: list[str], st: 
         ca, cb = cells[cells["size"] == a], cells[cells["size"] == b]
         by_m = {m: _spearman_levels(ca[ca["measure"] == m], cb[cb["measure"] == m], st) for m in measures
                 if (ca["measure"] == m).any() and (cb["measure"] == m).any()}
-        out.append({"a": a, "b": b, "question": f"does the transition order at {a} predict the acquisition order at {b}?",
+        out.append({"a": a, "b": b, "question": f"does the transition order at {a} predict the acquisition order at "
+                                                f"{b}?",
                     "by_measure": by_m})
     return out
 

@@ -22,7 +22,8 @@ protocols.csv
     one row per task x level x size x control cell and RankMe variant (uncentred ``rankme``,
     centred ``rankme_centred``) present in either protocol: for each protocol the runs (single)
     or units (mixture) and models, acquisition (k/n, median step over seeds or models: a number,
-    empty with acquisition_censored true when at least half never acquire), difficulty classes, the headline floor and floor step
+    empty with acquisition_censored true when at least half never acquire), difficulty classes, the headline floor
+    and floor step
     (medians), transitions k/n, precursors k/n and the median gap, top-down floor order k/n
     determined units; then mixture / single acquisition step.
 protocol_rates.csv
@@ -109,7 +110,8 @@ def _side(pres: list[dict], measure: str, td: pd.DataFrame) -> dict:
             "top_down_k_of_n": f"{int((det['direction'] == 'top-down').sum())}/{len(det)}" if len(t) else ""}
 
 
-SIDE_COLUMNS = ["runs", "models", "acquired_k_of_n", "acquisition_step", "acquisition_censored", "difficulty", "floor", "floor_step",
+SIDE_COLUMNS = ["runs", "models", "acquired_k_of_n", "acquisition_step", "acquisition_censored", "difficulty", "floor",
+                "floor_step",
                 "transitioned_k_of_n", "precursor_k_of_n", "gap_steps", "top_down_k_of_n"]
 
 
@@ -152,7 +154,8 @@ PROTOCOLS_NOTES = [
     " single_* = single-task runs (one model per task x level x size x seed), mixture_* = the combinations of"
     " mixture models (one model per size x seed trained on every combination of its grid block).",
     "runs = single-task runs or mixture units in the cell, models = distinct trained models; acquired_k_of_n;"
-    " acquisition_step = median over them with never-acquired as +inf (empty, and acquisition_censored true, when at least half never acquire: the median lies beyond the run);"
+    " acquisition_step = median over them with never-acquired as +inf (empty, and acquisition_censored true, when at "
+    "least half never acquire: the median lies beyond the run);"
     " difficulty = the classes present (easy/hard by events.easy_max_step).",
     "floor, floor_step = medians of the headline curve's floor (layer/position/variant columns; n_samples held-out"
     " examples of that combination); transitioned = the curve collapsed; precursor = the events rule"
@@ -220,7 +223,8 @@ def behaviour_claims(mix: list[dict], st: dict) -> list[dict]:
                     n_models, len(runs), "exact binomial test against 1/2 over models (a model votes 'acquired' when"
                     " most of its combinations are)", 0.5, binomial_p(k, n, "greater"), _fam("acquisition rate"),
                     f"{int(acq.sum())}/{len(runs)} combinations; {k}/{n} models with most combinations acquired"))
-    for claim, a, b, stat_name in (("log-prob before accuracy", "t_acq", "t_lp", "median lead of log-prob emergence (steps)"),
+    for claim, a, b, stat_name in (("log-prob before accuracy", "t_acq", "t_lp", "median lead of log-prob emergence "
+                                                                                 "(steps)"),
                                    ("probes before behaviour", "t_first", "t_probe",
                                     "median lead of final-layer probe over first-token acquisition (steps)")):
         d = runs.dropna(subset=[a, b]).reset_index(drop=True)
@@ -250,11 +254,14 @@ def top_down_claims(mix: list[dict], st: dict) -> list[dict]:
         top = (g["direction"] == "top-down").to_numpy(float)
         g = g.assign(top=top)
         k, n = _model_votes(g, "top") if len(g) else (0, 0)
-        out.append(_row("top-down propagation", m, variant, "share of determined combinations whose floors run top-down",
+        out.append(_row("top-down propagation", m, variant, "share of determined combinations whose floors run "
+                                                            "top-down",
                         float(top.mean()) if len(g) else None,
-                        cluster_bootstrap(g, lambda i: float(top[i].mean()), nb, seed, MODEL) if len(g) else (None, None),
+                        cluster_bootstrap(g, lambda i: float(top[i].mean()), nb, seed, MODEL) if len(g) else (None,
+                                                                                                              None),
                         int(g["model"].nunique()) if len(g) else 0, len(g),
-                        "exact one-sided sign test against 1/2 over models (a model's majority of determined combinations)",
+                        "exact one-sided sign test against 1/2 over models (a model's majority of determined "
+                        "combinations)",
                         0.5, binomial_p(k, n, "greater"), _fam("top-down"),
                         f"{int(top.sum())}/{len(g)} combinations top-down; {k}/{n} models mostly top-down"))
     return out

@@ -31,13 +31,16 @@ import pandas as pd
 import numpy as np
 
 from ..precursor import difficulty, is_precursor
-from .load import DIFFICULTIES, REFERENCES, extreme, geometric_measures, min_gap_frac, run_facts, size_order, step_or_none
+from .load import (DIFFICULTIES, REFERENCES, extreme, geometric_measures, min_gap_frac, run_facts, size_order,
+                   step_or_none)
 from .nulls import CELLS, cluster_bootstrap, clock_null, paired_lead, permutation_null
 from .stats import log_steps_close, quantiles
 
 ROW_COLUMNS = ["run", "task", "level", "size", "family", "n_params", "steps", "difficulty", "acquired",
-               "diverged", "control", "easy_max_step", "min_gap_frac", "acquisition_step", "measure", "kind", "layer", "position", "variant",
-               "direction", "transition", "transition_step", "recovery_step", "precursor", "gap_steps", "transitioned", "init",
+               "diverged", "control", "easy_max_step", "min_gap_frac", "acquisition_step", "measure", "kind", "layer",
+               "position", "variant",
+               "direction", "transition", "transition_step", "recovery_step", "precursor", "gap_steps", "transitioned",
+               "init",
                "extreme", "extreme_value", "extreme_step", "loss_plateau_exit_step", "coincides_plateau_exit",
                "onset_step", "loss_onset_step", "loss_extreme_step", "difficulty_fixed", "mean_share_rho"]
 
@@ -51,13 +54,15 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
              "easy_max_step": es.get("easy_max_step"), "min_gap_frac": min_gap_frac(pre)}
         t_acq, t_exit = f["acquisition_step"], step_or_none(pre.get("loss_plateau_exit_step"))
         le = pre.get("loss_events") or {}
-        f.update(loss_onset_step=step_or_none(le.get("onset_step")), loss_extreme_step=step_or_none(le.get("extreme_step")),
+        f.update(loss_onset_step=step_or_none(le.get("onset_step")),
+                 loss_extreme_step=step_or_none(le.get("extreme_step")),
                  difficulty_fixed=bool((pre.get("difficulty_source") or {}).get("fixed_before_outcome")))
         for name, m in geometric_measures(pre).items():
             kind, xv, xs = extreme(m)
             t_tr = step_or_none(m.get("transition_step", m.get("floor_step")))
             gap = m.get("gap_steps")
-            gap = step_or_none(gap) if gap is not None else (t_acq - t_tr if t_acq is not None and t_tr is not None else None)
+            gap = step_or_none(gap) if gap is not None else (t_acq - t_tr if t_acq is not None and t_tr is not None
+                                                             else None)
             rows.append({**f, "measure": name, "kind": "geometric", "layer": m.get("layer"),
                          "position": m.get("position"), "variant": m.get("variant"),
                          "transition": m["transition"], "transition_step": t_tr,
@@ -154,7 +159,8 @@ def control_rows(rows: pd.DataFrame) -> pd.DataFrame:
                     "acquired": int(c["acquired"].astype(bool).sum()),
                     "transition_fired_k_of_n": f"{int(fired.sum())}/{len(c)}",
                     "runs_fired": ",".join(c.loc[fired, "run"])})
-    return pd.DataFrame(out, columns=["measure", "control", "runs", "acquired", "transition_fired_k_of_n", "runs_fired"])
+    return pd.DataFrame(out, columns=["measure", "control", "runs", "acquired", "transition_fired_k_of_n",
+                                      "runs_fired"])
 
 
 # Same kind and depth: a geometric event is compared with the loss curve's event of its kind
@@ -186,11 +192,13 @@ def paired_leads(rows: pd.DataFrame, st: dict) -> pd.DataFrame:
                             "median_lead_steps": pl["median_lead_steps"],
                             "ci95_lo_steps": pl["ci95_lead_steps"][0], "ci95_hi_steps": pl["ci95_lead_steps"][1],
                             "median_lead_decades": pl["median_lead_decades"],
-                            "ci95_lo_decades": pl["ci95_lead_decades"][0], "ci95_hi_decades": pl["ci95_lead_decades"][1]})
+                            "ci95_lo_decades": pl["ci95_lead_decades"][0], "ci95_hi_decades":
+                            pl["ci95_lead_decades"][1]})
     return pd.DataFrame(out, columns=PAIRED_COLUMNS)
 
 
-PAIRED_COLUMNS = ["measure", "event", "reference", "difficulty", "runs", "n_pairs", "wins", "losses", "ties", "sign_test_p",
+PAIRED_COLUMNS = ["measure", "event", "reference", "difficulty", "runs", "n_pairs", "wins", "losses", "ties",
+                  "sign_test_p",
                   "median_lead_steps", "ci95_lo_steps", "ci95_hi_steps", "median_lead_decades",
                   "ci95_lo_decades", "ci95_hi_decades"]
 

@@ -308,7 +308,10 @@ def read_pythia_file(path) -> tuple[pd.DataFrame, dict]:
     if df.empty:
         info.update(status="unrecognised format (see analysis.scale.pythia_records)",
                     top_level_keys=sorted(obj)[:30] if isinstance(obj, dict) else type(obj).__name__)
-        reported = {k: v for k, v in obj.items() if isinstance(obj, dict) and any(s in k.lower() for s in ("rho", "spearman", "corr"))} if isinstance(obj, dict) else {}
+        reported = {k: v for k, v in obj.items() if isinstance(obj, dict) and any(s in k.lower() for s in
+                                                                                  ("rho", "spearman",
+                                                                                   "corr"))} if isinstance(obj,
+                                                                                                           dict) else {}
         if reported:
             info["reported_by_pythia_branch"] = reported
     else:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..files import atomic_write_json, atomic_write_text
-from . import behaviour, figures_runs, figures_summary, floors, parts, power, prediction, protocols, rates, scale, topdown
+from . import (behaviour, figures_runs, figures_summary, floors, parts, power, prediction, protocols, rates, scale,
+               topdown)
 from . import figures_verdict, verdict
 from .load import check_pooling, class_counts, load_precursors, settings_mix
 from .tables import header_lines, read_table, tables_html, write_csv
@@ -45,8 +46,8 @@ def machines_line(pres) -> str:
     for p in pres:
         m = p.get("machine") or {}
         key = m.get("fingerprint") or "not recorded"
-        e = fps.setdefault(key, {"n": 0, "what": ", ".join(str(m.get(k)) for k in ("cpu_model", "cpu_capability", "blas")
-                                                             if m.get(k)) + (f", env {m['env']}" if m.get("env") else "")})
+        what = ", ".join(str(m.get(k)) for k in ("cpu_model", "cpu_capability", "blas") if m.get(k))
+        e = fps.setdefault(key, {"n": 0, "what": what + (f", env {m['env']}" if m.get("env") else "")})
         e["n"] += 1
     parts = [f"{k} ({v['what']}) x{v['n']}" if v["what"] else f"{k} x{v['n']}" for k, v in fps.items()]
     lead = "machines: MIXED float paths, " if len(fps) > 1 else "machine: "
@@ -83,7 +84,7 @@ def write_tables(job: Job) -> list[str]:
                " d = t_exit - t_transition (steps; > 0: the measure fires first) and in decades"
                " (log10(t_exit + 1) - log10(t_tr + 1)); n_pairs = runs with both events (a geometric measure must have"
                " transitioned); wins/losses/ties and the exact two-sided sign test p (ties dropped);"
-               f" median with a percentile bootstrap 95% interval over runs ({st.get('n_bootstrap', 10000)} resamples).",
+               f" median with a percentile bootstrap 95% interval over runs ({st['n_bootstrap']} resamples).",
                "shuffled-label control runs and diverged runs left out.", nl])
     write_csv(rates.control_rows(rows), out / "controls.csv", "geoanatomy summary: controls.csv",
               ["false alarms in shuffled-label control runs (answers permuted across inputs: nothing to acquire):"
@@ -93,17 +94,21 @@ def write_tables(job: Job) -> list[str]:
     write_csv(fl, out / "collapse_floors.csv", "geoanatomy summary: collapse_floors.csv",
               ["one row per study run and geometric measure at its headline layer/position/variant"
                " (shuffled-label control runs left out; seed = replicate of its task x level x size cell);"
-               " floor = minimum over checkpoints, floor_step = first step reaching it, floor_over_init = floor / value at step 0,"
-               " floor_step_frac = floor_step / training steps; collapsed: floor <= (1 - collapse_drop) * init (events.py).",
+               " floor = minimum over checkpoints, floor_step = first step reaching it, floor_over_init = floor / "
+               "value at step 0,"
+               " floor_step_frac = floor_step / training steps; collapsed: floor <= (1 - collapse_drop) * init ("
+               "events.py).",
                "extreme = the level floor_spread and scale_invariance use: the floor for collapsing measures,"
                " the peak for rising ones (direction 'rise': hessian_top, llc); n_flagged = points left out"
                " (LLC negative or chains disagree, power iteration not converged).", nl])
     sp = floors.floor_spread(fl, st)
     write_csv(sp, out / "floor_spread.csv", "geoanatomy summary: floor_spread.csv",
               ["per measure x level x task: cell floors across sizes (smallest first; one value per task x level x size"
-               " cell = median floor over its seeds, seeds per size in n_seeds_per_size), SD of log10(floor) across sizes,",
+               " cell = median floor over its seeds, seeds per size in n_seeds_per_size), SD of log10(floor) across "
+               "sizes,",
                f" test: {floors.TREND_TEST} (n = sizes = cells); p_raw and p_holm (family: the tasks of one measure and"
-               f" level); trend_with_capacity uses p_holm at alpha {st['alpha']}. Diverged and control runs left out.", nl])
+               f" level); trend_with_capacity uses p_holm at alpha {st['alpha']}. Diverged and control runs left "
+               f"out.", nl])
     atomic_write_json(out / "floor_summary.json", floor_summary_json(pres, st, fl, sp))
     td = topdown.top_down(pres, st["topdown_require_collapse"])
     tds = topdown.top_down_summary(td, st)
@@ -113,14 +118,16 @@ def write_tables(job: Job) -> list[str]:
                    f" sign test p = {v['all']['sign_test_p']}; cells {v['cells_all']['top_down']}"
                    f" (seeds per cell {v['cells_all']['seeds_per_cell']})" for m, v in tds.items())
     write_csv(td, out / "top_down.csv", "geoanatomy summary: top_down.csv",
-              [ln.strip() for ln in topdown.__doc__.strip().splitlines() if ln.strip()] + [f"k/n: {kn or 'no per-layer data'}", nl])
+              [ln.strip() for ln in topdown.__doc__.strip().splitlines() if ln.strip()]
+              + [f"k/n: {kn or 'no per-layer data'}", nl])
     atomic_write_json(out / "top_down_summary.json", top_down_json(pres, st, tds))
     em = behaviour.emergence(pres)
     em_ok = em[~em["diverged"].astype(bool)]
     k = int(em_ok["logprob_before_acquisition"].fillna(False).astype(bool).sum())
     n = int(em_ok["lead_logprob_steps"].notna().sum())
     write_csv(em, out / "emergence.csv", "geoanatomy summary: emergence.csv",
-              ["one row per study run (shuffled-label control runs left out): lead_logprob_steps = acquisition_step - logprob_emergence_step,"
+              ["one row per study run (shuffled-label control runs left out): lead_logprob_steps = acquisition_step - "
+               "logprob_emergence_step,"
                " lead_plateau_exit_steps = acquisition_step - loss_plateau_exit_step (positive = before acquisition).",
                "acquisition: accuracy_norm >= threshold for persist checkpoints; log-prob emergence: per-token answer"
                " log-prob above the input-blind predictor by logprob_margin nats for persist checkpoints (events.py).",
@@ -133,7 +140,8 @@ def write_tables(job: Job) -> list[str]:
                " lead_steps = acquisition_step - probe_acquisition_step (positive: the probe reads the answer first);"
                " shuffled-label control runs are flagged in column control (descriptive, no test).",
                f"runs with probe results: {n_with} of {len(pres)}"
-               + ("" if n_with else " (no probes entry in any precursor.json: empty table, enable the probes stage)"), nl])
+               + ("" if n_with else " (no probes entry in any precursor.json: empty table, enable the probes "
+                                    "stage)"), nl])
     return [str(out / f) for f in parts.TABLES.files()]
 
 
@@ -216,7 +224,7 @@ def write_power(job: Job) -> list[str]:
                  f" that, alternatives only, on the other designs: {others}); inside each:"
                  f" {power.POWER_SETTINGS['n_permutations']} permutations,"
                  f" {power.POWER_SETTINGS['n_bootstrap']} bootstrap resamples; alpha {st['alpha']}, n_min"
-                 f" {st.get('verdict_min_units', 5)} units.",
+                 f" {st['verdict_min_units']} units.",
                  "scenarios: " + "; ".join(power.SCENARIO_TEXT[s] for s in power.SCENARIOS) + ".",
                  "simulated steps moved onto each run's checkpoints (expensive measures: those they were measured"
                  " at): onsets and lead events to the next one, floors and peaks to the nearest, so ties fall as"
@@ -245,21 +253,22 @@ def write_verdict(job: Job) -> list[str]:
     write_csv(v, out / "verdict.csv", "geoanatomy summary: verdict.csv",
               ["one row per claim of the study (per measure, RankMe variant and event kind where it applies):"
                " reproduced / not reproduced / inconclusive by the rule the row names: " + verdict.RULE + ".",
-               f"alpha {st['alpha']}; n_min {st.get('verdict_min_units', 5)} units; p one-sided in the claimed"
+               f"alpha {st['alpha']}; n_min {st['verdict_min_units']} units; p one-sided in the claimed"
                " direction (TOST for equivalence rows), Holm-adjusted within each family; units: task x level x size"
                " cells (one number per cell, the median over its seeds); intervals at ci_level over cells;"
                " n_units = cells, n_runs = runs in them.",
                f"power, false_rate: verdict_power.csv (simulated populations on this design); underpowered ="
-               f" power < {st.get('min_power', 0.8)}; headline: the RankMe variant summary.headline_variant"
-               f" ({st.get('headline_variant', 'centred')}); 'mean-direction' in detail: an uncentred RankMe whose"
-               f" curve follows the mean share (median rank correlation >= {st.get('mean_direction_rho', 0.9)}).",
+               f" power < {st['min_power']}; headline: the RankMe variant summary.headline_variant"
+               f" ({st['headline_variant']}); 'mean-direction' in detail: an uncentred RankMe whose"
+               f" curve follows the mean share (median rank correlation >= {st['mean_direction_rho']}).",
                "shuffled-label control runs and diverged runs are left out (controls.csv reports the controls).",
                "stable / stability: each single-task row (the summary JSON rows from those files recomputed on the"
                " subset) recomputed on disjoint halves of the seeds (within a cell,"
                " seeds in order: even positions half A, odd half B; one-seed cells only in A) and leaving one seed"
                " position out where a cell has 3+; unstable = the word changes. "
                f"{int((~st_rows.astype(bool)).sum())} of {len(st_rows)} such rows unstable.",
-               classes_line(pres), _n_line(pres)] + ([f"protocol = mixture: {protocols.MIXTURE_NOTE}; {_mix_line(mix)}"] if mix else []))
+               classes_line(pres), _n_line(pres)] + ([f"protocol = mixture: {protocols.MIXTURE_NOTE}; "
+                                                      f"{_mix_line(mix)}"] if mix else []))
     return [str(out / "verdict.csv")]
 
 

@@ -149,7 +149,8 @@ def beyond_loss(t_acq, t_tr, t_ref, strata, n_perm: int = 2000, n_boot: int = 20
     s = strata[ok]
     clock = np.log(clock_of(t_tr[ok], s) + 1)
     c_ok = np.isfinite(clock)
-    return {"n": int(ok.sum()), "partial": partial_rank(y, g, l, s, n_perm, seed), "loo": loo_gain(y, g, l, n_boot, seed),
+    return {"n": int(ok.sum()), "partial": partial_rank(y, g, l, s, n_perm, seed), "loo": loo_gain(y, g, l, n_boot,
+                                                                                                   seed),
             "clock_partial": partial_rank(y[c_ok], clock[c_ok], l[c_ok], s[c_ok], n_perm, seed),
             "clock_loo": loo_gain(y[c_ok], clock[c_ok], l[c_ok], n_boot, seed)}
 

@@ -66,7 +66,8 @@ COLUMNS = ["run", "task", "level", "size", "seed", "family", "n_params", "diffic
            "kendall_tau_depth_vs_floor_step", "direction", "top_down", "top_down_strict", "status",
            "recovery_n_used", "recovery_order_by_step", "recovery_kendall_tau_depth_vs_step",
            "recovery_direction", "recovery_status"]
-SIGN_TEST = "exact two-sided sign test (binomial, p = 1/2) of top-down vs bottom-up runs; tied and undetermined left out"
+SIGN_TEST = ("exact two-sided sign test (binomial, p = 1/2) of top-down vs bottom-up runs; tied and undetermined"
+             " left out")
 
 
 def depth_key(name: str, position: int, n: int, last_block: int | None = None) -> float:
@@ -171,7 +172,7 @@ def _kn(df: pd.DataFrame, col: str = "direction") -> dict:
            "tied_tau0": tied, "undetermined": int(len(df) - td - bu - tied), "runs": len(df),
            "sign_test_p": sign_test(td, td + bu)}
     if col == "direction":
-        out["top_down_strict"] = f"{int((df['top_down_strict'] == True).sum())}/{td + bu}"
+        out["top_down_strict"] = f"{int(df['top_down_strict'].eq(True).sum())}/{td + bu}"
     return out
 
 

@@ -23,7 +23,8 @@ def _parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir", help="folder with stepN/ or checkpoint-N/ sub-folders of a HF causal LM")
     ap.add_argument("--probe", required=True,
-                    help=("a .jsonl file of {\"prompt\": ..., \"completion\": ...} lines (only the completion is scored), "
+                    help=("a .jsonl file of {\"prompt\": ..., \"completion\": ...} lines (only the completion is "
+                          "scored), "
                           f"a text file of prompts (one a line), or a shipped benchmark: {', '.join(BENCHMARKS)}"))
     ap.add_argument("--out", default=None, help="output folder (default: DIR/geoanatomy_scan)")
     ap.add_argument("--run", default=None, help="run name in the table (default: DIR's name)")

@@ -80,6 +80,7 @@ __all__ = ["BLOCK_CHECKS", "CHECKS", "ConfigError", "ConfigLoader", "DEFAULTS", 
            "MIXTURE_KEYS", "SCHEMA_PATH", "STAGE_BLOCKS", "check_devices", "check_mixtures", "check_results_dir",
            "check_semantics", "check_values", "deep_merge", "input_space", "job_spec", "level_params",
            "load_config", "load_schema", "mixture_names", "mixture_spec", "mixture_unit_names", "mixtures",
-           "eval_settings", "pack_slots", "prune_window", "read_config_file", "resolve", "run_names", "run_spec", "runs", "train_settings",
+           "eval_settings", "pack_slots", "prune_window", "read_config_file", "resolve", "run_names", "run_spec",
+           "runs", "train_settings",
            "training_runs_by_size",
            "unit_names", "validate_schema"]

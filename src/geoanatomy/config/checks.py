@@ -79,7 +79,8 @@ def check_schedules(cfg: dict) -> None:
         tr = cfg["train"] if size == "<train>" else train_settings(cfg, size)
         where = "train" if size == "<train>" else f"size_overrides.{size}"
         if tr["warmup"] >= tr["steps"]:
-            raise ConfigError(f"config field '{where}.warmup': {tr['warmup']} must be smaller than steps ({tr['steps']})")
+            raise ConfigError(f"config field '{where}.warmup': {tr['warmup']} must be smaller than steps "
+                              f"({tr['steps']})")
         ck = tr["checkpoints"]
         if ck["n_log"] + ck["n_uniform"] < 1:
             raise ConfigError(f"config field '{where}.checkpoints': n_log + n_uniform must be >= 1")

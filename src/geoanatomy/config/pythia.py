@@ -47,7 +47,8 @@ BENCHMARKS = FIXED_BENCHMARKS + list(DEDUCTION_BENCHMARKS)  # = geoanatomy.defau
 DEDUCTION_DEFAULT_ITEMS = 50
 # Bump when the extraction code changes what it measures: it is part of the job's params,
 # so Snakemake reruns the extraction (edits under src/ alone do not trigger reruns).
-EXTRACT_VERSION = 3  # 3: rows from scan.measure_model (adds mean_share); 2: float64 unembedding, latest-holder duplicates
+# 3: rows from scan.measure_model (adds mean_share); 2: float64 unembedding, latest-holder duplicates
+EXTRACT_VERSION = 3
 EVENTS_VERSION = 4  # 2: the matched detector family; 3: chance/cap-normalised fields for scale;
 # 4: precursor.json schema 3 (the shared record builder's global_floor and window fields)
 # Pythia's difficulty: easy if acquired within this share of the last selected step (compare

@@ -106,10 +106,12 @@ def validate_schema(cfg: dict, schema: dict | None = None) -> None:
             if full in REMOVED_KEYS:
                 raise ConfigError(f"config field '{full}' was removed: {REMOVED_KEYS[full]}")
     elif e.validator == "propertyNames":
-        msg = f"{_short(repr(e.instance), 80)} is not allowed; allowed values: {e.validator_value.get('enum', e.validator_value)}"
+        allowed = e.validator_value.get("enum", e.validator_value)
+        msg = f"{_short(repr(e.instance), 80)} is not allowed; allowed values: {allowed}"
         if "$ref" in e.validator_value:
             ref = e.validator_value["$ref"].split("/")[-1]
-            msg = f"{_short(repr(e.instance), 80)} is not allowed; allowed values: {load_schema()['$defs'][ref]['enum']}"
+            allowed = load_schema()["$defs"][ref]["enum"]
+            msg = f"{_short(repr(e.instance), 80)} is not allowed; allowed values: {allowed}"
         got = False
     elif e.validator == "maxItems":
         msg, got = f"{len(e.instance)} entries; at most {e.validator_value} allowed", False
@@ -163,8 +165,10 @@ def check_values(user) -> None:
                                   f"{MAX_CONFIG_VALUES} values; at most {MAX_CONFIG_VALUES}")
             for k in v:
                 if not isinstance(k, str):
-                    raise ConfigError(f"config field '{_field(path + (repr(k),))}': key {_short(repr(k), 60)} is of type "
-                                      f"{type(k).__name__} (YAML reads unquoted numbers, yes/no, null as such); keys must be strings")
+                    raise ConfigError(f"config field '{_field(path + (repr(k),))}': key {_short(repr(k), 60)} is of "
+                                      f"type "
+                                      f"{type(k).__name__} (YAML reads unquoted numbers, yes/no, null as such); keys "
+                                      f"must be strings")
             stack.extend((path + (k,), x, depth + 1) for k, x in reversed(v.items()))
         elif isinstance(v, list):
             if count + len(v) > MAX_CONFIG_VALUES:

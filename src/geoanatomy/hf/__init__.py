@@ -21,6 +21,7 @@ from .hidden import block_list, forward_hidden, hidden_names, layer_names, n_lay
 from .loading import DTYPES, ScanLoadError, load_causal_lm, load_tokenizer_for, model_type, tokenizer_folder
 from .scoring import for_scoring, logits64, prompt_states, score_any, score_items
 
-__all__ = ["DTYPES", "ScanLoadError", "block_list", "for_scoring", "forward_hidden", "hidden_names", "layer_names", "load_causal_lm",
+__all__ = ["DTYPES", "ScanLoadError", "block_list", "for_scoring", "forward_hidden", "hidden_names", "layer_names",
+           "load_causal_lm",
            "load_tokenizer_for", "logits64", "model_type", "n_layers", "prompt_states", "score_any", "score_items",
            "tokenizer_folder", "unwrap"]

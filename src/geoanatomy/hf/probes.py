@@ -190,7 +190,8 @@ def benchmark_rows(res: dict, items, run: str, step: int, scoring: str) -> list[
         {**beh, "measure": "accuracy_norm", "value": (acc - chance) / (1 - chance),
          "settings": {"scoring": scoring, "chance": chance}},
         {**beh, "measure": "accuracy_sum", "value": stats["sum"]["accuracy"], "settings": {"definition": defn["sum"]}},
-        {**beh, "measure": "accuracy_mean", "value": stats["mean"]["accuracy"], "settings": {"definition": defn["mean"]}},
+        {**beh, "measure": "accuracy_mean", "value": stats["mean"]["accuracy"], "settings": {"definition":
+                                                                                             defn["mean"]}},
         {**beh, "measure": "logprob", "value": lp_sum, "settings": {"of": "correct option, summed over its tokens"}},
         {**beh, "measure": "logprob_per_token", "value": lp_tok, "settings": {"of": "correct option, per-token mean"}},
         {**beh, "measure": "logprob_choice", "value": stats[scoring]["logprob_choice"],

@@ -215,7 +215,8 @@ def grad_ranks(model: torch.nn.Module, seq: torch.Tensor, n_answer: int, eps: fl
     """Gradient and gradient-covariance effective ranks of a model on sequences seq (N, S).
 
     The model is put in eval mode with explicit ("math") attention for the call and
-    restored afterwards (``per_sample_gram`` does this). Returns {"grad": {variant: value}, "grad_cov": {variant: value},
+    restored afterwards (``per_sample_gram`` does this). Returns {"grad": {variant: value}, "grad_cov": {variant:
+    value},
     "n_samples", "n_params", "method", "param_groups", "top_singular_value", "eps"}.
     """
     if seq.shape[0] < 2:

@@ -93,7 +93,8 @@ class Monitor:
                  rows stay in memory and the write is retried at ``close()``; True: raise
     """
 
-    def __init__(self, probe, every: int | Iterable[int] | Callable[[int], bool] = DEFAULT_EVERY, out_dir: str | Path | None = None,
+    def __init__(self, probe, every: int | Iterable[int] | Callable[[int], bool] = DEFAULT_EVERY, out_dir: str | Path
+                 | None = None,
                  run: str = "monitor", events: dict | None = None, track: str = "headline", eps: float = 1e-7,
                  forward_fn: Callable | None = None, flush_every: int = 10, resume: bool = False,
                  log: Callable[[str], None] | None = None, strict: bool = False):
@@ -460,7 +461,8 @@ class Monitor:
             parts.append(f"floor at {st['floor_step']}")
         parts.append(f"recovery at {st['recovery_step']}" if st.get("recovery_step") is not None else "no recovery")
         status = {k: v for k, v in (st.get("status") or {}).items() if v}
-        return f"[monitor] final: RankMe {name}: {', '.join(parts)} ({', '.join(f'{k} {v}' for k, v in status.items())})"
+        said = ", ".join(f"{k} {v}" for k, v in status.items())
+        return f"[monitor] final: RankMe {name}: {', '.join(parts)} ({said})"
 
     def scalars(self) -> dict:
         """The latest measurement as flat scalars for a logger (Trainer, TensorBoard, W&B,
@@ -499,7 +501,8 @@ class Monitor:
             st = t.state()
             final[f"{k[0]}/{k[1]}/{k[2]}"] = {**{f"{e}_step": st.get(f"{e}_step") for e in OnlineCollapse.KEYS},
                                               "collapsed": st.get("collapsed"), "status": st["status"]}
-        online = {"every": self.every, "measured_steps": list(self.measured), "track": self.track, "note": PROVISIONAL_NOTE,
+        online = {"every": self.every, "measured_steps": list(self.measured), "track": self.track, "note":
+                  PROVISIONAL_NOTE,
                   "log": list(self.event_log), "final": final, "overhead": self.overhead(),
                   "probe": {"rows": len(self.probe), "tokens": int(self.probe.input_ids.shape[1]),
                             "positions": list(self.probe.positions), "labels": self.probe.labels is not None,

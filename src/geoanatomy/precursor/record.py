@@ -238,7 +238,8 @@ def probe_entry(pdf, t_acq, cfg_events: dict, headline_layer: str = "ln_final", 
             "chance": float(ch["value"].iloc[0]) if len(ch) else None,
             "constant_by_construction": bool(st.get("constant_by_construction")),
         }
-    real = {k: v for k, v in per_layer.items() if not v["constant_by_construction"] and v["acquisition_step"] is not None}
+    real = {k: v for k, v in per_layer.items() if not v["constant_by_construction"] and v["acquisition_step"] is not
+            None}
     earliest = min(real, key=lambda k: (real[k]["acquisition_step"], -per_layer[k]["layer_index"])) if real else None
     head = per_layer.get(headline_layer, {})
     any_row = json.loads(sub["settings"].iloc[0]) if len(sub) else {}
@@ -249,7 +250,8 @@ def probe_entry(pdf, t_acq, cfg_events: dict, headline_layer: str = "ln_final", 
                       f"{e['acquisition_threshold']} for {e['persist']} consecutive probed checkpoints",
         "acquisition_step": head.get("acquisition_step"), "gap_steps": head.get("gap_steps"),
         "precursor": bool(head.get("precursor")),
-        "earliest_layer": earliest, "earliest_acquisition_step": real[earliest]["acquisition_step"] if earliest else None,
+        "earliest_layer": earliest, "earliest_acquisition_step": real[earliest]["acquisition_step"] if earliest else
+        None,
         "n_test": int(sub["n_samples"].iloc[0]) if len(sub) else None,
         "n_checkpoints": int(sub["step"].nunique()),
         "settings": {k: v for k, v in any_row.items()

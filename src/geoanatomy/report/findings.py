@@ -82,7 +82,8 @@ def findings(summary: Path) -> str:
         measure = str(r.measure or "")
         variant = str(r.variant or "")
         mv = f"{measure} ({variant})" if variant and variant != "nan" else measure
-        second = _est(r.second_value, r.second_ci_lo, r.second_ci_hi) if str(r.second_statistic or "") not in ("", "nan") else "-"
+        has_second = str(r.second_statistic or "") not in ("", "nan")
+        second = _est(r.second_value, r.second_ci_lo, r.second_ci_hi) if has_second else "-"
         eoi = _num(getattr(r, "effect_of_interest", None))
         if second != "-" and eoi:
             second += f" vs f = {eoi}"
@@ -90,7 +91,8 @@ def findings(summary: Path) -> str:
         stat = f"{r.statistic}: {_est(r.value, r.ci_lo, r.ci_hi)}" + (f" ({level})" if level and _num(r.ci_lo) else "")
         event = str(r.event) if str(r.event) not in ("", "nan") else "-"
         out.append(f"| {i} | {r.claim} | {mv} | {event} | {stat} | {second} | {int(r.n_units)} ({int(r.n_runs)}) |"
-                   f" {r.null} | {_p(r.p_holm)} | {_num(r.power)} | {STABLE_WORD.get(stable[i - 1], '-')} | {r.verdict} |")
+                   f" {r.null} | {_p(r.p_holm)} | {_num(r.power)} | {STABLE_WORD.get(stable[i - 1], '-')} | "
+                   f"{r.verdict} |")
     words = Counter(df["verdict"])
     unstable = int((stable == "false").sum())
     decided = int(stable.isin(["true", "false"]).sum())

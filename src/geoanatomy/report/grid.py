@@ -59,7 +59,8 @@ def _events_table(rows: list[dict], out: list) -> None:
 
 def _measures_table(rows: list[dict], out: list) -> None:
     names = tuple(TABLE_MEASURES)
-    out.append("\n| run | checkpoints measured | " + " | ".join(f"{n}: onset / extreme / return (precursor)" for n in names)
+    out.append("\n| run | checkpoints measured | " + " | ".join(f"{n}: onset / extreme / return (precursor)" for n in
+                                                                names)
           + " |")
     out.append("|---|---|" + "---|" * len(names))
     for d in rows:

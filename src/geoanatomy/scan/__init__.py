@@ -77,7 +77,7 @@ SCAN_VERSION = 2                   # 2: the cache is keyed on the weight files' 
 MAX_PARAMS = 20_000_000_000        # refuse to build a model larger than this (from config.json)
 
 
-from ..hf.probes import (ProbeSet, ScanError, benchmark_rows, geometry_rows_of,  # noqa: F401 (re-exported)
+from ..hf.probes import (ProbeSet, ScanError, benchmark_rows, geometry_rows_of,  # noqa: F401,E402 (re-exported)
                               load_probe_set, measure_model)
 
 
@@ -276,7 +276,8 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
                                                        "unknown_token_share": probe_set.unknown_share},
         "device": device, "dtype": dtype, "batch_size": batch_size, "eps": eps, "scoring": scoring,
         "numbers_key": key, "model": model_info, "timing": timing, "non_finite_checkpoints": non_finite,
-        "skipped_folders": [{"folder": n, "reason": w} for n, w in skipped], "wall_seconds": round(time.time() - t_all, 2),
+        "skipped_folders": [{"folder": n, "reason": w} for n, w in skipped], "wall_seconds": round(time.time() - t_all,
+                                                                                                   2),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "python": platform.python_version()},
         "safety": "local files only, trust_remote_code=False, safetensors or torch.load(weights_only=True)"}))

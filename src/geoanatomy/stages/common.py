@@ -74,7 +74,8 @@ def open_run(spec: RunSpec, run_dir: str | Path, device: str = "auto"):
     if extra or missing:
         raise CheckpointError(
             f"{ckdir} does not match {Path(run_dir) / 'train.json'}: "
-            + (f"files not written by this run's training: {[ckpt_path(ckdir, s).name for s in extra]}; " if extra else "")
+            + (f"files not written by this run's training: {[ckpt_path(ckdir, s).name for s in extra]}; " if extra
+               else "")
             + (f"missing: {[ckpt_path(ckdir, s).name for s in missing]}; " if missing else "")
             + f"remove the extra files, or recompute with `geoanatomy clean-run {run_dir}`")
     device = pick_device(device)

@@ -92,7 +92,8 @@ def check_table_against_record(df, path: Path, run: str, recorded: list[int], ex
     if exact and steps != recorded:
         extra, missing = sorted(set(steps) - set(recorded)), sorted(set(recorded) - set(steps))
         raise TableError(f"table {path} does not cover the checkpoints of train.json "
-                         f"({len(steps)} steps against {len(recorded)}; extra {extra[:5]}, missing {missing[:5]}); {fix}")
+                         f"({len(steps)} steps against {len(recorded)}; extra {extra[:5]}, missing {missing[:5]}); "
+                         f"{fix}")
     if not exact and not set(steps) <= set(recorded):
         raise TableError(f"table {path} has steps that are not checkpoints of this run: "
                          f"{sorted(set(steps) - set(recorded))[:5]}; {fix}")

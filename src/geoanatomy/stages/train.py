@@ -90,7 +90,8 @@ def batch_loss_fn(model: GPT, data, batch_size: int, device: str) -> Callable[[i
     if isinstance(data, MixtureData):
         def loss(step: int) -> torch.Tensor:
             tokens, mask = data.train_batch(step, batch_size)
-            return padded_answer_loss(model, torch.as_tensor(tokens, device=device), torch.as_tensor(mask, device=device))
+            return padded_answer_loss(model, torch.as_tensor(tokens, device=device), torch.as_tensor(mask,
+                                                                                                     device=device))
         return loss
     na = data.spec.n_answer
 

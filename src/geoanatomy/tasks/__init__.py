@@ -41,7 +41,8 @@ answer is the parity of ``support`` fixed bits among ``length``; its hardness is
 the statistical-query cost of finding the k relevant bits, and SGD finds them after a
 plateau. Full parity (``support`` = ``length``, the default when ``support`` is not given)
 is not learned by the nano model at 8 to 24 bits in 1,500 or 3,000 steps (flipping any one
-bit flips the answer, so nothing short of the whole rule beats chance). ``cmp`` draws the second number sharing a random-length prefix with the
+bit flips the answer, so nothing short of the whole rule beats chance). ``cmp`` draws the second number sharing a
+random-length prefix with the
 first half of the time (otherwise the first digit decides almost every case).
 
 Held-out split (``TaskData``): each input is held out or not by a seeded hash of the
@@ -61,7 +62,8 @@ from .catalogue import parity_support
 from .data import CONTROLS, MAX_DRAW_ROUNDS, SHUFFLE_POOL, TaskData
 from .hashing import hash_uniform, stable_seed
 from .registry import DEFAULT_LEVELS, LEVELS, REGISTRY, TASKS, get_task, level_hardness, make_task
-from .tokens import DIGITS, PAD, SEP, SPECIAL, TASK_TOKENS, TOK, VOCAB, VOCAB_SIZE, _digits  # noqa: F401 (_digits: tests)
+from .tokens import (  # noqa: F401 (_digits: tests)
+    DIGITS, PAD, SEP, SPECIAL, TASK_TOKENS, TOK, VOCAB, VOCAB_SIZE, _digits)
 
 __all__ = ["CONTROLS", "DEFAULT_LEVELS", "DIGITS", "LEVELS", "LevelParamError", "MAX_DRAW_ROUNDS", "PAD",
            "REGISTRY", "SEP", "SHUFFLE_POOL", "SPECIAL", "TASKS", "TASK_TOKENS", "TOK", "Task", "TaskData",

@@ -28,7 +28,8 @@ from ..units import unit_events
 VERDICT_COLUMNS = ["claim", "measure", "variant", "event", "protocol", "statistic", "value", "ci_lo", "ci_hi",
                    "ci_level", "second_statistic", "second_value", "second_ci_lo", "second_ci_hi", "effect_of_interest",
                    "n_units", "n_runs",
-                   "null", "null_value", "p", "p_holm", "family", "rule", "verdict", "power", "false_rate", "underpowered",
+                   "null", "null_value", "p", "p_holm", "family", "rule", "verdict", "power", "false_rate",
+                   "underpowered",
                    "stable", "stability", "headline", "detail"]
 RANKME = {"rankme": "uncentred", "rankme_centred": "centred"}
 READS = ("runs", "measure", "summary")      # what a claim's rows are computed from (``Claim.reads``)
@@ -128,7 +129,8 @@ class ClaimRow:
                 "protocol": self.protocol, "statistic": self.statistic, "value": self.value,
                 "ci_lo": self.ci[0], "ci_hi": self.ci[1], "ci_level": self.ci_level if self.ci[0] is not None else None,
                 "second_statistic": self.second[0], "second_value": self.second[1], "second_ci_lo": self.second[2],
-                "second_ci_hi": self.second[3], "effect_of_interest": self.effect_of_interest, "n_units": self.n_units, "n_runs": self.n_runs, "null": self.null,
+                "second_ci_hi": self.second[3], "effect_of_interest": self.effect_of_interest, "n_units": self.n_units,
+                "n_runs": self.n_runs, "null": self.null,
                 "null_value": self.null_value, "p": self.p, "p_holm": None, "family": self.family, "rule": self.rule,
                 "verdict": None, "power": None, "false_rate": None, "underpowered": None, "stable": None,
                 "stability": "", "headline": self.headline, "detail": self.detail}

@@ -76,7 +76,9 @@ CLAIMS = [
           "per cell the median lead acquisition - log-prob half-rise over its seeds (both events at half of their"
           " change from the input-blind level); the median over cells, bootstrap over cells, exact one-sided sign"
           " test over cells; 'much earlier': the relative lead (lead / acquisition step; median over cells,"
-          " bootstrap) not entirely below the precursor rule's clear gap f (rule lead)", "lead 0", "precursor.json: acquisition_step, first_token_acquisition_step,"
+          " bootstrap) not entirely below the precursor rule's clear gap f (rule lead)", "lead 0", "precursor.json: "
+                                                                                                   "acquisition_step, "
+                                                                                                   "first_token_acquisition_step,"
           " logprob_half_step", "runs", logprob_before_accuracy,
           design=Design("simulated", ("exchangeable", "behaviour-clustered", "simultaneous", "short-lead"),
                         PRECURSOR, row_measure="accuracy"), figure="lags"),

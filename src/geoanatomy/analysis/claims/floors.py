@@ -103,7 +103,8 @@ def floors_equal_across_sizes(v: RunsView) -> list[ClaimRow]:
         n_cells = sum(g["size"].nunique() for g in groups)
         out.append(ClaimRow("floors equal across sizes", measure, variant,
                             "within task x level slope of log10 floor on log10 parameter count", b, (lo, hi),
-                            n_cells, sum(len(g) for g in groups), "two one-sided bootstrap tests against +-delta", delta,
+                            n_cells, sum(len(g) for g in
+                                         groups), "two one-sided bootstrap tests against +-delta", delta,
                             p, "floors equal across sizes",
                             f"{len(groups)} task x level groups at 2+ sizes; bootstrap over groups, seeds resampled in"
                             f" their cells; delta {delta} decade of floor per decade of parameters",
@@ -127,7 +128,8 @@ def mod_floor_near_two(v: RunsView) -> list[ClaimRow]:
                                 f"mean over MOD cells at {size} of log10(floor / {ref})", r["mean"], r["ci90"],
                                 len(cells), len(g), "two one-sided bootstrap tests against +-delta", delta,
                                 r["p_simultaneous"], "MOD floor",
-                                f"median floor {10 ** (np.median(cells) + math.log10(ref)):.2f} at {size} (study: {ref});"
+                                f"median floor {10 ** (np.median(cells) + math.log10(ref)):.2f} at {size} (study: "
+                                f"{ref});"
                                 f" delta {delta} decade", rule="equivalence", ci_level=0.90,
                                 headline=variant == v.st["headline_variant"]))
     return out
@@ -143,7 +145,8 @@ def floors_task_specific(jsons: dict) -> list[ClaimRow]:
         out.append(ClaimRow("floors task-specific", m, variant, "omega^2(task) - omega^2(size) of log10 floor",
                             (a["omega2_task"] - a["omega2_size"]) if a.get("omega2_task") is not None
                             and a.get("omega2_size") is not None else None, (None, None), int(a.get("n_cells") or 0),
-                            a.get("n_runs") or 0, "two-way ANOVA: F test for task (F distribution); units task x level x"
+                            a.get("n_runs") or 0, "two-way ANOVA: F test for task (F distribution); units task x level "
+                                                  "x"
                             " size cells (median over seeds), levels pooled", 0.0,
                             a.get("p_task"), "floors task-specific", a.get("note") or f"F_task {a.get('F_task')}"))
     return out
