@@ -68,3 +68,15 @@ def test_the_committed_summary_is_recomputed_from_the_committed_runs(page, data,
     for f in files:
         assert (out / f).read_bytes() == (summary / f).read_bytes(), (
             f"{data.relative_to(REPO)}/summary/{f} differs from what the summary code makes of the committed runs")
+
+
+@pytest.mark.slow
+def test_summarize_figures_of_a_snapshot_draw_what_precursor_json_alone_gives(tmp_path):
+    """A snapshot has no metrics.csv: the figures part draws the figures of precursor.json
+    alone and leaves the per-run curves out, instead of refusing."""
+    page, data = PAGES[-1]
+    pres = sorted(str(p) for p in data.glob("*/precursor.json"))
+    files = summarize_part("figures", pres, tmp_path, summary_settings(), log=lambda *a: None)
+    names = {Path(f).name for f in files}
+    assert {"floors_by_task.png", "lead_lag.png", "rho_matrix.png"} <= names
+    assert not any(n.startswith(("trajectories_", "rankme_heatmap_", "probes")) for n in names)

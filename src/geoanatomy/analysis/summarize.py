@@ -299,16 +299,24 @@ def write_protocols(job: Job) -> list[str]:
 
 
 def write_figures(job: Job) -> list[str]:
+    """The summary figures. The per-run curves (trajectories, heatmaps, probe curves) read every
+    run's metrics.csv; given none at all (a snapshot of a grid's precursor.json files, as
+    docs/study/data holds), they are left out, said so in the log; given some, every run needs
+    its own (a missing one is an error naming it)."""
     pres, metrics_paths, scale_json, out, st = job.pres, job.metrics, job.scale_json, Path(job.out), job.st
     fig = out / "figures"
-    metrics = figures_runs.load_metrics(pres, metrics_paths)
     written = []
-    for lv in figures_runs.levels(pres):
-        written += figures_runs.trajectories(pres, metrics, lv, fig / f"trajectories_{lv}.png")
-        written += figures_runs.heatmaps(pres, metrics, lv, fig / f"rankme_heatmap_{lv}.png")
+    if metrics_paths:
+        metrics = figures_runs.load_metrics(pres, metrics_paths)
+        for lv in figures_runs.levels(pres):
+            written += figures_runs.trajectories(pres, metrics, lv, fig / f"trajectories_{lv}.png")
+            written += figures_runs.heatmaps(pres, metrics, lv, fig / f"rankme_heatmap_{lv}.png")
+        written += figures_runs.probe_curves(pres, metrics, fig / "probes.png", behaviour.probes(pres))
+    else:
+        print("[summarize figures] no metrics.csv given: the per-run curves (trajectories, heatmaps, probe curves)"
+              " are left out; the figures of precursor.json alone follow")
     written += figures_summary.floors_by_task(floors.collapse_floors(pres), fig / "floors_by_task.png")
     written += figures_summary.lead_lag(rates.measure_rows(pres, st["coincide_log10_tol"]), fig / "lead_lag.png")
-    written += figures_runs.probe_curves(pres, metrics, fig / "probes.png", behaviour.probes(pres))
     sc = json.loads(Path(scale_json).read_text()) if scale_json else scale.scale_invariance(pres, st)
     written += figures_summary.rho_matrix(sc, fig / "rho_matrix.png")
     return written
