@@ -60,19 +60,29 @@ def _component(m: str) -> str:
     return m.split(".")[1] if "." in m else m
 
 
+_GRAPH = {}
+
+
+def _graph() -> dict:
+    """The package's import graph, read once per session."""
+    if not _GRAPH:
+        _GRAPH.update(_imports(_modules()))
+    return _GRAPH
+
+
 def test_every_component_has_a_floor():
     assert {_component(m) for m in _modules()} <= set(FLOOR), {_component(m) for m in _modules()} - set(FLOOR)
 
 
 def test_no_arrow_points_up():
-    graph = _imports(_modules())
+    graph = _graph()
     up = sorted((m, t) for m, ts in graph.items() for t in ts
                 if FLOOR[_component(t)] > FLOOR[_component(m)])
     assert not up, up
 
 
 def test_no_import_circle():
-    graph = _imports(_modules())
+    graph = _graph()
     index, low, stack, on, cycles = {}, {}, [], set(), []
 
     def visit(v, counter=[0]):

@@ -87,8 +87,8 @@ def snapshot(results, dest, summary=None, command: str = "") -> dict:
              f"* files: {len(copied)}, {prov['bytes'] / 1e6:.2f} MB", "",
              "Recheck every number:", "",
              "```",
-             f"geoanatomy summarize all --results {dest.as_posix()} --out /tmp/summary    # every table and figure",
-             "geoanatomy report findings /tmp/summary                                   # the findings table",
+             f"geoanatomy summarize all --results {dest.as_posix()} --out recheck    # every table and figure",
+             "geoanatomy report findings recheck                                        # the findings table",
              "```"]
     (tmp / "README.md").write_text("\n".join(lines) + "\n")
     (tmp / "snapshot.json").write_text(json.dumps(prov, indent=1, sort_keys=True) + "\n")
