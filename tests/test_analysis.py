@@ -648,7 +648,8 @@ def test_spearman_exact_matches_brute_force_with_ties_on_both_sides():
 
 
 def test_holm_and_sign_test():
-    from geoanatomy.analysis.stats import holm, sign_test
+    from geoanatomy.analysis.stats import binomial_p as sign_test
+    from geoanatomy.analysis.stats import holm
     assert holm([0.01, 0.04, None, 0.03]) == pytest.approx([0.03, 0.06, None, 0.06])
     assert holm([0.5, 0.2]) == pytest.approx([0.5, 0.4])
     assert sign_test(9, 9) == pytest.approx(2 / 512) and sign_test(0, 0) is None

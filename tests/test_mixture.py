@@ -450,7 +450,7 @@ def test_cluster_bootstrap_resamples_models_not_combinations():
     """One model whose 10 combinations all acquired and 9 models with none: by models the
     interval of the acquisition share reaches 0 (a tenth of the models could be the whole
     effect); counted as 19 independent units it would not."""
-    from geoanatomy.analysis.nulls import cluster_bootstrap
+    from geoanatomy.analysis.stats import cluster_bootstrap
     df = pd.DataFrame({"model": ["m0"] * 10 + [f"m{i}" for i in range(1, 10)],
                        "task": [f"t{i}" for i in range(19)], "level": "L1", "size": "nano"})
     x = np.array([1.0] * 10 + [0.0] * 9)

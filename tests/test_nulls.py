@@ -4,7 +4,7 @@ a planted lead is found."""
 import numpy as np
 import pytest
 
-from geoanatomy.analysis.nulls import clock_null, is_precursor, paired_lead, permutation_null, sign_test
+from geoanatomy.analysis.stats import clock_null, is_precursor, paired_lead, permutation_null, sign_test
 
 FRAC = 0.25
 

@@ -10,7 +10,7 @@ import pytest
 from geoanatomy.analysis.settings import summary_settings
 from geoanatomy.analysis.rates import ROW_COLUMNS
 from geoanatomy.analysis.stats import holm
-from geoanatomy.analysis.nulls import cluster_bootstrap
+from geoanatomy.analysis.stats import cluster_bootstrap
 from geoanatomy.analysis import claims, verdict
 from geoanatomy.analysis.claims import base as cbase
 from geoanatomy.analysis.claims import behaviour as cbeh
@@ -126,7 +126,7 @@ def test_seed_clustered_noise_keeps_the_false_rate():
     seeds = [i % 3 for i in range(24)]
     code = np.repeat(np.arange(8), 3)
     lead_hits = timing_hits = run_level_hits = 0
-    from geoanatomy.analysis.nulls import sign_test
+    from geoanatomy.analysis.stats import sign_test
     for _ in range(200):
         t_acq = np.round(np.exp(rng.uniform(np.log(50), np.log(3000), 8)))[code]
         noise = np.exp(rng.normal(0, 0.5, 8)[code] + rng.normal(0, 0.05, 24))
@@ -232,7 +232,7 @@ def test_permutation_lead_p_has_one_convention_in_both_branches():
     """Exact enumeration and Monte Carlo estimate the same p for the median lead, also when
     some arrangements leave the class without a lead (the old exact branch dropped those from
     the denominator, the Monte Carlo one did not)."""
-    from geoanatomy.analysis.nulls import permutation_null
+    from geoanatomy.analysis.stats import permutation_null
     t_tr = np.array([10.0, np.nan, np.nan, np.nan, np.nan, np.nan, 50.0])   # 1 in 7 arrangements: no lead
     t_acq = np.array([100.0, 40.0, 300.0, 35.0, 90.0, 500.0, 60.0])
     groups = np.zeros(7)

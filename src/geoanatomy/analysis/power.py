@@ -59,8 +59,8 @@ import numpy as np
 import pandas as pd
 
 from ..schedule import train_checkpoint_steps
-from .nulls import CELLS
-from .stats import sign_test as binomial_p
+from .stats import CELLS
+from .stats import binomial_p
 from .units import unit_events
 from .claims import CLAIMS, RunsView, reading, views_of_units
 from .claims.base import clopper_pearson

@@ -8,7 +8,7 @@ set of weights, one initialisation and one batch stream. So every statistic on m
 treats the *model* as the unit of resampling:
 
 * intervals: percentile bootstrap over models, the combinations of a drawn model resampled
-  inside it (``nulls.cluster_bootstrap`` with cells = models);
+  inside it (``stats.cluster_bootstrap`` with cells = models);
 * permutation nulls: acquisition steps shuffled among the combinations of one model (the
   model's shared schedule and representation stay in the null);
 * sign and binomial tests: one vote per model (the majority of its combinations), n = models;
@@ -41,8 +41,8 @@ import pandas as pd
 from . import floors, prediction, rates, scale, topdown
 from .claims import RANKME, row_dict
 from .load import is_control, level_order, run_facts, size_order, task_order
-from .nulls import cluster_bootstrap, sign_test
-from .stats import sign_test as binomial_p
+from .stats import cluster_bootstrap, sign_test
+from .stats import binomial_p
 from .verdict import json_claims, precursor_claims
 
 MIXTURE = "mixture"

@@ -17,7 +17,7 @@ transitioned = collapsed (falling measures) or risen (``direction: rise``: hessi
 llc); extreme = floor or peak (load.extreme) with its value and step.
 coincides_plateau_exit = |log10(t_tr + 1) - log10(t_exit + 1)| <= coincide_log10_tol.
 
-Beside every rate, its nulls (``analysis.nulls``): the clock null (best rate and median
+Beside every rate, its nulls (``analysis.stats``): the clock null (best rate and median
 lead of one fixed step), the permutation p of the rate and of the median lead
 (acquisition steps shuffled within a size), false alarms (the measure transitioned in a
 run that never acquired, or in a shuffled-label control run) and, in ``paired_leads``,
@@ -33,7 +33,8 @@ import numpy as np
 from ..precursor import difficulty, is_precursor
 from .load import (DIFFICULTIES, REFERENCES, extreme, geometric_measures, min_gap_frac, run_facts, size_order,
                    step_or_none)
-from .nulls import CELLS, cluster_bootstrap, clock_null, paired_lead, permutation_null
+from .stats import CELLS, cluster_bootstrap, clock_null, paired_lead, permutation_null
+from .settings import summary_settings
 from .stats import log_steps_close, quantiles
 
 ROW_COLUMNS = ["run", "task", "level", "size", "family", "n_params", "steps", "difficulty", "acquired",
@@ -172,7 +173,7 @@ PAIRS = (("onset", "onset_step", "loss_onset_step"), ("extreme", "extreme_step",
 def paired_leads(rows: pd.DataFrame, st: dict) -> pd.DataFrame:
     """Per measure x event kind x class (easy, hard, all acquired): the lead of the measure's
     event over the loss curve's event of the same kind in the same run (``PAIRS``;
-    nulls.paired_lead). A measure that did not transition has no event."""
+    stats.paired_lead). A measure that did not transition has no event."""
     out = []
     real = rows[(rows["control"] == "") & rows["acquired"].astype(bool) & ~rows["diverged"].astype(bool)]
     for measure in ordered_measures(rows):
@@ -228,7 +229,7 @@ def precursor_rates(rows: pd.DataFrame, st: dict | None = None, cluster_cols=CEL
     (``control_rows``). ``cluster_cols``, ``perm_group``: the units intervals resample (n_cells
     counts them) and the groups the permutation null shuffles within (defaults: task x level x
     size cells, sizes; a mixture's combinations: its models, geoanatomy.analysis.protocols)."""
-    st = st or {}
+    st = st or summary_settings()
     out = []
     rows = rows[rows["control"] == ""]
     sizes = size_order(rows["size"], dict(zip(rows["size"], rows["n_params"])))

@@ -58,7 +58,7 @@ from .load import (
     task_order,
 )
 from .settings import summary_settings
-from .stats import holm, sign_test
+from .stats import binomial_p, holm
 
 COLUMNS = ["run", "task", "level", "size", "seed", "family", "n_params", "difficulty", "acquired", "acquisition_step",
            "diverged", "measure", "position", "variant", "n_layers", "n_used", "units", "excluded_constant",
@@ -170,7 +170,7 @@ def _kn(df: pd.DataFrame, col: str = "direction") -> dict:
     tied = int((df[col] == "tied").sum())
     out = {"top_down": f"{td}/{td + bu}", "bottom_up": f"{bu}/{td + bu}", "n_determined": td + bu,
            "tied_tau0": tied, "undetermined": int(len(df) - td - bu - tied), "runs": len(df),
-           "sign_test_p": sign_test(td, td + bu)}
+           "sign_test_p": binomial_p(td, td + bu)}
     if col == "direction":
         out["top_down_strict"] = f"{int(df['top_down_strict'].eq(True).sum())}/{td + bu}"
     return out
@@ -200,7 +200,7 @@ def _cells(df: pd.DataFrame, tau_col: str) -> dict:
     td, bu = int((med < 0).sum()), int((med > 0).sum())
     return {"units": "task x level x size cells (sign of the median tau over the cell's determined seeds)",
             "top_down": f"{td}/{td + bu}", "bottom_up": f"{bu}/{td + bu}", "tied_median_tau0": int((med == 0).sum()),
-            "seeds_per_cell": seeds_span(n_seeds), "sign_test_p": sign_test(td, td + bu)}
+            "seeds_per_cell": seeds_span(n_seeds), "sign_test_p": binomial_p(td, td + bu)}
 
 
 def _summary(g: pd.DataFrame, col: str, tau_col: str, alpha: float) -> dict:

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ..precursor import difficulty
-from .nulls import CELLS
+from .stats import CELLS
 from .rates import PAIRS, effective_transition
 
 EVENTS = tuple(name for name, _, _ in PAIRS)       # ("onset", "extreme")

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .claims import CLAIMS, VERDICT_COLUMNS, measure_views, reading, runs_views
-from .nulls import CELLS
+from .stats import CELLS
 from .stats import holm
 
 # ------------------------------------------------------------------------------- the rules

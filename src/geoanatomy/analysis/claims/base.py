@@ -22,7 +22,7 @@ from scipy import stats
 
 from ..load import min_gap_frac
 from ..parts import FIGURE_FAMILIES
-from ..nulls import CELLS
+from ..stats import CELLS
 from ..units import unit_events
 
 VERDICT_COLUMNS = ["claim", "measure", "variant", "event", "protocol", "statistic", "value", "ci_lo", "ci_hi",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..nulls import sign_test
-from ..stats import sign_test as binomial_p
+from ..stats import sign_test
+from ..stats import binomial_p
 from ..units import unit_medians
 from .base import BINOMIAL, PRECURSOR, Claim, ClaimRow, Design, RunsView, boot, clopper_pearson
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..stats import sign_test as binomial_p
+from ..stats import binomial_p
 from ..stats import strata_permutations
 from .base import (
     RANKME,

@@ -2,7 +2,7 @@
 """
 from __future__ import annotations
 
-from ..stats import sign_test as binomial_p
+from ..stats import binomial_p
 from .base import BINOMIAL, RANKME, Claim, ClaimRow, clopper_pearson, k_of_n
 
 
