@@ -11,19 +11,8 @@ module (docs/where-things-go.md).
 from __future__ import annotations
 
 from . import behaviour, floors, lags, prediction, timing, topdown
-from .base import (
-    RANKME,
-    VERDICT_COLUMNS,
-    Claim,
-    ClaimRow,
-    Design,
-    MeasureView,
-    RunsView,
-    measure_views,
-    row_dict,
-    runs_views,
-    views_of_units,
-)
+from .base import (RANKME, VERDICT_COLUMNS, Claim, ClaimRow, Design, MeasureView, RunsView, measure_views, row_dict,
+                   runs_views, views_of_units)
 
 FAMILIES = (behaviour, timing, lags, floors, topdown, prediction)
 CLAIMS: list[Claim] = [c for module in FAMILIES for c in module.CLAIMS]

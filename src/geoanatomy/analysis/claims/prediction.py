@@ -7,19 +7,8 @@ import numpy as np
 
 from ..stats import binomial_p
 from ..stats import strata_permutations
-from .base import (
-    RANKME,
-    UNITS_TEXT,
-    Claim,
-    ClaimRow,
-    Design,
-    MeasureView,
-    clopper_pearson,
-    fmt,
-    k_of_n,
-    n_runs,
-    p_greater,
-)
+from .base import (RANKME, UNITS_TEXT, Claim, ClaimRow, Design, MeasureView, clopper_pearson, fmt, k_of_n, n_runs,
+                   p_greater)
 
 
 def _pair_signs(groups: np.ndarray, x: np.ndarray, y: np.ndarray):

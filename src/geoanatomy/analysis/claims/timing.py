@@ -11,18 +11,8 @@ from ...precursor import difficulty, is_precursor
 from .. import timing
 from ..stats import strata_permutations
 from ..units import EVENTS
-from .base import (
-    PRECURSOR,
-    TIMING_NULLS,
-    UNITS_TEXT,
-    Claim,
-    ClaimRow,
-    Design,
-    MeasureView,
-    clopper_pearson,
-    fmt,
-    n_runs,
-)
+from .base import (PRECURSOR, TIMING_NULLS, UNITS_TEXT, Claim, ClaimRow, Design, MeasureView, clopper_pearson, fmt,
+                   n_runs)
 
 
 def timing_beyond_loss(m: MeasureView) -> list[ClaimRow]:
