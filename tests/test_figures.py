@@ -403,7 +403,7 @@ def test_verdict_figures_draw_each_row_of_verdict_csv_and_no_row_without_an_esti
                     assert list(ln.get_xdata()) == [lo, hi]
     # every row with an estimate is drawn once; the one without is not
     assert drawn_all == {0, 2, 3, 4, 5}
-    assert fv.row_estimate(v.iloc[0].to_dict())[1:] == (-0.10, -0.41, -0.02)      # the gain, not the partial r
+    assert fv.row_estimate(v.iloc[0].to_dict())[1:] == (-0.17, None, None)      # the partial r and its (absent) interval
     assert fv.panel_labels(v.iloc[3:5].to_dict("records")) == ["rankme (uncentred) [nano]", "rankme (uncentred) "
                                                                                             "[micro]"]
     assert fv.row_label(v.iloc[5].to_dict()) == "rankme (uncentred) [mixture]"
@@ -431,7 +431,7 @@ def test_a_lead_row_draws_its_relative_lead_against_the_clear_gap_that_decides_i
                 second_statistic="median relative lead", second_value=0.04, second_ci_lo=0.01, second_ci_hi=0.12,
                 effect_of_interest=0.25, n_units=30, n_runs=59, null_value=0.0, rule="lead")
     lead["verdict"] = word(0.01, 2.0, 12.0, 30, 0.0, rule="lead", ci_hi=60.0, second_lo=0.01, second_hi=0.12,
-                           effect_of_interest=0.25)
+                           effect_of_interest=0.25, bound=0.11)
     assert lead["verdict"] == "not reproduced"      # the sign test alone would have said reproduced
     probe = dict(lead, claim="probes before behaviour", rule="greater", effect_of_interest=None,
                  verdict="reproduced", value=30.0, ci_lo=15.0, ci_hi=39.0)

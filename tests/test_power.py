@@ -95,7 +95,8 @@ def test_the_simulation_reaches_every_simulated_claims_rows():
         batch = power._sim_rows(t, sim, measures)
         from geoanatomy.analysis.units import unit_events
         units = unit_events(batch, ("task", "level", "size"))
-        got = power._population_rows(units, t, sim, {**ST, **power.POWER_SETTINGS}, ("task", "level", "size"))
+        got = power._population_rows(units, t, sim, {**ST, **power.POWER_SETTINGS}, ("task", "level", "size"),
+                                     rows=batch)
         assert any(r["claim"] == c.name for r in got), c.name
 
 

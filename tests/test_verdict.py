@@ -25,24 +25,34 @@ ST = summary_settings({"alpha": 0.05, "n_bootstrap": 499, "n_permutations": 999,
 def test_word_rules():
     assert word(0.01, 0.2, 0.5, 10, 0.0) == "reproduced"
     assert word(0.01, -0.1, 0.5, 10, 0.0) == "inconclusive"       # significant, interval reaches the null
-    assert word(0.4, -0.3, -0.1, 10, 0.0) == "not reproduced"
+    # "not reproduced" only by a bound that excludes the smallest effect of interest
+    assert word(0.4, -0.3, -0.1, 10, 0.0) == "inconclusive"       # a negative estimate, no bound: no word
+    assert word(0.4, -0.3, -0.1, 10, 0.0, bound=0.1, effect_of_interest=0.3) == "not reproduced"
+    assert word(0.4, -0.3, -0.1, 10, 0.0, bound=0.45, effect_of_interest=0.3) == "inconclusive"
+    assert word(0.01, 0.05, 0.15, 10, 0.0, bound=0.25, effect_of_interest=0.3) == "not reproduced"  # real, too small
     assert word(0.4, -0.3, 0.2, 10, 0.0) == "inconclusive"        # right direction, not shown
     assert word(0.001, 0.5, 0.9, 3, 0.0) == "inconclusive"        # too few units
     assert word(None, None, None, 10, 0.0) == "inconclusive"
+    assert word(0.5, 0.1, 0.2, 10, 0.0, rule="descriptive") == "descriptive"
     # less: the mirror image
     assert word(0.01, 0.1, 0.26, 20, 0.5, rule="less", ci_hi=0.45) == "reproduced"
     assert word(0.01, 0.1, 0.26, 20, 0.5, rule="less", ci_hi=0.55) == "inconclusive"
+    assert word(0.6, 0.5, 0.7, 20, 0.5, rule="less", ci_hi=0.9, bound=0.55, effect_of_interest=0.5) == "not reproduced"
     # greater+gain: the partial correlation and the leave-one-out gain must both say yes
     assert word(0.01, None, 0.5, 10, 0.0, rule="greater+gain", second_lo=0.1, second_hi=0.6) == "reproduced"
     assert word(0.01, None, 0.5, 10, 0.0, rule="greater+gain", second_lo=-0.1, second_hi=0.6) == "inconclusive"
-    assert word(0.01, None, 0.5, 10, 0.0, rule="greater+gain", second_lo=-0.5, second_hi=-0.1) == "not reproduced"
+    assert word(0.01, None, 0.5, 10, 0.0, rule="greater+gain", second_lo=-0.5, second_hi=-0.1) == "inconclusive"
+    assert word(0.6, -0.4, -0.1, 10, 0.0, rule="greater+gain", ci_hi=0.2, second_lo=-0.5, second_hi=-0.1,
+                bound=0.2, effect_of_interest=0.3) == "not reproduced"
     # equivalence within +-0.1 on a 90% interval
     assert word(0.01, -0.05, 0.0, 10, 0.1, rule="equivalence", ci_hi=0.05) == "reproduced"
     assert word(0.30, -0.05, 0.0, 10, 0.1, rule="equivalence", ci_hi=0.15) == "inconclusive"
     assert word(0.90, 0.20, 0.3, 10, 0.1, rule="equivalence", ci_hi=0.40) == "not reproduced"
     # lag: the lower bound above 0
     assert word(0.01, 0.2, 0.3, 10, 0.0, rule="lag", ci_hi=0.4) == "reproduced"
-    assert word(0.90, -0.3, -0.2, 10, 0.0, rule="lag", ci_hi=-0.1) == "not reproduced"
+    assert word(0.90, -0.3, -0.2, 10, 0.0, rule="lag", ci_hi=-0.1, bound=-0.1, effect_of_interest=0.1) == \
+        "not reproduced"
+    assert word(0.90, -0.3, 0.0, 10, 0.0, rule="lag", ci_hi=0.3, bound=0.3, effect_of_interest=0.1) == "inconclusive"
 
 
 def test_holm_adjustment():
@@ -260,7 +270,7 @@ def test_json_claims_follow_the_rule():
     v = finish(json_claims(jsons, ST), ST)
     got = {(r.claim, r.measure): r.verdict for r in v.itertuples()}
     assert got[("floors task-specific", "rankme")] == "reproduced"
-    assert got[("floors task-specific", "rankme_centred")] == "not reproduced"
+    assert got[("floors task-specific", "rankme_centred")] == "inconclusive"   # no bound: never "not reproduced"
     assert got[("top-down propagation", "rankme")] == "reproduced"          # 11/12 cells, p = 0.003
     assert got[("top-down propagation", "rankme_centred")] == "inconclusive"  # no data
     assert got[("floor rank agreement across sizes", "rankme")] == "reproduced"
@@ -359,23 +369,28 @@ def test_seed_subsets_are_disjoint_halves_and_leave_one_out():
                          "without seed position 2"}
 
 
-def test_a_row_whose_word_changes_on_a_seed_half_is_unstable():
-    full = pd.DataFrame([{**{c: None for c in VERDICT_COLUMNS}, "claim": "x", "measure": "m", "variant": "",
+def test_stability_is_each_halfs_estimate_and_a_test_of_their_agreement():
+    """Half A estimates 1.0 [0.8, 1.2], half B 0.0 [-0.2, 0.2]: they disagree (z about 7); a row
+    whose halves give the same estimate agrees; a row without an interval is not testable. The
+    full grid's word is never touched."""
+    full = pd.DataFrame([{**{c: None for c in VERDICT_COLUMNS}, "claim": k, "measure": "m", "variant": "",
                           "event": "", "protocol": "single-task", "statistic": "s", "verdict": "reproduced",
-                          "family": "x"},
-                         {**{c: None for c in VERDICT_COLUMNS}, "claim": "y", "measure": "m", "variant": "",
-                          "event": "", "protocol": "single-task", "statistic": "s", "verdict": "inconclusive",
-                          "family": "y"}])
+                          "family": k} for k in "xyz"])
     pres = [{"task": t, "level": "L1", "size": "nano", "seed": s} for t in ("a", "b") for s in (0, 1)]
 
-    def rows_of(sub):         # claim x reproduced only with both seeds of cell a; y always inconclusive
-        n_a = sum(p["task"] == "a" for p in sub)
-        return [ClaimRow("x", "m", "", "s", 1.0, (0.5, 1.0), 10, 10, "n", 0.0, 0.001 if n_a == 2 else 0.9,
-                         "x").as_dict(),
-                ClaimRow("y", "m", "", "s", 0.0, (None, None), 1, 1, "n", 0.0, 0.5, "y").as_dict()]
+    def rows_of(sub):
+        half_a = all(p["seed"] == 0 for p in sub)
+        v = 1.0 if half_a else 0.0
+        return [ClaimRow("x", "m", "", "s", v, (v - 0.2, v + 0.2), 10, 10, "n", 0.0, 0.001, "x").as_dict(),
+                ClaimRow("y", "m", "", "s", 0.5, (0.3, 0.7), 10, 10, "n", 0.0, 0.001, "y").as_dict(),
+                ClaimRow("z", "m", "", "s", v, (None, None), 10, 10, "n", 0.0, 0.5, "z").as_dict()]
     out = verdict.stability(pres, ST, full, rows_of)
-    assert list(out["stable"]) == [False, True]
-    assert "seed half B: inconclusive" in out["stability"].iloc[0]
+    assert list(out["stable"]) == [False, True, None]
+    assert list(out["verdict"]) == ["reproduced"] * 3
+    assert "seed half A: 1 [0.8, 1.2] (n 10); seed half B: 0 [-0.2, 0.2] (n 10)" in out["stability"].iloc[0]
+    z = 1.0 / np.sqrt(2 * (0.2 / 1.959964) ** 2)
+    assert f"z {z:.2f}" in out["stability"].iloc[0]
+    assert "not testable" in out["stability"].iloc[2]
 
 
 def test_a_shuffled_control_never_takes_a_seed_position_in_the_stability_check():
@@ -396,10 +411,10 @@ def test_a_shuffled_control_never_takes_a_seed_position_in_the_stability_check()
     assert "seed position" not in out["stability"].iloc[0]
 
 
-def test_a_non_significant_row_with_power_reads_not_reproduced_and_without_power_stays_inconclusive():
-    """The powered negative: p >= alpha with an estimate on the claimed side (inconclusive by the
-    rules alone) is 'not reproduced' only where the power table gives >= min_power at a design
-    with no more cells than the row; a row smaller than every simulated design keeps its word."""
+def test_power_is_a_column_and_never_a_word():
+    """The powered-negative rule is gone: a non-significant row on a design with power >= min_power
+    stays inconclusive unless its own bound excludes the claim's smallest effect; power is read
+    at the largest simulated design with no more cells than the row."""
     from geoanatomy.analysis.power import ROLE_ALT
     table = pd.DataFrame([{"claim": c, "event": "", "scenario": "proportional", "role": ROLE_ALT,
                            "design": d, "n_cells": n, "n_populations": 10, "reproduced": pw,
@@ -413,12 +428,37 @@ def test_a_non_significant_row_with_power_reads_not_reproduced_and_without_power
             for c, n in (("a", 12), ("b", 12), ("a", 6))]
     rows[2]["family"] = "a2"
     v = finish(rows, {**ST, "min_power": 0.8, "verdict_min_units": 5}, table)
-    assert list(v["verdict"]) == ["not reproduced", "inconclusive", "inconclusive"]
+    assert list(v["verdict"]) == ["inconclusive", "inconclusive", "inconclusive"]
     assert list(v["power"].fillna(-1)) == [0.9, 0.5, -1]
-    assert "powered negative" in v["detail"].iloc[0] and "8 simulated cells" in v["detail"].iloc[0]
-    # significant rows and rows already decided keep their words
+    assert list(v["underpowered"].map(lambda x: None if x is None else bool(x))) == [False, True, None]
     rows = [ClaimRow("a", "m", "", "s", 0.3, (0.1, 0.7), 12, 12, "n", 0.0, 0.001, "a").as_dict()]
     assert finish(rows, ST, table)["verdict"].iloc[0] == "reproduced"
+    # the bound decides, and the row says what it excludes
+    rows = [ClaimRow("a", "m", "", "s", -0.1, (-0.4, 0.1), 12, 12, "n", 0.0, 0.7, "a", effect_of_interest=0.3,
+                     bound=0.1).as_dict()]
+    v = finish(rows, ST, table)
+    assert v["verdict"].iloc[0] == "not reproduced" and "excludes an effect >= 0.3" in v["detail"].iloc[0]
+
+
+def test_a_claim_whose_false_rate_exceeds_five_percent_cannot_read_reproduced():
+    from geoanatomy.analysis.power import ROLE_NULL
+    table = pd.DataFrame([{"claim": "a", "event": "onset", "scenario": sc, "role": ROLE_NULL, "design": "grid",
+                           "n_cells": 16, "n_populations": 200, "reproduced": r, "not_reproduced": 0.0,
+                           "inconclusive": 1 - r} for sc, r in (("clock", 0.01), ("class-clock", 0.3))])
+    row = ClaimRow("a", "m", "", "s", 0.6, (0.3, 0.8), 16, 32, "n", 0.0, 0.001, "a", event="onset").as_dict()
+    v = finish([row], ST, table)
+    assert v["verdict"].iloc[0] == "inconclusive" and "cannot exclude the class-clock null" in v["detail"].iloc[0]
+    assert v["false_rate"].iloc[0] == 0.3
+    assert finish([row], ST)["verdict"].iloc[0] == "reproduced"
+
+
+def test_a_secondary_row_is_read_only_when_the_primary_is_reproduced():
+    def row(fam, p, lo):
+        return ClaimRow("t", "m", "", "s", 0.6, (lo, 0.8), 16, 32, "n", 0.0, p, fam).as_dict()
+    v = finish([row("x (primary)", 0.5, -0.1), row("x (secondary)", 0.001, 0.3)], ST)
+    assert list(v["verdict"]) == ["inconclusive", "inconclusive"] and "gate closed" in v["detail"].iloc[1]
+    v = finish([row("x (primary)", 0.001, 0.3), row("x (secondary)", 0.001, 0.3)], ST)
+    assert list(v["verdict"]) == ["reproduced", "reproduced"]
 
 
 def test_a_level_at_one_size_only_gives_no_cross_size_row_when_another_level_has_one():
@@ -458,19 +498,21 @@ def test_a_summary_json_row_gets_its_stability_from_the_files_recomputed_on_each
                               rows_of_runs=lambda sub: rows, json_of_runs=json_of)
     td_rows = v[v["claim"] == "top-down propagation"].set_index("variant")
     assert td_rows.loc["uncentred", "verdict"] == td_rows.loc["centred", "verdict"] == "reproduced"
+    # stability as numbers: each half's estimate and interval, and a test of their agreement
     assert bool(td_rows.loc["uncentred", "stable"]) is True
-    assert bool(td_rows.loc["centred", "stable"]) is False
-    assert "seed half A: not reproduced" in td_rows.loc["centred", "stability"]
+    assert "seed half A: 1 [" in td_rows.loc["uncentred", "stability"]
+    assert "seed half A: 0.5 [" in td_rows.loc["centred", "stability"]
+    assert "halves agree: z 0.00" in td_rows.loc["centred", "stability"]
     v0 = verdict.verdict_table(pres, rows, ST, verdict.json_claims(json_of(pres), ST), rows_of_runs=lambda sub: rows)
     assert v0.loc[v0["claim"] == "top-down propagation", "stable"].isna().all()
 
 
 def test_rule_lead_reads_the_relative_lead_against_the_clear_gap():
-    # known answers: significant lead, interval above 0; the relative lead's interval below f
-    # -> not reproduced; reaching f -> as greater (reproduced); no relative interval -> greater
+    # known answers: significant lead, interval above 0; the relative lead's one-sided bound
+    # below f -> not reproduced; reaching f -> as greater (reproduced); no bound -> greater
     kw = dict(n_units=20, null_value=0.0, rule="lead", ci_hi=60.0)
-    assert word(0.01, 5.0, 12.0, second_lo=0.02, second_hi=0.2, effect_of_interest=0.25, **kw) == "not reproduced"
-    assert word(0.01, 5.0, 12.0, second_lo=0.02, second_hi=0.3, effect_of_interest=0.25, **kw) == "reproduced"
-    assert word(0.01, 0.0, 12.0, second_lo=0.0, second_hi=0.3, effect_of_interest=0.25, **kw) == "inconclusive"
+    assert word(0.01, 5.0, 12.0, bound=0.2, effect_of_interest=0.25, **kw) == "not reproduced"
+    assert word(0.01, 5.0, 12.0, bound=0.3, effect_of_interest=0.25, **kw) == "reproduced"
+    assert word(0.01, 0.0, 12.0, bound=0.3, effect_of_interest=0.25, **kw) == "inconclusive"
     assert word(0.01, 5.0, 12.0, **kw) == "reproduced"
-    assert word(0.5, -5.0, -1.0, second_lo=-0.1, second_hi=0.3, effect_of_interest=0.25, **kw) == "not reproduced"
+    assert word(0.5, -5.0, -1.0, bound=0.2, effect_of_interest=0.25, **kw) == "not reproduced"

@@ -7,15 +7,14 @@ verdict word; the null as a dashed line, or for equivalence rows the equivalence
 (-delta, delta) shaded; at the right the row's n cells (runs), power and stability. Rows with
 no estimate (too few cells) are not drawn: the panel lists them by name instead.
 
-What a row draws (``row_estimate``): ``value`` and ``ci_lo``/``ci_hi``, except for the timing
-test ("timing beyond the loss curve"), whose interval is that of its second statistic, the
-leave-one-cell-out gain over the loss curve (``second_*``; its first, the partial Spearman,
-has a permutation p and no interval): that row draws the gain against 0; and rows of rule
-``lead`` (a lead claimed to be large, "much earlier"), which draw their second statistic, the
-lead as a share of the later event's step, against 0 (no lead) and against the claim's
-smallest effect ``effect_of_interest`` (dotted): rule lead reads "not reproduced" when that
-interval lies entirely below it, whatever the sign test on the lead in steps says, so the
-figure shows what decided the colour. The lead in steps is printed at the right.
+What a row draws (``row_estimate``): ``value`` and ``ci_lo``/``ci_hi`` against the null and,
+dotted, the claim's smallest effect of interest (``effect_of_interest``: "not reproduced" when
+the interval's upper end, the one-sided 95% bound, lies below it); claims that draw their
+second statistic (``Claim.draws``) draw it against 0; and rows of rule ``lead`` draw their
+second statistic, the lead as a share of the later event's step, against 0 (no lead) and the
+smallest effect (dotted): rule lead reads "not reproduced" when that bound lies below it,
+whatever the sign test on the lead in steps says, so the figure shows what decided the colour.
+The lead in steps is printed at the right.
 """
 from __future__ import annotations
 
@@ -36,7 +35,7 @@ TITLES = {"timing": "geometry before behaviour, beyond the loss curve",
           "floors": "collapse floors across tasks and sizes",
           "topdown": "top-down propagation of the collapse",
           "prediction": "acquisition and the limits of prediction across sizes"}
-WORD_COLOUR = {"reproduced": "tab:green", "not reproduced": "tab:red", "inconclusive": "0.5"}
+WORD_COLOUR = {"reproduced": "tab:green", "not reproduced": "tab:red", "inconclusive": "0.5", "descriptive": "tab:blue"}
 SECOND = {c.name for c in CLAIMS if c.draws == "second"}   # claims whose rows draw their second statistic
 
 
@@ -84,7 +83,7 @@ def _right(r: dict) -> str:
     pw = _num(r.get("power"))
     st = r.get("stable")
     stab = "" if st is None or (isinstance(st, float) and math.isnan(st)) or st == "" else \
-        ("stable" if str(st).lower() in ("true", "1", "1.0") else "UNSTABLE")
+        ("halves agree" if str(st).lower() in ("true", "1", "1.0") else "HALVES DIFFER")
     steps = f"lead {_num(r.get('value')):g} steps" if _is_lead(r) and _num(r.get("value")) is not None else ""
     return "  ".join(x for x in (str(r.get("verdict") or ""), n, steps, f"power {pw:.2f}" if pw is not None else "",
                                  stab) if x)
@@ -144,7 +143,7 @@ def draw_family(verdict: pd.DataFrame, family: str, subtitle: str = ""):
             stat, x, lo, hi = row_estimate(r)
             (drawn if x is not None else missing).append((ri, r, stat, x, lo, hi, lab))
         if not drawn:            # nothing to draw: the claim named in one line, no empty panel
-            ax = fig.add_axes([0.30, y0 - h_in / total, 0.42, h_in / total])
+            ax = fig.add_axes([0.27, y0 - h_in / total, 0.40, h_in / total])
             ax.set_gid(claim)
             ax.axis("off")
             ax.text(0.0, 0.5, textwrap.shorten(f"{claim}: no estimate (too few cells) for "
@@ -152,7 +151,7 @@ def draw_family(verdict: pd.DataFrame, family: str, subtitle: str = ""):
                     transform=ax.transAxes, fontsize=7, color="0.35", va="center")
             y0 -= h_in / total
             continue
-        ax = fig.add_axes([0.30, y0 - (h_in - 0.45) / total, 0.42, (h_in - 0.8) / total])
+        ax = fig.add_axes([0.27, y0 - (h_in - 0.45) / total, 0.40, (h_in - 0.8) / total])
         ax.set_gid(claim)
         y0 -= h_in / total
         ys = list(range(len(drawn)))[::-1]
@@ -164,9 +163,11 @@ def draw_family(verdict: pd.DataFrame, family: str, subtitle: str = ""):
             ax.text(1.02, yy, _right(r), transform=ax.get_yaxis_transform(), va="center", fontsize=6.5, color=c)
         nulls = {((0.0, "greater") if claim in SECOND else (_num(r.get("null_value")), r.get("rule")))
                  for _, r, *_ in drawn}
-        for f in {_num(r.get("effect_of_interest")) for _, r, *_ in drawn if _is_lead(r)} - {None}:
+        for f in {_num(r.get("effect_of_interest")) for _, r, *_ in drawn
+                  if (_is_lead(r) or claim not in SECOND) and r.get("rule") != "equivalence"} - {None}:
             ax.axvline(f, color="0.3", ls=":", lw=1.0, gid=f"effect:{claim}")
-            ax.text(f, 1.0, " f", transform=ax.get_xaxis_transform(), fontsize=6.5, color="0.3", va="bottom")
+            ax.text(f, 1.0, " smallest effect", transform=ax.get_xaxis_transform(), fontsize=6.5, color="0.3",
+                    va="bottom")
         for nv, rule in nulls:
             if nv is None:
                 continue

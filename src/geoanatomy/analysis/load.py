@@ -22,7 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
+import numpy as np
+
 from ..defaults import DEFAULTS
+from ..schedule import train_checkpoint_steps
 from ..precursor.seal import loads_strict, seal_problem
 from ..sizes import SIZES
 from ..spec import parse_mixture_name, parse_run_name
@@ -287,6 +290,63 @@ def run_facts(pre: dict) -> dict:
             "steps": pre.get("steps"), "difficulty": pre["difficulty"],
             "acquired": bool(pre["acquired"]), "diverged": bool(pre.get("diverged")),
             "acquisition_step": step_or_none(pre["acquisition_step"])}
+
+
+CHECKPOINTS = "checkpoints"
+
+
+def run_grids(pre: dict) -> dict:
+    """{"checkpoints": the run's checkpoint steps, measure: the steps an expensive measure was
+    taken at}: where the run's events can fall. The checkpoint steps are rebuilt from the run's
+    training settings (``schedule.train_checkpoint_steps``, what training wrote); a run whose
+    settings do not say (a foreign run) has none."""
+    g = {}
+    tr = ((pre.get("train_settings") or {}).get("train") or {})
+    ck = tr.get("checkpoints") or {}
+    if tr.get("steps") and all(k in ck for k in ("n_log", "log_end", "n_uniform")):
+        g[CHECKPOINTS] = np.asarray(train_checkpoint_steps(tr), float)
+    for name, m in (pre.get("measures") or {}).items():
+        if isinstance(m, dict) and m.get("measured_steps"):
+            g[name] = np.asarray(sorted(m["measured_steps"]), float)
+    return g
+
+
+def _half_width(grid, t) -> float:
+    """Half the span, in decades of (step + 1), between the grid steps either side of the grid
+    step ``t`` sits on (an extreme read at the nearest checkpoint: the curve's own lies within
+    it); NaN without a grid or a step."""
+    if grid is None or t is None or not len(grid):
+        return float("nan")
+    lg = np.log10(np.asarray(grid, float) + 1)
+    i = int(np.clip(np.searchsorted(grid, t), 0, len(grid) - 1))
+    lo, hi = lg[max(i - 1, 0)], lg[min(i + 1, len(lg) - 1)]
+    return float((hi - lo) / 4)
+
+
+def lag_resolution(pre: dict, measure: str, t_event, t_acq) -> float:
+    """The half-width in decades within which the grids place the lag log10(t_event + 1) -
+    log10(t_acq + 1) of one run: the event's on its measure's grid (the checkpoints for a
+    measure taken at every one) plus acquisition's on the checkpoints (a crossing read at the
+    next checkpoint: the true one lies between it and the one before, half a step on average)."""
+    g = run_grids(pre)
+    ck = g.get(CHECKPOINTS)
+    acq = float("nan")
+    if ck is not None and t_acq is not None and len(ck):
+        lg = np.log10(ck + 1)
+        j = int(np.clip(np.searchsorted(ck, t_acq), 0, len(ck) - 1))
+        acq = float((lg[j] - lg[max(j - 1, 0)]) / 2)
+    return _half_width(g.get(measure, ck), t_event) + acq
+
+
+def calibration_step(pre: dict) -> float:
+    """The median acquisition step of the class file's calibration runs of the run's cell
+    (known before training; +inf for "never", NaN without a class file)."""
+    src = pre.get("difficulty_source") or {}
+    steps = src.get("calibration_acquisition_steps")
+    if not src.get("fixed_before_outcome") or not steps:
+        return float("nan")
+    vals = [float("inf") if str(x) in ("never", "None", "") else float(x) for x in steps]
+    return float(np.median(vals))
 
 
 def min_gap_frac(pre: dict) -> float:

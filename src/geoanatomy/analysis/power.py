@@ -11,11 +11,17 @@ shared by its seeds):
 ======================  ====================================================================
 exchangeable            t = t_acq of a random run of the same size x U(0.9, 1.1)
 clock                   t = the median t_ref over runs, the same step in every run
+class-clock             t = half the median acquisition step of the other cells of the run's size
+                        and class: a clock that knows the class file and the size, nothing else
+loss-copy               t = the loss onset x U(0.9, 1.1), for every event kind (a geometric event
+                        that copies the loss curve; a windowed floor ends there)
 loss-tied               t = t_ref x U(0.9, 1.1)
 seed-clustered          t = t_ref x exp(b + e), b ~ N(0, 0.3) per cell, e ~ N(0, 0.05) per run
 behaviour-clustered     t = t_acq x exp(b + e), as above around acquisition (leads of 0)
 proportional            t = 0.5 t_acq x exp(N(0, 0.05)) (a precursor in every cell)
-proportional-noisy      t = 0.5 t_acq x exp(N(0, 0.3)) (the same, as noisy as a loss curve)
+proportional-noisy      t = 0.5 t_acq x 10^N(0, s): s the measure's observed scatter (the standard
+                        deviation over acquired cells of its lag, ``observed_scatter``), at least
+                        0.13 decade
 partial                 proportional in a random half of the cells (all seeds of a cell alike),
                         exchangeable in the others: within-class concordance about 0.65, the
                         modest order the study reports (52-69% of pairs)
@@ -23,9 +29,9 @@ short-lead              t = 0.9 t_acq x exp(N(0, 0.05)): a lead of a tenth of t_
                         the precursor rule's clear gap f (0.25 by default)
 hard-only               proportional in hard cells, t = t_acq x U(0.9, 1.1) in easy ones
 simultaneous            t = t_acq x 10^N(0, 0.03)
-simultaneous-noisy      t = t_acq x 10^N(0, 0.1) (as scattered as a measured event step)
+simultaneous-noisy      t = t_acq x 10^N(0, s), s as above (at least 0.1)
 lag                     t = t_acq x 10^(0.3 + N(0, 0.03))
-lag-noisy               t = t_acq x 10^(0.3 + N(0, 0.1))
+lag-noisy               t = t_acq x 10^(0.3 + N(0, s)), s as above (at least 0.1)
 ======================  ====================================================================
 
 Simulated steps land where a measured event can land: each run's own checkpoint steps or, for
@@ -35,11 +41,13 @@ the transition) on the nearest one, as the event detector reads a sampled curve.
 coarse schedule makes (a lead of zero steps when both events fall on one checkpoint; equal
 steps across a cell's seeds) are in the simulated populations as they are in the grid.
 
-Each population goes through the real claim code (``verdict.precursor_claims`` on the
+A recovery step (the sequence claim) is drawn like the extreme, by the same law. Every
+population goes through the real claim code (``verdict.precursor_claims`` on the
 simulated per-run table, ``verdict.behaviour_claims``' lead rows on simulated probe steps,
-``verdict.finish`` for Holm and the rule), with ``n_permutations`` and ``n_bootstrap`` of
-``POWER_SETTINGS`` (fewer than the real verdict's, stated in the file). ``CLAIM_DESIGN`` says
-which scenarios are nulls of a claim and which is its alternative; power = the rate of
+``verdict.finish`` for Holm and the rule, each Holm family padded to the size it has in the
+real verdict, ``family_sizes``), with ``n_permutations`` and ``n_bootstrap`` of
+``POWER_SETTINGS`` (fewer than the real verdict's, stated in the file). Each claim's
+``Design`` says which scenarios are its nulls and which its alternative; power = the rate of
 "reproduced" under the alternative, false rate = the largest rate of "reproduced" under its
 nulls. ``design`` "grid" is the grid as it is; "grid x k" repeats every cell k times (new
 cells with the same seeds per cell, acquisition steps and classes), the cells a conclusive
@@ -58,7 +66,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..schedule import train_checkpoint_steps
+from .load import CHECKPOINTS, run_grids
+from . import timing
 from .stats import CELLS
 from .stats import binomial_p
 from .units import unit_events
@@ -67,25 +76,29 @@ from .claims.base import clopper_pearson
 from .verdict import ROLE_ALT, ROLE_NULL, finish, word
 
 POWER_SETTINGS = {"n_permutations": 999, "n_bootstrap": 499}
-SCENARIOS = ("exchangeable", "clock", "loss-tied", "seed-clustered", "behaviour-clustered", "proportional",
+SCENARIOS = ("exchangeable", "clock", "class-clock", "loss-copy", "loss-tied", "seed-clustered", "behaviour-clustered",
+             "proportional",
              "proportional-noisy", "partial", "short-lead", "hard-only", "simultaneous", "simultaneous-noisy", "lag",
              "lag-noisy")
 SCENARIO_TEXT = {
     "exchangeable": "exchangeable: t = t_acq of a random run of the size x U(0.9, 1.1)",
     "clock": "clock: t = median t_ref in every run",
+    "class-clock": "class-clock: t = half the median acquisition step of the other cells of the size and class",
+    "loss-copy": "loss-copy: t = the loss onset x U(0.9, 1.1), every event kind",
     "loss-tied": "loss-tied: t = t_ref x U(0.9, 1.1)",
     "seed-clustered": "seed-clustered: t = t_ref x exp(b_cell + e_run), b ~ N(0, 0.3), e ~ N(0, 0.05)",
     "behaviour-clustered": "behaviour-clustered: t = t_acq x exp(b_cell + e_run)",
     "proportional": "proportional: t = 0.5 t_acq x exp(N(0, 0.05))",
-    "proportional-noisy": "proportional-noisy: t = 0.5 t_acq x exp(N(0, 0.3)) (a precursor as noisy as the loss curve)",
+    "proportional-noisy": "proportional-noisy: t = 0.5 t_acq x 10^N(0, s), s the measure's observed scatter (at least"
+                          " 0.13 decade)",
     "partial": "partial: proportional in a random half of the cells, exchangeable in the others (concordance about "
                "0.65)",
     "short-lead": "short-lead: t = 0.9 t_acq x exp(N(0, 0.05)) (a lead shorter than the clear gap f)",
     "hard-only": "hard-only: proportional in hard cells, t_acq x U(0.9, 1.1) in easy cells",
     "simultaneous": "simultaneous: t = t_acq x 10^N(0, 0.03)",
-    "simultaneous-noisy": "simultaneous-noisy: t = t_acq x 10^N(0, 0.1)",
+    "simultaneous-noisy": "simultaneous-noisy: t = t_acq x 10^N(0, s), s as above (at least 0.1)",
     "lag": "lag: t = t_acq x 10^(0.3 + N(0, 0.03))",
-    "lag-noisy": "lag-noisy: t = t_acq x 10^(0.3 + N(0, 0.1))",
+    "lag-noisy": "lag-noisy: t = t_acq x 10^(0.3 + N(0, s)), s as above (at least 0.1)",
 }
 
 
@@ -128,21 +141,40 @@ def _design(rows: pd.DataFrame, k: float, unit_cols=CELLS) -> pd.DataFrame:
     return pd.concat(reps, ignore_index=True)
 
 
+NOISY = {"proportional-noisy": 0.13, "simultaneous-noisy": 0.1, "lag-noisy": 0.1}    # default scatter, decades
+
+
+def _class_clock(t: pd.DataFrame, unit_cols) -> np.ndarray:
+    """Per run, half the median acquisition step of the other cells of its size and class (the
+    cells' medians over their runs): a clock that knows the class file and the size only."""
+    cells = t.groupby(list(unit_cols), sort=False)
+    c = cells.agg(t_acq=("acquisition_step", "median"), size=("size", "first"), cls=("difficulty", "first"))
+    clock = 0.5 * timing.class_clock(c["t_acq"].to_numpy(float), c["size"].to_numpy(), c["cls"].to_numpy())
+    code = cells.ngroup().to_numpy()
+    x = clock[code]
+    return np.where(np.isfinite(x), x, 0.5 * t["acquisition_step"].to_numpy(float))
+
+
 def _simulate(t: pd.DataFrame, scenario: str, rng, unit_cols=CELLS) -> dict:
-    """{event kind: simulated steps (n,)} for the runs of ``t`` (module doc)."""
+    """{event kind: simulated steps (n,)} for the runs of ``t`` (module doc); a noisy scenario
+    also gives its centre and standard-normal draws per kind ("_centre", "_z"), which
+    ``_sim_rows`` scales by each measure's scatter."""
     n = len(t)
     t_acq = t["acquisition_step"].to_numpy(float)
     cell = t.groupby(list(unit_cols), sort=False).ngroup().to_numpy()
     b = rng.normal(0, 0.3, cell.max() + 1)[cell]
     e = rng.normal(0, 0.05, n)
     hard = (t["difficulty"] == "hard").to_numpy()
-    # partial: one draw per cell (its seeds alike, onset and extreme alike); drawn for that
-    # scenario only, so the other scenarios' random streams are what they were
+    # partial: one draw per cell (its seeds alike, every event kind alike)
     half = (rng.random(cell.max() + 1) < 0.5)[cell] if scenario == "partial" else None
-    out = {}
-    for kind, ref in (("onset", "loss_onset_step"), ("extreme", "loss_extreme_step")):
+    onset = pd.to_numeric(t["loss_onset_step"], errors="coerce").to_numpy(float)
+    onset = np.where(np.isfinite(onset), onset, t_acq)
+    out = {"_centre": {}, "_z": {}}
+    for kind, ref in (("onset", "loss_onset_step"), ("extreme", "loss_extreme_step"),
+                      ("recovery", "loss_extreme_step")):
         t_ref = pd.to_numeric(t[ref], errors="coerce").to_numpy(float)
         t_ref = np.where(np.isfinite(t_ref), t_ref, t_acq)
+        centre = None
         if scenario in ("exchangeable", "partial"):
             perm = np.arange(n)
             for s in t["size"].unique():
@@ -153,6 +185,10 @@ def _simulate(t: pd.DataFrame, scenario: str, rng, unit_cols=CELLS) -> dict:
                 x = np.where(half, 0.5 * t_acq * np.exp(rng.normal(0, 0.05, n)), x)
         elif scenario == "clock":
             x = np.full(n, float(np.median(t_ref)))
+        elif scenario == "class-clock":
+            x = _class_clock(t, unit_cols)
+        elif scenario == "loss-copy":
+            x = onset * rng.uniform(0.9, 1.1, n)
         elif scenario == "loss-tied":
             x = t_ref * rng.uniform(0.9, 1.1, n)
         elif scenario == "seed-clustered":
@@ -161,46 +197,45 @@ def _simulate(t: pd.DataFrame, scenario: str, rng, unit_cols=CELLS) -> dict:
             x = t_acq * np.exp(b + e)
         elif scenario == "proportional":
             x = 0.5 * t_acq * np.exp(rng.normal(0, 0.05, n))
-        elif scenario == "proportional-noisy":
-            x = 0.5 * t_acq * np.exp(rng.normal(0, 0.3, n))
         elif scenario == "short-lead":
             x = 0.9 * t_acq * np.exp(rng.normal(0, 0.05, n))
         elif scenario == "hard-only":
             x = np.where(hard, 0.5 * t_acq * np.exp(rng.normal(0, 0.05, n)), t_acq * rng.uniform(0.9, 1.1, n))
         elif scenario == "simultaneous":
             x = t_acq * 10 ** rng.normal(0, 0.03, n)
-        elif scenario == "simultaneous-noisy":
-            x = t_acq * 10 ** rng.normal(0, 0.1, n)
         elif scenario == "lag":
             x = t_acq * 10 ** (0.3 + rng.normal(0, 0.03, n))
-        elif scenario == "lag-noisy":
-            x = t_acq * 10 ** (0.3 + rng.normal(0, 0.1, n))
+        elif scenario in NOISY:
+            centre = {"proportional-noisy": 0.5 * t_acq, "simultaneous-noisy": t_acq,
+                      "lag-noisy": t_acq * 10 ** 0.3}[scenario]
+            z = rng.normal(0, 1, n)
+            out["_centre"][kind], out["_z"][kind] = centre, z
+            x = centre * 10 ** (NOISY[scenario] * z)
         else:
             raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
         out[kind] = np.maximum(np.round(x), 0.0)
     return out
 
 
-CHECKPOINTS = "checkpoints"
+def observed_scatter(units: pd.DataFrame) -> dict:
+    """measure -> the standard deviation over acquired units of its transition's lag behind
+    acquisition (decades; ``units.unit_events``): the scatter a noisy alternative is simulated
+    at for that measure (at least the scenario's default)."""
+    if not len(units):
+        return {}
+    a = units[units["acquired"] & (units["kind"] == "geometric")]
+    out = {}
+    for m, g in a.groupby("measure", sort=False):
+        lag = g["lag_transition"].to_numpy(float)
+        lag = lag[np.isfinite(lag)]
+        if len(lag) >= 3:
+            out[m] = float(np.std(lag, ddof=1))
+    return out
 
 
 def event_grids(pres: list[dict]) -> dict:
-    """{run: {"checkpoints": the run's checkpoint steps, measure: the steps an expensive
-    measure was taken at}}: where each run's events can fall. The checkpoint steps are rebuilt
-    from the run's training settings (``schedule.train_checkpoint_steps``, what training wrote);
-    a run whose settings do not say (a foreign run) gets none and its steps stay whole numbers."""
-    out = {}
-    for pre in pres:
-        g = {}
-        tr = ((pre.get("train_settings") or {}).get("train") or {})
-        ck = tr.get("checkpoints") or {}
-        if tr.get("steps") and all(k in ck for k in ("n_log", "log_end", "n_uniform")):
-            g[CHECKPOINTS] = np.asarray(train_checkpoint_steps(tr), float)
-        for name, m in (pre.get("measures") or {}).items():
-            if isinstance(m, dict) and m.get("measured_steps"):
-                g[name] = np.asarray(sorted(m["measured_steps"]), float)
-        out[pre["run"]] = g
-    return out
+    """{run: ``load.run_grids``}: where each run's events can fall."""
+    return {pre["run"]: run_grids(pre) for pre in pres}
 
 
 def _grid_matrix(t: pd.DataFrame, grids: dict | None, measure: str | None):
@@ -242,33 +277,43 @@ def on_grid(x: np.ndarray, grid, how: str = "next") -> np.ndarray:
     return np.where(n > 0, mat[rows, nxt], x)
 
 
-def _sim_rows(t: pd.DataFrame, sim: dict, measures, grids=None) -> pd.DataFrame:
+def _sim_rows(t: pd.DataFrame, sim: dict, measures, grids=None, scatter=None, scenario: str = "") -> pd.DataFrame:
     """The simulated per-run table: every measure's rows with the population's event steps,
-    each on that measure's grid (``grids``: measure -> ``_grid_matrix``)."""
+    each on that measure's grid (``grids``: measure -> ``_grid_matrix``); a noisy scenario's
+    steps drawn at the measure's observed scatter (``scatter``, decades) when it is larger than
+    the scenario's default."""
     rows = []
     for m in measures:
         r = t.copy()
         g = (grids or {}).get(m)
-        onset, ext = on_grid(sim["onset"], g, "next"), on_grid(sim["extreme"], g, "nearest")
+        steps = {}
+        for kind in ("onset", "extreme", "recovery"):
+            x = sim[kind]
+            sd = (scatter or {}).get(m)
+            if kind in sim.get("_centre", {}) and sd is not None and sd > NOISY.get(scenario, 0.0):
+                x = np.maximum(np.round(sim["_centre"][kind] * 10 ** (sd * sim["_z"][kind])), 0.0)
+            steps[kind] = x
+        onset, ext = on_grid(steps["onset"], g, "next"), on_grid(steps["extreme"], g, "nearest")
         r["measure"], r["kind"], r["transitioned"] = m, "geometric", True
         r["variant"] = "centred" if m == "rankme_centred" else ""
         r["onset_step"], r["extreme_step"] = onset, ext
         r["transition_step"] = ext
-        r["recovery_step"] = np.nan
+        r["recovery_step"] = on_grid(steps["recovery"], g, "nearest")
         r["mean_share_rho"] = np.nan
+        r["lag_resolution"] = np.nan
         rows.append(r)
     return pd.concat(rows, ignore_index=True)
 
 
 def _population_rows(units: pd.DataFrame, t: pd.DataFrame, sim: dict, st_sim: dict, unit_cols,
-                     checkpoints=None) -> list[dict]:
+                     checkpoints=None, rows: pd.DataFrame | None = None) -> list[dict]:
     """The verdict rows (before Holm and the rule) of one simulated population: its unit table
     through the per-measure claims (those CLAIM_DESIGN names, for RankMe; the lag claims for
     the other measures), and the lead claims on simulated probe and log-prob steps (on the
     runs' checkpoints, ``checkpoints``: a ``_grid_matrix``: probes and log-probs are read at
     every checkpoint)."""
     res = []
-    for v in views_of_units(units, st_sim):
+    for v in views_of_units(units, st_sim, rows=rows):
         res += [r.as_dict() for c in reading("measure", "simulated") if c.design.measure == v.measure
                 for r in c.rows(v)]
     runs = t[list(unit_cols)].assign(t_acq=t["acquisition_step"].to_numpy(float),
@@ -281,13 +326,32 @@ def _population_rows(units: pd.DataFrame, t: pd.DataFrame, sim: dict, st_sim: di
     return res
 
 
-def _words(rows_by_population: list[list[dict]], st_sim: dict) -> pd.DataFrame:
+def family_sizes(rows: pd.DataFrame, units: pd.DataFrame, st: dict, unit_cols=CELLS) -> dict:
+    """Holm family -> the rows it has in the real verdict (the per-measure and run-reading
+    claims on the grid's own data; resampling counts do not change how many rows there are)."""
+    cheap = {**st, "n_permutations": 9, "n_bootstrap": 9}
+    fams = [r.family for v in views_of_units(units, cheap, rows=rows) for c in reading("measure")
+            for r in c.rows(v)]
+    return {f: fams.count(f) for f in dict.fromkeys(fams) if f}
+
+
+def _words(rows_by_population: list[list[dict]], st_sim: dict, sizes: dict | None = None) -> pd.DataFrame:
     """verdict.finish on every population at once: each population's families kept apart
-    (Holm never mixes populations); column population."""
-    tagged = [{**r, "family": f"{r['family']}#{i}", "detail": str(i)} for i, rows in enumerate(rows_by_population)
-              for r in rows]
+    (Holm never mixes populations) and padded to the real verdict's family sizes (``sizes``)
+    with rows of p = 1, so Holm corrects a simulated row as much as the real one; column
+    population."""
+    tagged = [{**r, "family": f"{i}#{r['family']}"} for i, rows in enumerate(rows_by_population) for r in rows]
+    if sizes:
+        have: dict = {}
+        for r in tagged:
+            have[r["family"]] = have.get(r["family"], 0) + 1
+        for fam, k in have.items():
+            for _ in range(max(0, sizes.get(fam.split("#", 1)[1], 0) - k)):
+                tagged.append({"claim": "(Holm padding)", "measure": "", "variant": "", "event": "", "family": fam,
+                               "p": 1.0, "value": 0.0, "n_units": 0, "rule": "greater"})
     df = finish(tagged, st_sim)
-    df["population"] = df["detail"].astype(int)
+    df = df[df["claim"] != "(Holm padding)"].reset_index(drop=True)
+    df["population"] = df["family"].str.split("#", n=1).str[0].astype(int)
     df["event"] = df["event"].fillna("")
     return df
 
@@ -309,6 +373,9 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
     if not len(rows) or not (rows["kind"] == "geometric").any():
         return pd.DataFrame(columns=POWER_COLUMNS)
     measures = sorted({c.design.measure for c, _ in designs() if c.design.measure})
+    real_units = unit_events(rows, unit_cols)
+    scatter = observed_scatter(real_units)
+    sizes = family_sizes(rows, real_units, st, unit_cols)
     for k in multiples:
         t = _design(rows, k, unit_cols)
         if not len(t):
@@ -322,12 +389,14 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
         for sc in [s for s in SCENARIOS if s in wanted]:
             sims = [_simulate(t, sc, rng, unit_cols) for _ in range(n_pop)]
             # one unit table for every population at once (the population is one more unit key)
-            batch = pd.concat([_sim_rows(t, sim, measures, on).assign(population=i) for i, sim in enumerate(sims)],
-                              ignore_index=True)
+            batch = pd.concat([_sim_rows(t, sim, measures, on, scatter, sc).assign(population=i)
+                               for i, sim in enumerate(sims)], ignore_index=True)
             units = unit_events(batch, tuple(unit_cols) + ("population",))
-            per_pop = [_population_rows(u.drop(columns="population"), t, sims[i], st_sim, unit_cols, on_ck)
+            by_pop = dict(tuple(batch.groupby("population", sort=True)))
+            per_pop = [_population_rows(u.drop(columns="population"), t, sims[i], st_sim, unit_cols, on_ck,
+                                        by_pop[i].drop(columns="population").reset_index(drop=True))
                        for i, u in units.groupby("population", sort=True)]
-            words = _words(per_pop, st_sim)
+            words = _words(per_pop, st_sim, sizes)
             for c, event in designs():
                 claim, alts = c.name, c.design.alternative
                 if not ((sc in c.design.nulls and k == 1) or sc in alts):

@@ -31,8 +31,8 @@ import pandas as pd
 import numpy as np
 
 from ..precursor import difficulty, is_precursor
-from .load import (DIFFICULTIES, REFERENCES, extreme, geometric_measures, min_gap_frac, run_facts, size_order,
-                   step_or_none)
+from .load import (DIFFICULTIES, REFERENCES, calibration_step, extreme, geometric_measures, lag_resolution,
+                   min_gap_frac, run_facts, size_order, step_or_none)
 from .stats import CELLS, cluster_bootstrap, clock_null, paired_lead, permutation_null
 from .settings import summary_settings
 from .stats import log_steps_close, quantiles
@@ -43,7 +43,8 @@ ROW_COLUMNS = ["run", "task", "level", "size", "family", "n_params", "steps", "d
                "direction", "transition", "transition_step", "recovery_step", "precursor", "gap_steps", "transitioned",
                "init",
                "extreme", "extreme_value", "extreme_step", "loss_plateau_exit_step", "coincides_plateau_exit",
-               "onset_step", "loss_onset_step", "loss_extreme_step", "difficulty_fixed", "mean_share_rho"]
+               "onset_step", "loss_onset_step", "loss_extreme_step", "difficulty_fixed", "mean_share_rho",
+               "loss_half_step", "calibration_step", "lag_resolution"]
 
 
 def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
@@ -57,6 +58,7 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
         le = pre.get("loss_events") or {}
         f.update(loss_onset_step=step_or_none(le.get("onset_step")),
                  loss_extreme_step=step_or_none(le.get("extreme_step")),
+                 loss_half_step=step_or_none(le.get("half_step")), calibration_step=calibration_step(pre),
                  difficulty_fixed=bool((pre.get("difficulty_source") or {}).get("fixed_before_outcome")))
         for name, m in geometric_measures(pre).items():
             kind, xv, xs = extreme(m)
@@ -76,7 +78,8 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
                          "coincides_plateau_exit": log_steps_close(t_tr, t_exit, tol_log10),
                          "onset_step": step_or_none(m.get("rise_step") if m.get("direction") == "rise"
                                                     else m.get("collapse_step")),
-                         "mean_share_rho": (m.get("mean_share") or {}).get("rank_corr_with_rankme")})
+                         "mean_share_rho": (m.get("mean_share") or {}).get("rank_corr_with_rankme"),
+                         "lag_resolution": lag_resolution(pre, name, t_tr, t_acq)})
         frac = f["min_gap_frac"]
         for name, key in REFERENCES.items():
             t_ref = step_or_none(pre.get(key))
@@ -86,7 +89,7 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
                          "gap_steps": t_acq - t_ref if t_acq is not None and t_ref is not None else None,
                          "direction": "", "transitioned": None, "init": None, "extreme": None,
                          "extreme_value": None, "extreme_step": None, "onset_step": None, "mean_share_rho": None,
-                         "loss_plateau_exit_step": t_exit,
+                         "loss_plateau_exit_step": t_exit, "lag_resolution": None,
                          "coincides_plateau_exit": None if name == "loss_plateau_exit"
                          else log_steps_close(t_ref, t_exit, tol_log10)})
     return pd.DataFrame(rows, columns=ROW_COLUMNS)

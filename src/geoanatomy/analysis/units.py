@@ -29,8 +29,16 @@ t_transition
     reference needed).
 t_recovery
     the recovery step (RankMe: back above its floor), median as t_transition.
-t_loss_exit
-    median loss-plateau exit over the acquired seeds.
+t_loss_exit, t_loss_onset, t_loss_half, t_loss_extreme
+    median over the acquired seeds of the loss curve's plateau exit and of its events
+    (onset, half-rise, extreme): the covariates of the timing claims, whatever the measure's
+    event.
+calibration_step
+    the class file's calibration acquisition step of the cell (+inf: never; NaN without a
+    class file), known before training.
+res_transition
+    median over the seeds with a transition of the half-width in decades within which the
+    grids place its lag (``rates`` column lag_resolution).
 lag_<event>, lag_transition
     median over the same seeds of log10(t + 1) - log10(t_acq + 1), decades (< 0: before
     acquisition).
@@ -68,7 +76,8 @@ def unit_events(rows: pd.DataFrame, unit_cols=CELLS) -> pd.DataFrame:
     keys = ["measure"] + list(unit_cols)
     num = {c: pd.to_numeric(d[c], errors="coerce").to_numpy(float)
            for c in ("acquisition_step", "recovery_step", "loss_plateau_exit_step", "mean_share_rho",
-                     "easy_max_step") + tuple(c for _, c, r in PAIRS) + tuple(r for _, c, r in PAIRS)}
+                     "easy_max_step", "loss_onset_step", "loss_half_step", "loss_extreme_step", "lag_resolution",
+                     "calibration_step") + tuple(c for _, c, r in PAIRS) + tuple(r for _, c, r in PAIRS)}
     acq = d["acquired"].astype(bool).to_numpy()
     t_acq = num["acquisition_step"]
     trans = (d["transitioned"].fillna(False).astype(bool) | (d["kind"] == "reference")).to_numpy() & acq
@@ -87,6 +96,9 @@ def unit_events(rows: pd.DataFrame, unit_cols=CELLS) -> pd.DataFrame:
     event("transition", effective_transition(d), None)
     event("recovery", num["recovery_step"], None)
     cols["t_loss_exit"] = np.where(acq, num["loss_plateau_exit_step"], np.nan)
+    for ev in ("onset", "half", "extreme"):
+        cols[f"t_loss_{ev}"] = np.where(acq, num[f"loss_{ev}_step"], np.nan)
+    cols["res_transition"] = np.where(np.isfinite(cols["t_transition"]), num["lag_resolution"], np.nan)
     cols["mean_share_rho"] = np.where(acq, num["mean_share_rho"], np.nan)
     # one group code per row (units in first-seen order); every aggregate below is a numpy
     # array in that order, put into one DataFrame at the end
@@ -97,7 +109,7 @@ def unit_events(rows: pd.DataFrame, unit_cols=CELLS) -> pd.DataFrame:
     frame = pd.DataFrame(cols)
     frame["_g"] = code
     g = frame.groupby("_g", sort=True)
-    med = g[[c for c in cols if c.startswith(("t_", "lag_", "mean_share"))]].median()
+    med = g[[c for c in cols if c.startswith(("t_", "lag_", "mean_share", "res_"))]].median()
     sums = g[[c for c in cols if c.startswith("n_")] + ["_acq"]].sum()
     t_cell = g["_inf_acq"].median().to_numpy(float)
     runs = np.bincount(code, minlength=n_g)
@@ -127,7 +139,9 @@ def unit_events(rows: pd.DataFrame, unit_cols=CELLS) -> pd.DataFrame:
         for c in (f"t_{name}", f"lag_{name}", f"t_ref_{name}"):
             if c in med:
                 out[c] = np.where(keep, med[c].to_numpy(float), np.nan)
-    out["t_loss_exit"] = med["t_loss_exit"].to_numpy(float)
+    for c in ("t_loss_exit", "t_loss_onset", "t_loss_half", "t_loss_extreme", "res_transition"):
+        out[c] = med[c].to_numpy(float)
+    out["calibration_step"] = num["calibration_step"][first_row]
     out["mean_share_rho"] = med["mean_share_rho"].to_numpy(float)
     out["min_gap_frac"] = np.asarray(out["min_gap_frac"], dtype=float)
     return pd.DataFrame(out)

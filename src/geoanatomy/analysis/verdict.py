@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from .claims import CLAIMS, VERDICT_COLUMNS, measure_views, reading, runs_views
 from .stats import CELLS
@@ -32,39 +33,48 @@ from .stats import holm
 # ------------------------------------------------------------------------------- the rules
 # Each row names its rule; ``word`` implements them, RULE is their text in verdict.csv's header
 # and docs/analysis.md shows it (claims_markdown). Every rule needs n_units >= n_min and a p.
+# "Not reproduced" is said only by a bound: the row's one-sided 95% bound (column ``bound``, the
+# same alpha as "reproduced") excludes its claim's smallest effect of interest (column
+# ``effect_of_interest``, fixed in the claim object with its reason); a significant effect
+# whose bound excludes it is too small to be the one claimed, and is not reproduced either. A
+# row whose claim has none can be reproduced or inconclusive, never "not reproduced" from a
+# non-significant p.
 RULES = {
     "greater": ("reproduced: Holm-adjusted one-sided p < alpha and the interval's lower end above the null value "
-                "(the estimate, for statistics without an interval); not reproduced: adjusted p >= alpha and the "
-                "estimate at or below the null value"),
-    "less": "the mirror image of greater (the claimed effect is below the null value)",
+                "(the estimate, for statistics without an interval); not reproduced: the one-sided 95% upper bound "
+                "(bound) below the smallest effect of interest (effect_of_interest)"),
+    "less": "the mirror image of greater (the claimed effect is below the null value; the bound is a lower bound)",
     "greater+gain": ("reproduced: greater, and the second statistic's (the leave-one-out gain) 95% interval above 0;"
-                     " not reproduced: adjusted p >= alpha and the estimate at or below 0, or the gain's interval"
-                     " at or below 0"),
+                     " not reproduced: as greater (the partial correlation's bound below the effect of interest)"),
     "equivalence": ("reproduced: adjusted two-one-sided-tests p < alpha and the 90% interval inside (-delta, delta);"
                     " not reproduced: the interval entirely outside it (lower end >= delta or upper end <= -delta)"),
     "lag": ("reproduced: adjusted p < alpha and the 90% interval's lower end (the one-sided 95% bound) above 0;"
-            " not reproduced: its upper end at or below 0"),
-    "lead": ("not reproduced: the second statistic's (the lead as a share of the later event's step) 95% interval"
-             " entirely below effect_of_interest, the precursor rule's clear gap f (a lead, if there is one,"
-             " shorter than the 'much earlier' the claim states); otherwise as greater"),
+            " not reproduced: its upper end (bound) below the effect of interest (delta: a lag the grid resolves)"),
+    "lead": ("reproduced: as greater; not reproduced: the relative lead's one-sided 95% upper bound (bound) below"
+             " the effect of interest (the precursor rule's clear gap f for 'much earlier', 0.1 for 'before')"),
+    "descriptive": "no word, no Holm family, not counted: a share any early event passes",
 }
 WORDS = ("reproduced", "not reproduced", "inconclusive")
-POWERED_NEGATIVE = ("a row these rules leave inconclusive whose adjusted p >= alpha on a design where its test"
-                    " has power >= min_power against the simulated alternative (verdict_power.csv, at the largest"
-                    " simulated design with no more cells than the row) reads not reproduced: an effect as large as"
-                    " that alternative would have been found")
+DESCRIPTIVE = "descriptive"
+MAX_FALSE_RATE = 0.05
+GATES = ("a claim whose simulated false rate under any of its design nulls exceeds 0.05 at the grid's design cannot"
+         " read reproduced (inconclusive, naming the null); a row of a secondary family (a family named '... "
+         "(secondary)') reads reproduced only when a row of its primary family ('... (primary)') does (gatekeeping)")
 RULE = ("; ".join(f"{k}: {v}" for k, v in RULES.items())
-        + "; inconclusive otherwise, or with fewer than n_min units, or no test; powered negative: " + POWERED_NEGATIVE)
+        + "; inconclusive otherwise, or with fewer than n_min units, or no test; gates: " + GATES)
 
 
 def word(p, ci_lo, estimate, n_units: int, null_value: float, alpha: float = 0.05, n_min: int = 5,
-         rule: str = "greater", ci_hi=None, second_lo=None, second_hi=None, effect_of_interest=None) -> str:
+         rule: str = "greater", ci_hi=None, second_lo=None, second_hi=None, effect_of_interest=None,
+         bound=None) -> str:
     """The verdict rules (``RULES``): p is the Holm-adjusted p; ci_lo, ci_hi the interval
     (None or NaN: no interval, the estimate decides); null_value is delta for equivalence;
-    effect_of_interest the smallest effect the claim states, in the second statistic's units
-    (rule lead)."""
+    ``bound`` the one-sided 95% bound facing ``effect_of_interest``, the smallest effect the
+    claim states (both None: the row cannot read "not reproduced")."""
     def ok(x):
         return x is not None and not (isinstance(x, float) and math.isnan(x))
+    if rule == DESCRIPTIVE:
+        return DESCRIPTIVE
     if n_units < n_min or not ok(p) or not ok(estimate):
         return "inconclusive"
     if rule == "equivalence":
@@ -73,29 +83,30 @@ def word(p, ci_lo, estimate, n_units: int, null_value: float, alpha: float = 0.0
         if p < alpha and -null_value < ci_lo and ci_hi < null_value:
             return "reproduced"
         return "not reproduced" if ci_lo >= null_value or ci_hi <= -null_value else "inconclusive"
-    if rule == "lag":
-        if not (ok(ci_lo) and ok(ci_hi)):
-            return "inconclusive"
-        if p < alpha and ci_lo > 0:
-            return "reproduced"
-        return "not reproduced" if ci_hi <= 0 else "inconclusive"
-    if rule == "lead":
-        if ok(second_hi) and ok(effect_of_interest) and second_hi < effect_of_interest:
-            return "not reproduced"
-        rule = "greater"
     sign = -1.0 if rule == "less" else 1.0
-    bound = (ci_hi if rule == "less" else ci_lo)
-    beyond = sign * (bound - null_value) > 0 if ok(bound) else sign * (estimate - null_value) > 0
-    if rule == "greater+gain" and not (ok(second_lo) and second_lo > 0):
-        beyond = False
+    if rule == "lag":
+        beyond = ok(ci_lo) and ci_lo > 0
+    else:
+        lower = ci_hi if rule == "less" else ci_lo
+        beyond = sign * (lower - null_value) > 0 if ok(lower) else sign * (estimate - null_value) > 0
+        if rule == "greater+gain" and not (ok(second_lo) and second_lo > 0):
+            beyond = False
+    if ok(bound) and ok(effect_of_interest) and sign * (bound - effect_of_interest) < 0:
+        return "not reproduced"          # even a significant effect is smaller than the one claimed
     if p < alpha and beyond:
         return "reproduced"
-    if rule == "greater+gain" and ok(second_hi) and second_hi <= 0:
-        return "not reproduced"
-    if p >= alpha and sign * (estimate - null_value) <= 0:
-        return "not reproduced"
     return "inconclusive"
 
+
+def bound_text(rule: str, bound, effect_of_interest, verdict: str) -> str:
+    """What a row's bound excludes and what it does not, in words ("" without one)."""
+    if rule in ("equivalence", DESCRIPTIVE) or bound is None or effect_of_interest is None:
+        return ""
+    rel, other = ("<=", ">=") if rule == "less" else (">=", "<=")
+    if verdict == "not reproduced":
+        return f"one-sided 95% bound {bound:.3g}: excludes an effect {rel} {effect_of_interest:g}"
+    return (f"one-sided 95% bound {bound:.3g}: does not exclude an effect of {effect_of_interest:g} (the smallest of"
+            f" interest)")
 
 
 def _rows(reads: str, views) -> list[dict]:
@@ -134,45 +145,66 @@ def json_claims(jsons: dict, st: dict) -> list[dict]:
 
 
 def finish(rows: list[dict], st: dict, power: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Holm-adjust p within each family, apply each row's rule (``word``) and, given the power
-    table (verdict_power.csv, ``analysis.power``), write each row's power (at the largest
-    simulated design with no more cells than the row) and its claim's false rate, mark the rows
-    whose power is below ``summary.min_power`` underpowered, and turn a non-significant row with
-    enough power into "not reproduced" (``POWERED_NEGATIVE``)."""
+    """Holm-adjust p within each family (descriptive rows have none), fill each row's smallest
+    effect of interest from its claim, apply each row's rule (``word``) and the gates
+    (``GATES``: a claim's false rate under its design nulls, from the power table when given;
+    the primary family before a secondary one), say what each bound excludes, and write each
+    row's power (at the largest simulated design with no more cells than the row) and its
+    claim's false rate; a row whose power is below ``summary.min_power`` is underpowered (a
+    column: power no longer turns a non-significant row into a word)."""
     df = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
     alpha, n_min = float(st["alpha"]), int(st["verdict_min_units"])
     for fam, g in df.groupby("family", sort=False):
+        if not fam:
+            continue
         ps = pd.to_numeric(g["p"], errors="coerce").astype(float).to_numpy()
         ok = np.isfinite(ps)
         adj = np.full(len(ps), np.nan)
         if ok.any():
             adj[ok] = np.asarray(holm(ps[ok]), dtype=float)
         df.loc[g.index, "p_holm"] = adj
+    eoi = {c.name: c.effect_of_interest for c in CLAIMS}
+    df["effect_of_interest"] = [e if e == e and e is not None else eoi.get(c)
+                                for c, e in zip(df["claim"], df["effect_of_interest"])]
 
     def num(x):
         x = pd.to_numeric(x, errors="coerce")
         return None if x is None or not np.isfinite(x) else float(x)
     df["verdict"] = [word(num(r.p_holm), num(r.ci_lo), num(r.value), int(r.n_units or 0),
                           num(r.null_value) or 0.0, alpha, n_min, r.rule or "greater", num(r.ci_hi),
-                          num(r.second_ci_lo), num(r.second_ci_hi), num(r.effect_of_interest))
+                          num(r.second_ci_lo), num(r.second_ci_hi), num(r.effect_of_interest), num(r.bound))
                      for r in df.itertuples()]
+    notes = [[] for _ in range(len(df))]
+    fr = {}
+    if power is not None and len(power):
+        fr = false_rates(power)
+        worst = {k: max(v.items(), key=lambda kv: kv[1]) for k, v in fr.items() if v}
+        for i, r in enumerate(df.itertuples()):
+            w = worst.get((r.claim, r.event if isinstance(r.event, str) else "")) or worst.get((r.claim, ""))
+            if r.verdict == "reproduced" and w and w[1] > MAX_FALSE_RATE:
+                df.loc[df.index[i], "verdict"] = "inconclusive"
+                notes[i].append(f"cannot exclude the {w[0]} null: its test reads reproduced in {w[1]:.0%} of"
+                                " populations simulated on this grid's design")
+    primaries = {f[:-len(" (primary)")] for f, v in zip(df["family"], df["verdict"])
+                 if isinstance(f, str) and f.endswith(" (primary)") and v == "reproduced"}
+    for i, r in enumerate(df.itertuples()):
+        fam = r.family if isinstance(r.family, str) else ""
+        if fam.endswith(" (secondary)") and r.verdict == "reproduced" and fam[:-len(" (secondary)")] not in primaries:
+            df.loc[df.index[i], "verdict"] = "inconclusive"
+            notes[i].append("gate closed: the primary row is not reproduced, so the secondary family is not read")
+        t = bound_text(r.rule, num(r.bound), num(r.effect_of_interest), df.loc[df.index[i], "verdict"])
+        if t:
+            notes[i].append(t)
+    df["detail"] = [("; ".join(([d] if isinstance(d, str) and d else []) + n)) if n else d
+                    for d, n in zip(df["detail"], notes)]
     if power is not None and len(power):
         bound = float(st["min_power"])
-        curves, fr = power_curves(power), false_rate_by_claim(power)
+        curves = power_curves(power)
         pw = [power_at(curves.get(r.claim), int(r.n_units or 0)) for r in df.itertuples()]
         df["power"] = [p for p, _ in pw]
-        df["false_rate"] = [fr.get(c) for c in df["claim"]]
+        df["false_rate"] = [max((fr.get((c, e if isinstance(e, str) else "")) or fr.get((c, "")) or {}).values(),
+                                default=None) for c, e in zip(df["claim"], df["event"])]
         df["underpowered"] = [None if p is None else bool(p < bound) for p, _ in pw]
-        # a test that is not significant on a design with the power to find the simulated
-        # alternative says the claimed effect is not there at that size: "not reproduced"
-        for i, r in enumerate(df.itertuples()):
-            p_adj, (pw_i, n_design) = num(r.p_holm), pw[i]
-            if (r.verdict == "inconclusive" and p_adj is not None and p_adj >= alpha and pw_i is not None
-                    and pw_i >= bound and int(r.n_units or 0) >= n_min):
-                df.loc[df.index[i], "verdict"] = "not reproduced"
-                df.loc[df.index[i], "detail"] = (f"{r.detail}; " if isinstance(r.detail, str) and r.detail else "") + (
-                    f"powered negative: not significant where the test has power {pw_i:.2f}"
-                    f" ({n_design} simulated cells) against its alternative")
     return df
 
 
@@ -211,6 +243,20 @@ def power_at(curve, n_units: int):
 def false_rate_by_claim(table: pd.DataFrame) -> dict:
     n = table[(table["role"] == ROLE_NULL) & (table["design"] == "grid")]
     return {c: float(g["reproduced"].max()) for c, g in n.groupby("claim")}
+
+
+def false_rates(table: pd.DataFrame) -> dict:
+    """(claim, event) -> {null scenario: its rate of "reproduced"} at the grid's design; the
+    claim's rows for every event under (claim, "") too (the largest over its events)."""
+    n = table[(table["role"] == ROLE_NULL) & (table["design"] == "grid")].copy()
+    n["event"] = n["event"].fillna("").astype(str)
+    out: dict = {}
+    for (c, e, sc), g in n.groupby(["claim", "event", "scenario"]):
+        rate = float(g["reproduced"].max())
+        out.setdefault((c, e), {})[sc] = rate
+        all_ = out.setdefault((c, ""), {})
+        all_[sc] = max(all_.get(sc, 0.0), rate)
+    return out
 
 
 
@@ -274,36 +320,76 @@ def seed_half(pres: list[dict], half: str) -> list[dict]:
     return [p for p in pres if id(p) in keep]
 
 
+def _se(r: dict):
+    """The standard error implied by a row's interval ((hi - lo) / (2 z) at its level); None
+    without one."""
+    lo, hi = pd.to_numeric(r.get("ci_lo"), errors="coerce"), pd.to_numeric(r.get("ci_hi"), errors="coerce")
+    level = pd.to_numeric(r.get("ci_level"), errors="coerce")
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return None
+    level = float(level) if np.isfinite(level) else 0.95
+    return float(hi - lo) / (2 * float(stats.norm.ppf(0.5 + level / 2)))
+
+
+def agreement(a: dict, b: dict) -> dict:
+    """Do two subsets' estimates of one row agree: z = (a - b) / sqrt(se_a^2 + se_b^2) from their
+    intervals, two-sided p. {"z", "p"} (None without both estimates and intervals)."""
+    va, vb = pd.to_numeric(a.get("value"), errors="coerce"), pd.to_numeric(b.get("value"), errors="coerce")
+    sa, sb = _se(a), _se(b)
+    if not (np.isfinite(va) and np.isfinite(vb)) or sa is None or sb is None or sa + sb <= 0:
+        return {"z": None, "p": None}
+    z = float(va - vb) / math.sqrt(sa ** 2 + sb ** 2)
+    return {"z": z, "p": float(2 * stats.norm.sf(abs(z)))}
+
+
+def _estimate(r: dict | None) -> str:
+    if r is None:
+        return "no row"
+    v, lo, hi = (pd.to_numeric(r.get(k), errors="coerce") for k in ("value", "ci_lo", "ci_hi"))
+    txt = f"{v:.3g}" if np.isfinite(v) else "NA"
+    if np.isfinite(lo) and np.isfinite(hi):
+        txt += f" [{lo:.3g}, {hi:.3g}]"
+    return txt + f" (n {int(r.get('n_units') or 0)})"
+
+
 def stability(pres: list[dict], st: dict, full: pd.DataFrame, rows_of, power: pd.DataFrame | None = None
               ) -> pd.DataFrame:
     """``full`` (verdict.csv's rows) with ``stable`` and ``stability`` for the rows the runs
     decide (the behaviour and per-measure claims, and the summary-JSON claims when
-    ``rows_of`` recomputes them): each recomputed on every subset of ``seed_subsets``; stable
-    when its word is the same in all of them. ``rows_of(runs)``: the rows of those claims on a
-    subset (a row ``rows_of`` never gives, a mixture row: None); each
-    subset decided like the full grid (with ``power``, at the subset's own cells). Control runs
-    are split on their own, so a shuffled control never takes a seed position of its cell."""
+    ``rows_of`` recomputes them), as numbers: each row recomputed on every subset of
+    ``seed_subsets``; ``stability`` gives each subset's estimate and interval and the test of
+    the two seed halves' agreement (``agreement``); ``stable``: the halves agree (p >= alpha),
+    None where it cannot be tested. No word depends on it: a real effect of moderate size
+    reaches significance in one half and not the other most of the time, which is power, not
+    replication. ``rows_of(runs)``: the raw rows of those claims on a subset (a row ``rows_of``
+    never gives, a mixture row: None). Control runs are split on their own, so a shuffled
+    control never takes a seed position of its cell. ``power`` is unused (kept for callers)."""
     from .load import is_control
     real, ctrl = [p for p in pres if not is_control(p)], [p for p in pres if is_control(p)]
     ctrl_subsets = dict(seed_subsets(ctrl)) if ctrl else {}
     subsets = {name: sub + ctrl_subsets.get(name, ctrl) for name, sub in seed_subsets(real)}
-    words = {}
+    alpha = float(st["alpha"])
+    got_rows = {}
     for name, sub in subsets.items():
         if not sub:
             continue
-        d = finish(rows_of(sub), st, power)
-        words[name] = {tuple(r[k] if r[k] == r[k] else "" for k in ROW_KEY): r["verdict"] for r in d.to_dict("records")}
+        got_rows[name] = {tuple(r[k] if r.get(k) == r.get(k) and r.get(k) is not None else "" for k in ROW_KEY): r
+                          for r in rows_of(sub)}
     full = full.copy()
     stable, text = [], []
     for r in full.to_dict("records"):
-        key = tuple(r[k] if r[k] == r[k] else "" for k in ROW_KEY)
-        if not any(key in w for w in words.values()):          # not recomputed on subsets (a mixture row)
+        key = tuple(r[k] if r[k] == r[k] and r[k] is not None else "" for k in ROW_KEY)
+        if not any(key in w for w in got_rows.values()):          # not recomputed on subsets (a mixture row)
             stable.append(None)
             text.append("")
             continue
-        got = {n: w.get(key, "no row") for n, w in words.items()}
-        stable.append(all(v == r["verdict"] for v in got.values()))
-        text.append("; ".join(f"{n}: {v}" for n, v in got.items()))
+        got = {n: w.get(key) for n, w in got_rows.items()}
+        a, b = got.get("seed half A"), got.get("seed half B")
+        ag = agreement(a, b) if a is not None and b is not None else {"z": None, "p": None}
+        stable.append(None if ag["p"] is None else bool(ag["p"] >= alpha))
+        text.append("; ".join(f"{n}: {_estimate(v)}" for n, v in got.items())
+                    + (f"; halves agree: z {ag['z']:.2f}, p {ag['p']:.3f}" if ag["p"] is not None
+                       else "; halves' agreement not testable (an estimate or interval missing)"))
     full["stable"], full["stability"] = stable, text
     return full
 

@@ -8,9 +8,10 @@ variant it was tested on, the event or scope (level, size, class), the statistic
 estimate and interval, then the second statistic with its interval (timing rows: the
 leave-one-out gain over the loss curve; lead rows: the relative lead, against the clear gap f
 where rule lead reads it), n cells (runs), the null, the Holm-adjusted p, the
-power at the row's own cell count (from verdict_power.csv), stable (the word survives every
-seed split; `-` where the grid has no split for it) and the verdict. Then the counts of words
-and of unstable rows, and the underpowered inconclusive rows. Nothing is computed here: every
+power at the row's own cell count (from verdict_power.csv), halves agree (the two seed halves'
+estimates agree by a z test on their intervals; `-` where the grid has no split for it or the
+row no interval) and the verdict. Then the counts of words (descriptive rows have none and
+are not counted), the rows whose halves disagree, and the underpowered inconclusive rows. Nothing is computed here: every
 number is a cell of verdict.csv.
 
 ``--by-claim`` prints the findings claim by claim instead, one section per figure family
@@ -75,7 +76,8 @@ def findings(summary: Path) -> str:
     df = pd.read_csv(Path(summary) / "verdict.csv")
     stable = df["stable"].map(_flag)
     out = ["| # | claim | measure (variant) | event / scope | statistic: estimate [interval] | second statistic"
-           " [95%] (gain over the loss curve; relative lead vs f) | n cells (runs) | null | p (Holm) | power | stable"
+           " [95%] (gain over the loss curve; relative lead vs f) | n cells (runs) | null | p (Holm) | power |"
+           " halves agree"
            " | verdict |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(df.itertuples(), 1):
@@ -96,10 +98,12 @@ def findings(summary: Path) -> str:
     words = Counter(df["verdict"])
     unstable = int((stable == "false").sum())
     decided = int(stable.isin(["true", "false"]).sum())
+    n_desc = words.get("descriptive", 0)
     out.append("")
-    out.append(f"{len(df)} rows: " + ", ".join(f"{words.get(w, 0)} {w}" for w in
-                                                ("reproduced", "not reproduced", "inconclusive"))
-               + f"; {unstable} of {decided} rows with a seed split unstable.")
+    out.append(f"{len(df) - n_desc} rows with a word: " + ", ".join(f"{words.get(w, 0)} {w}" for w in
+                                                                  ("reproduced", "not reproduced", "inconclusive"))
+               + (f" ({n_desc} descriptive rows without one)" if n_desc else "")
+               + f"; the seed halves disagree in {unstable} of {decided} rows where their agreement is testable.")
     low = df[(df["verdict"] == "inconclusive")]
     powered = low[low["underpowered"].map(_flag) == "false"]
     out.append(f"Inconclusive rows the power report says the grid could power (power >= min_power): "
@@ -129,7 +133,8 @@ def _row_line(r, stable: str) -> str:
     parts.append(f"p (Holm) {_p(r.p_holm)}")
     pw = _num(r.power)
     parts.append(f"power {pw}" if pw else "power not simulated")
-    parts.append({"true": "stable", "false": "**unstable** across seed halves"}.get(stable, "no seed split"))
+    parts.append({"true": "seed halves agree", "false": "**seed halves disagree**"}.get(
+        stable, "halves' agreement not testable"))
     return f"* {mv}{', ' + event if event else ''}: **{r.verdict}** (rule {r.rule}); " + "; ".join(parts) + "."
 
 

@@ -27,7 +27,7 @@ from ..units import unit_events
 
 VERDICT_COLUMNS = ["claim", "measure", "variant", "event", "protocol", "statistic", "value", "ci_lo", "ci_hi",
                    "ci_level", "second_statistic", "second_value", "second_ci_lo", "second_ci_hi", "effect_of_interest",
-                   "n_units", "n_runs",
+                   "bound", "n_units", "n_runs",
                    "null", "null_value", "p", "p_holm", "family", "rule", "verdict", "power", "false_rate",
                    "underpowered",
                    "stable", "stability", "headline", "detail"]
@@ -89,6 +89,8 @@ class Claim:
     figure: str = "prediction"
     draws: str = "value"
     caption: str = ""
+    effect_of_interest: float | None = None     # the smallest effect of interest, in the rows' bound's units
+    effect_reason: str = ""                     # why that size (fixed before the confirmation grid)
 
     def __post_init__(self):
         if self.reads not in READS:
@@ -121,7 +123,8 @@ class ClaimRow:
     ci_level: float = 0.95
     second: tuple = ("", None, None, None)     # (statistic, value, lo, hi)
     headline: bool = False
-    effect_of_interest: float | None = None     # rule lead: the claim's smallest effect (second statistic)
+    effect_of_interest: float | None = None     # the row's smallest effect of interest (else its claim's)
+    bound: float | None = None                  # one-sided 95% bound facing the effect of interest (rule doc)
 
     def as_dict(self) -> dict:
         """The row in VERDICT_COLUMNS order (p_holm, verdict, power are filled by ``finish``)."""
@@ -129,7 +132,8 @@ class ClaimRow:
                 "protocol": self.protocol, "statistic": self.statistic, "value": self.value,
                 "ci_lo": self.ci[0], "ci_hi": self.ci[1], "ci_level": self.ci_level if self.ci[0] is not None else None,
                 "second_statistic": self.second[0], "second_value": self.second[1], "second_ci_lo": self.second[2],
-                "second_ci_hi": self.second[3], "effect_of_interest": self.effect_of_interest, "n_units": self.n_units,
+                "second_ci_hi": self.second[3], "effect_of_interest": self.effect_of_interest, "bound": self.bound,
+                "n_units": self.n_units,
                 "n_runs": self.n_runs, "null": self.null,
                 "null_value": self.null_value, "p": self.p, "p_holm": None, "family": self.family, "rule": self.rule,
                 "verdict": None, "power": None, "false_rate": None, "underpowered": None, "stable": None,
@@ -147,6 +151,13 @@ def clopper_pearson(k: int, n: int) -> tuple:
     lo = 0.0 if k == 0 else float(stats.beta.ppf(0.025, k, n - k + 1))
     hi = 1.0 if k == n else float(stats.beta.ppf(0.975, k + 1, n - k))
     return (lo, hi)
+
+
+def upper_bound(k: int, n: int, level: float = 0.95):
+    """The one-sided ``level`` Clopper-Pearson upper bound of a share k/n (None without units)."""
+    if n == 0:
+        return None
+    return 1.0 if k == n else float(stats.beta.ppf(level, k + 1, n - k))
 
 
 def boot(x: np.ndarray, stat, nb: int, seed: int, level: float = 0.95) -> tuple:
@@ -210,6 +221,7 @@ class MeasureView:
     st: dict
     protocol: str = "single-task"
     strata: str = "size"        # permutations permute units within its values
+    runs: pd.DataFrame | None = None    # this measure's per-run rows (the within-unit claims)
 
     @cached_property
     def acq(self) -> pd.DataFrame:
@@ -247,19 +259,21 @@ class MeasureView:
 def measure_views(rows: pd.DataFrame, st: dict, protocol: str = "single-task", unit_cols=CELLS,
                   strata: str = "size") -> list[MeasureView]:
     """One view per geometric measure with an acquired unit, in table order."""
-    return views_of_units(unit_events(rows, unit_cols), st, protocol, strata)
+    return views_of_units(unit_events(rows, unit_cols), st, protocol, strata, rows)
 
 
 def views_of_units(units: pd.DataFrame, st: dict, protocol: str = "single-task",
-                   strata: str = "size") -> list[MeasureView]:
-    """``measure_views`` from a unit table (``analysis.units.unit_events``)."""
+                   strata: str = "size", rows: pd.DataFrame | None = None) -> list[MeasureView]:
+    """``measure_views`` from a unit table (``analysis.units.unit_events``); ``rows``: the
+    per-run table the units come from (each view gets its measure's runs)."""
     if not len(units):
         return []
     out = []
     for measure, u in units[units["kind"] == "geometric"].groupby("measure", sort=False):
         u = u.reset_index(drop=True)
         if u["acquired"].any():
-            out.append(MeasureView(measure, str(u["variant"].iloc[0] or ""), u, st, protocol, strata))
+            r = None if rows is None else rows[rows["measure"] == measure].reset_index(drop=True)
+            out.append(MeasureView(measure, str(u["variant"].iloc[0] or ""), u, st, protocol, strata, r))
     return out
 
 
@@ -280,7 +294,7 @@ def p_greater(e: dict):
 
 
 # scenario groups of analysis.power.SCENARIOS that several claims' designs share
-TIMING_NULLS = ("exchangeable", "clock", "loss-tied", "seed-clustered")
+TIMING_NULLS = ("exchangeable", "clock", "loss-tied", "seed-clustered", "loss-copy", "class-clock")
 PRECURSOR = ("proportional", "proportional-noisy")
 LAG_NULLS = ("proportional", "lag")
 SIMULTANEOUS = ("simultaneous", "simultaneous-noisy")     # power: the smaller of the two

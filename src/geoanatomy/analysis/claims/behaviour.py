@@ -9,7 +9,7 @@ import pandas as pd
 from ..stats import sign_test
 from ..stats import binomial_p
 from ..units import unit_medians
-from .base import BINOMIAL, PRECURSOR, Claim, ClaimRow, Design, RunsView, boot, clopper_pearson
+from .base import BINOMIAL, PRECURSOR, Claim, ClaimRow, Design, RunsView, boot, clopper_pearson, upper_bound
 
 
 def acquisition_rate(v: RunsView) -> list[ClaimRow]:
@@ -18,11 +18,11 @@ def acquisition_rate(v: RunsView) -> list[ClaimRow]:
     return [ClaimRow("acquisition rate", "accuracy", "", "share of cells acquired (majority of seeds)",
                      k / n if n else None, clopper_pearson(k, n), n, len(v.runs),
                      "exact binomial test against 1/2 (Clopper-Pearson interval over cells)", 0.5,
-                     binomial_p(k, n, "greater"), "acquisition rate", f"{k}/{n} cells")]
+                     binomial_p(k, n, "greater"), "acquisition rate", f"{k}/{n} cells", bound=upper_bound(k, n))]
 
 
 def _lead(v: RunsView, claim: str, measure: str, later: str, earlier: str, statistic: str,
-          rule: str = "greater") -> list[ClaimRow]:
+          rule: str = "greater", eoi: float | None = None) -> list[ClaimRow]:
     """Per cell the median lead later - earlier over its seeds with both events; the median
     over cells, its bootstrap interval over cells and the exact one-sided sign test over cells.
     Second statistic: the same of the relative lead (later - earlier) / later, the share of the
@@ -41,13 +41,14 @@ def _lead(v: RunsView, claim: str, measure: str, later: str, earlier: str, stati
     st = sign_test(lead, "greater")
     second = ("median over cells of the relative lead (later - earlier) / later",
               float(np.median(rel)) if len(rel) else None, *boot(rel, np.median, v.nb, v.seed + 1))
+    upper = boot(rel, np.median, v.nb, v.seed + 1, level=0.90)[1]          # the one-sided 95% bound
     return [ClaimRow(claim, measure, "", statistic, float(np.median(lead)) if len(lead) else None,
                      boot(lead, np.median, v.nb, v.seed), len(cells), len(d),
                      "exact one-sided sign test over cells (a cell's median lead over its seeds > 0)", 0.0, st["p"],
                      claim, (f"{st['wins']} of {st['n']} cells lead ({int((d['lead'] > 0).sum())} of {len(d)} runs)"
                              + (f"; clear gap f = {f:g}" if f is not None else ""))
                      if len(d) else "no run has both events", rule=rule, second=second,
-                     effect_of_interest=f if rule == "lead" else None)]
+                     effect_of_interest=f if eoi is None else eoi, bound=upper)]
 
 
 def logprob_before_accuracy(v: RunsView) -> list[ClaimRow]:
@@ -62,7 +63,11 @@ def logprob_before_accuracy(v: RunsView) -> list[ClaimRow]:
 
 def probes_before_behaviour(v: RunsView) -> list[ClaimRow]:
     return _lead(v, "probes before behaviour", "probe_accuracy_norm", "t_first", "t_probe",
-                 "median over cells of the final-layer probe's lead over first-token acquisition (steps)")
+                 "median over cells of the final-layer probe's lead over first-token acquisition (steps)", "lead",
+                 PROBE_EOI)
+
+
+PROBE_EOI = 0.1
 
 
 CLAIMS = [
@@ -70,7 +75,8 @@ CLAIMS = [
           "most task x level x size combinations are acquired within the training budget",
           "share of cells acquired (a cell: most of its seeds acquired); exact one-sided binomial test over cells,"
           " Clopper-Pearson interval", "1/2", "precursor.json: acquired", "runs", acquisition_rate,
-          design=BINOMIAL, figure="prediction"),
+          design=BINOMIAL, figure="prediction", effect_of_interest=0.5,
+          effect_reason="one half: the claim is that most cells acquire; a share below a half is what it excludes"),
     Claim("log-prob before accuracy", "two rows (whole answer, first token)",
           "the answer's log-probability emerges much earlier than accuracy, when accuracy is still near zero",
           "per cell the median lead acquisition - log-prob half-rise over its seeds (both events at half of their"
@@ -81,11 +87,16 @@ CLAIMS = [
                                                                                                    "first_token_acquisition_step,"
           " logprob_half_step", "runs", logprob_before_accuracy,
           design=Design("simulated", ("exchangeable", "behaviour-clustered", "simultaneous", "short-lead"),
-                        PRECURSOR, row_measure="accuracy"), figure="lags"),
+                        PRECURSOR, row_measure="accuracy"), figure="lags",
+          effect_reason="per row, the precursor rule's clear gap f (the runs' events.precursor_min_gap_frac): 'much"
+                        " earlier' is a lead of at least f of the acquisition step"),
     Claim("probes before behaviour", "one row",
           "the final-layer probe reads the first answer token before the model emits it",
-          "as log-prob before accuracy, probe acquisition against first-token acquisition",
+          "as log-prob before accuracy, probe acquisition against first-token acquisition; 'not reproduced' when the"
+          " relative lead's one-sided 95% bound is below 0.1 (rule lead)",
           "lead 0", "precursor.json: first_token_acquisition_step, probes", "runs", probes_before_behaviour,
           design=Design("simulated", ("exchangeable", "behaviour-clustered", "simultaneous"), PRECURSOR),
-          figure="lags"),
+          figure="lags", effect_of_interest=PROBE_EOI,
+          effect_reason="a relative lead of 0.1: a shorter lead is within one checkpoint interval of the default"
+                        " schedule where cells acquire (30 steps of 300), so 'before' could not be seen"),
 ]

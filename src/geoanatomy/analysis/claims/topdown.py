@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..stats import binomial_p
-from .base import BINOMIAL, RANKME, Claim, ClaimRow, clopper_pearson, k_of_n
+from .base import BINOMIAL, RANKME, Claim, ClaimRow, clopper_pearson, k_of_n, upper_bound
 
 
 def top_down_propagation(jsons: dict) -> list[ClaimRow]:
@@ -20,7 +20,8 @@ def top_down_propagation(jsons: dict) -> list[ClaimRow]:
                             "exact one-sided sign test over cells against 1/2 (tied and undetermined cells left out)",
                             0.5, binomial_p(k, n, "greater"), "top-down",
                             f"{k}/{n} cells top-down (runs: {a.get('top_down')} top-down, tied {a.get('tied_tau0')},"
-                            f" undetermined {a.get('undetermined')}); seeds per cell {c.get('seeds_per_cell')}"))
+                            f" undetermined {a.get('undetermined')}); seeds per cell {c.get('seeds_per_cell')}",
+                            bound=upper_bound(k, n)))
     return out
 
 
@@ -30,5 +31,7 @@ CLAIMS = [
           "share of determined cells (the sign of the median tau over its seeds) that run top-down; exact"
           " one-sided sign test over cells, Clopper-Pearson interval",
           "1/2 (tied and undetermined cells left out)", "top_down_summary.json", "summary", top_down_propagation,
-          design=BINOMIAL, figure="topdown"),
+          design=BINOMIAL, figure="topdown", effect_of_interest=0.5,
+          effect_reason="one half: the claim is 'more often than input side first'; a share below a half is what"
+                        " it excludes"),
 ]
