@@ -277,6 +277,22 @@ def on_grid(x: np.ndarray, grid, how: str = "next") -> np.ndarray:
     return np.where(n > 0, mat[rows, nxt], x)
 
 
+def _lag_resolution(x: np.ndarray, grid, t_acq: np.ndarray, checkpoints) -> np.ndarray:
+    """Per run, ``load.lag_resolution`` of a simulated transition at grid step x (its grid:
+    ``_grid_matrix``; NaN without one): half a quarter of the span of its two neighbours plus
+    half the checkpoint step acquisition was read at."""
+    def part(steps, g, quarter):
+        if g is None:
+            return np.full(len(steps), np.nan)
+        mat, n = g
+        rows = np.arange(len(steps))
+        i = np.minimum((mat < steps[:, None]).sum(axis=1), np.maximum(n - 1, 0))
+        lo = mat[rows, np.maximum(i - 1, 0)]
+        hi = mat[rows, np.minimum(i + 1, np.maximum(n - 1, 0))] if quarter else mat[rows, i]
+        return np.where(n > 0, (np.log10(hi + 1) - np.log10(lo + 1)) / (4 if quarter else 2), np.nan)
+    return part(x, grid, True) + part(t_acq, checkpoints, False)
+
+
 def _sim_rows(t: pd.DataFrame, sim: dict, measures, grids=None, scatter=None, scenario: str = "") -> pd.DataFrame:
     """The simulated per-run table: every measure's rows with the population's event steps,
     each on that measure's grid (``grids``: measure -> ``_grid_matrix``); a noisy scenario's
@@ -300,7 +316,8 @@ def _sim_rows(t: pd.DataFrame, sim: dict, measures, grids=None, scatter=None, sc
         r["transition_step"] = ext
         r["recovery_step"] = on_grid(steps["recovery"], g, "nearest")
         r["mean_share_rho"] = np.nan
-        r["lag_resolution"] = np.nan
+        r["lag_resolution"] = _lag_resolution(ext, g, t["acquisition_step"].to_numpy(float),
+                                              (grids or {}).get(CHECKPOINTS))
         rows.append(r)
     return pd.concat(rows, ignore_index=True)
 
@@ -380,8 +397,8 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
         t = _design(rows, k, unit_cols)
         if not len(t):
             continue
-        on = {m: _grid_matrix(t, grids, m) for m in measures}
         on_ck = _grid_matrix(t, grids, CHECKPOINTS)
+        on = {**{m: _grid_matrix(t, grids, m) for m in measures}, CHECKPOINTS: on_ck}
         n_pop = n_populations if k == 1 else (n_populations_multiples or max(1, n_populations // 4))
         n_cells = int(t.groupby(list(unit_cols)).ngroups)
         n_class = {c: int(t[t["difficulty"] == c].groupby(list(unit_cols)).ngroups) for c in ("hard", "easy")}

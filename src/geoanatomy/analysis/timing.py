@@ -37,12 +37,16 @@ Freedman-Lane with residuals permuted within units.
 
 Lags (``lag_test``). Per unit lambda = log10(t_tr + 1) - log10(t_acq + 1) (decades), its mean
 over units (seeds are already nested in the unit's median) with a Student t interval over
-units widened at both ends by the quantisation term q, the mean over units of the half-width
-within which the checkpoint grids place the lag: mean +- (t_{0.95, n-1} sd / sqrt(n) + q). The
+units widened at both ends by the quantisation term q, half the mean over units of the
+half-width h within which the checkpoint grids place the lag (a position uniform within +-h is
+off by h/2 on average): mean +- (t_{0.95, n-1} sd / sqrt(n) + q). The
 90% interval [lo, hi] is the two one-sided 95% bounds. A percentile bootstrap interval covers
 the true mean lag of a 20-point measure grid in 55-77% of simulated populations at nominal 90%;
 this one's coverage is checked by simulation on the real grids (tests/test_verdict_design.py).
-delta is never finer than the grid resolves: the larger of delta and the median q.
+On the study's grids (20 measure points, 76 checkpoints) the interval covers the true mean lag
+in 89-100% of simulated populations at nominal 90% (0.1 and 0.7 decade of scatter, lags of 0
+and 0.3 decade); without q, in 49-87%. delta is never finer than the grid resolves: the larger
+of delta and the median h.
 
 * simultaneous (equivalence, two one-sided tests): -delta < lo and hi < delta;
 * lags: lo > 0; precedes: hi < -delta;
@@ -317,9 +321,10 @@ def lag_reading(lo, hi, delta: float) -> str:
 
 def lag_test(lam, delta: float = 0.1, resolution=None) -> dict:
     """Mean lag over units with its 90% interval, the one-sided p of each bound and the
-    reading (module doc). ``resolution``: per unit, the half-width in decades within which the
-    checkpoint grids place its lag (``rates`` column lag_resolution); their mean widens both
-    ends of the interval, and the equivalence margin is never finer than their median."""
+    reading (module doc). ``resolution``: per unit, the half-width h in decades within which the
+    checkpoint grids place its lag (``rates`` column lag_resolution); half their mean (the mean
+    rounding error of a position uniform within +-h) widens both ends of the interval, and the
+    equivalence margin is never finer than their median."""
     lam = np.asarray(lam, dtype=float)
     ok = np.isfinite(lam)
     res = np.zeros(len(lam)) if resolution is None else np.asarray(resolution, dtype=float)
@@ -331,7 +336,7 @@ def lag_test(lam, delta: float = 0.1, resolution=None) -> dict:
     if n == 0:
         return out
     mean = float(lam.mean())
-    q = float(res.mean())
+    q = 0.5 * float(res.mean())         # a position uniform within +-h is off by h/2 on average
     out.update(mean=mean, quantisation=q)
     if n < 2:
         return out
