@@ -516,3 +516,86 @@ def test_rule_lead_reads_the_relative_lead_against_the_clear_gap():
     assert word(0.01, 0.0, 12.0, bound=0.3, effect_of_interest=0.25, **kw) == "inconclusive"
     assert word(0.01, 5.0, 12.0, **kw) == "reproduced"
     assert word(0.5, -5.0, -1.0, bound=0.2, effect_of_interest=0.25, **kw) == "not reproduced"
+
+
+# ------------------------------------------------ the timing and lag statistics, known answers
+def test_lag_test_is_a_student_t_interval_widened_by_half_the_mean_resolution():
+    from scipy import stats as sps
+    from geoanatomy.analysis import timing
+    lam = np.array([-0.2, 0.1, 0.0, 0.3, -0.1, 0.05])
+    res = np.array([0.1, 0.1, 0.2, 0.2, 0.1, 0.1])
+    r = timing.lag_test(lam, 0.1, res)
+    half = sps.t.ppf(0.95, 5) * lam.std(ddof=1) / np.sqrt(6) + 0.5 * res.mean()
+    assert r["ci90"] == pytest.approx((lam.mean() - half, lam.mean() + half))
+    assert r["delta"] == pytest.approx(0.1)                  # the median resolution 0.1 is not finer than delta
+    assert timing.lag_test(lam, 0.05, res)["delta"] == pytest.approx(0.1)   # delta no finer than the grid
+    assert r["reading"] == "undecided"
+    p = sps.t.sf((lam.mean() - 0.5 * res.mean()) / (lam.std(ddof=1) / np.sqrt(6)), 5)
+    assert r["p_lags"] == pytest.approx(p)
+
+
+def test_partial_rank_given_several_covariates_sees_nothing_in_a_copy_of_one_of_them():
+    from geoanatomy.analysis import timing
+    rng = np.random.default_rng(0)
+    n = 30
+    onset, klass = rng.normal(0, 1, n), (rng.random(n) < 0.5).astype(float)
+    y = onset + 2 * klass + rng.normal(0, 0.3, n)
+    L = np.column_stack([onset, klass])
+    assert timing.partial_rank(y, onset.copy(), L, None, 999, 0)["r"] is None      # an exact copy: nothing left
+    hits = 0
+    for s in range(200):                                         # a noisy copy: size at most 0.05 (+ MC error)
+        copy = onset + np.random.default_rng(s).normal(0, 0.2, n)
+        p = timing.partial_rank(y, copy, L, None, 199, s)["p"]
+        hits += p is not None and p < 0.05
+    assert hits / 200 <= 0.08
+    g = y + rng.normal(0, 0.1, n)                               # a precursor beyond both
+    r = timing.partial_rank(y, g, L, None, 999, 0, n_boot=499)
+    assert r["r"] > 0.7 and r["p"] < 0.01 and r["lower"] > 0.3 and r["lower"] <= r["r"] <= r["upper"]
+
+
+def test_within_units_removes_every_unit_level_confound_and_finds_a_seed_level_effect():
+    from geoanatomy.analysis import timing
+    rng = np.random.default_rng(1)
+    cells = np.repeat(np.arange(20), 2)
+    level = rng.normal(0, 2, 20)[cells]                         # a cell effect on both (class, size)
+    y = level + rng.normal(0, 0.5, 40)
+    hits = 0
+    for s in range(200):                                         # shares only the cell effect: size <= 0.05
+        g_confound = level + np.random.default_rng(s).normal(0, 0.5, 40)
+        r = timing.within_units(y, g_confound, None, cells, 199, s)
+        hits += r["p"] < 0.05
+    assert r["n_units"] == 20 and hits / 200 <= 0.08
+    g_real = y + rng.normal(0, 0.1, 40)                         # tracks each seed
+    r = timing.within_units(y, g_real, None, cells, 999, 0, n_boot=499)
+    assert r["r"] > 0.9 and r["p"] < 0.01 and r["lower"] > 0.5
+    assert timing.within_units(y[::2], g_real[::2], None, cells[::2])["r"] is None     # one seed a cell
+
+
+def test_spearman_bounds_by_fisher_z_hold_the_papers_magnitude():
+    import math
+    from geoanatomy.analysis.claims.floors import spearman_bounds
+    lo, hi = spearman_bounds(0.88, 8)
+    se = math.sqrt(1.06 / 5)
+    assert (lo, hi) == pytest.approx((math.tanh(math.atanh(0.88) - 1.6448536 * se),
+                                      math.tanh(math.atanh(0.88) + 1.6448536 * se)), rel=1e-6)
+    assert hi > 0.9 and spearman_bounds(0.3, 8)[1] < 0.9 and spearman_bounds(0.9, 3) == (None, None)
+
+
+def test_an_easy_cell_row_whose_floor_window_ends_before_acquisition_gets_no_word():
+    """Floors searched at or before a loss onset that comes 0.5 decade before acquisition sit
+    0.6 decade early by construction: the row is forced by the window and reads inconclusive,
+    saying so; with the window after acquisition the same lags read not reproduced."""
+    from dataclasses import replace
+    from geoanatomy.analysis.claims.lags import easy_simultaneous
+    n = 12
+    t_acq = np.full(n, 100.0)
+    units = pd.DataFrame({"task": [f"t{i}" for i in range(n)], "level": "L1", "size": "nano", "acquired": True,
+                          "difficulty": "easy", "t_acq": t_acq, "lag_transition": -0.6 + np.linspace(-.02, .02, n),
+                          "res_transition": 0.01, "t_window": 30.0, "runs": 2, "mean_share_rho": np.nan})
+    from geoanatomy.analysis.claims.base import MeasureView
+    m = MeasureView("rankme_centred", "centred", units, ST)
+    v = finish([r.as_dict() for r in easy_simultaneous(m)], ST)
+    assert v["verdict"].iloc[0] == "inconclusive" and "forced by the floor window" in v["detail"].iloc[0]
+    m2 = replace(m, units=units.assign(t_window=1000.0))
+    v2 = finish([r.as_dict() for r in easy_simultaneous(m2)], ST)
+    assert v2["verdict"].iloc[0] == "not reproduced" and not v2["forced_by"].iloc[0]

@@ -44,7 +44,7 @@ ROW_COLUMNS = ["run", "task", "level", "size", "family", "n_params", "steps", "d
                "init",
                "extreme", "extreme_value", "extreme_step", "loss_plateau_exit_step", "coincides_plateau_exit",
                "onset_step", "loss_onset_step", "loss_extreme_step", "difficulty_fixed", "mean_share_rho",
-               "loss_half_step", "calibration_step", "lag_resolution"]
+               "loss_half_step", "calibration_step", "lag_resolution", "window_end_step"]
 
 
 def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
@@ -79,7 +79,9 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
                          "onset_step": step_or_none(m.get("rise_step") if m.get("direction") == "rise"
                                                     else m.get("collapse_step")),
                          "mean_share_rho": (m.get("mean_share") or {}).get("rank_corr_with_rankme"),
-                         "lag_resolution": lag_resolution(pre, name, t_tr, t_acq)})
+                         "lag_resolution": lag_resolution(pre, name, t_tr, t_acq),
+                         "window_end_step": step_or_none(m.get("window_end")) if m.get("direction") == "collapse"
+                         else None})
         frac = f["min_gap_frac"]
         for name, key in REFERENCES.items():
             t_ref = step_or_none(pre.get(key))
@@ -89,7 +91,7 @@ def measure_rows(pres: list[dict], tol_log10: float) -> pd.DataFrame:
                          "gap_steps": t_acq - t_ref if t_acq is not None and t_ref is not None else None,
                          "direction": "", "transitioned": None, "init": None, "extreme": None,
                          "extreme_value": None, "extreme_step": None, "onset_step": None, "mean_share_rho": None,
-                         "loss_plateau_exit_step": t_exit, "lag_resolution": None,
+                         "loss_plateau_exit_step": t_exit, "lag_resolution": None, "window_end_step": None,
                          "coincides_plateau_exit": None if name == "loss_plateau_exit"
                          else log_steps_close(t_ref, t_exit, tol_log10)})
     return pd.DataFrame(rows, columns=ROW_COLUMNS)

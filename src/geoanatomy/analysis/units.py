@@ -36,6 +36,9 @@ t_loss_exit, t_loss_onset, t_loss_half, t_loss_extreme
 calibration_step
     the class file's calibration acquisition step of the cell (+inf: never; NaN without a
     class file), known before training.
+t_window
+    median over the seeds with a transition of the step its floor window ends on (a collapse's
+    floor is searched at or before it; NaN for rises and unwindowed floors).
 res_transition
     median over the seeds with a transition of the half-width in decades within which the
     grids place its lag (``rates`` column lag_resolution).
@@ -77,7 +80,7 @@ def unit_events(rows: pd.DataFrame, unit_cols=CELLS) -> pd.DataFrame:
     num = {c: pd.to_numeric(d[c], errors="coerce").to_numpy(float)
            for c in ("acquisition_step", "recovery_step", "loss_plateau_exit_step", "mean_share_rho",
                      "easy_max_step", "loss_onset_step", "loss_half_step", "loss_extreme_step", "lag_resolution",
-                     "calibration_step") + tuple(c for _, c, r in PAIRS) + tuple(r for _, c, r in PAIRS)}
+                     "calibration_step", "window_end_step") + tuple(c for _, c, r in PAIRS) + tuple(r for _, c, r in PAIRS)}
     acq = d["acquired"].astype(bool).to_numpy()
     t_acq = num["acquisition_step"]
     trans = (d["transitioned"].fillna(False).astype(bool) | (d["kind"] == "reference")).to_numpy() & acq
@@ -99,6 +102,7 @@ def unit_events(rows: pd.DataFrame, unit_cols=CELLS) -> pd.DataFrame:
     for ev in ("onset", "half", "extreme"):
         cols[f"t_loss_{ev}"] = np.where(acq, num[f"loss_{ev}_step"], np.nan)
     cols["res_transition"] = np.where(np.isfinite(cols["t_transition"]), num["lag_resolution"], np.nan)
+    cols["t_window"] = np.where(np.isfinite(cols["t_transition"]), num["window_end_step"], np.nan)
     cols["mean_share_rho"] = np.where(acq, num["mean_share_rho"], np.nan)
     # one group code per row (units in first-seen order); every aggregate below is a numpy
     # array in that order, put into one DataFrame at the end
@@ -139,7 +143,7 @@ def unit_events(rows: pd.DataFrame, unit_cols=CELLS) -> pd.DataFrame:
         for c in (f"t_{name}", f"lag_{name}", f"t_ref_{name}"):
             if c in med:
                 out[c] = np.where(keep, med[c].to_numpy(float), np.nan)
-    for c in ("t_loss_exit", "t_loss_onset", "t_loss_half", "t_loss_extreme", "res_transition"):
+    for c in ("t_loss_exit", "t_loss_onset", "t_loss_half", "t_loss_extreme", "res_transition", "t_window"):
         out[c] = med[c].to_numpy(float)
     out["calibration_step"] = num["calibration_step"][first_row]
     out["mean_share_rho"] = med["mean_share_rho"].to_numpy(float)

@@ -57,7 +57,8 @@ RULES = {
 WORDS = ("reproduced", "not reproduced", "inconclusive")
 DESCRIPTIVE = "descriptive"
 MAX_FALSE_RATE = 0.05
-GATES = ("a claim whose simulated false rate under any of its design nulls exceeds 0.05 at the grid's design cannot"
+GATES = ("a row forced by the design (column forced_by: a floor window that hides the event) is inconclusive; a"
+         " claim whose simulated false rate under any of its design nulls exceeds 0.05 at the grid's design cannot"
          " read reproduced (inconclusive, naming the null); a row of a secondary family (a family named '... "
          "(secondary)') reads reproduced only when a row of its primary family ('... (primary)') does (gatekeeping)")
 RULE = ("; ".join(f"{k}: {v}" for k, v in RULES.items())
@@ -175,6 +176,11 @@ def finish(rows: list[dict], st: dict, power: pd.DataFrame | None = None) -> pd.
                           num(r.second_ci_lo), num(r.second_ci_hi), num(r.effect_of_interest), num(r.bound))
                      for r in df.itertuples()]
     notes = [[] for _ in range(len(df))]
+    for i, r in enumerate(df.itertuples()):
+        if isinstance(r.forced_by, str) and r.forced_by and r.verdict != DESCRIPTIVE:
+            if r.verdict != "inconclusive":
+                notes[i].append(f"would read {r.verdict}, but forced by {r.forced_by}")
+            df.loc[df.index[i], "verdict"] = "inconclusive"
     fr = {}
     if power is not None and len(power):
         fr = false_rates(power)

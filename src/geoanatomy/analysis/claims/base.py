@@ -27,7 +27,7 @@ from ..units import unit_events
 
 VERDICT_COLUMNS = ["claim", "measure", "variant", "event", "protocol", "statistic", "value", "ci_lo", "ci_hi",
                    "ci_level", "second_statistic", "second_value", "second_ci_lo", "second_ci_hi", "effect_of_interest",
-                   "bound", "n_units", "n_runs",
+                   "bound", "forced_by", "n_units", "n_runs",
                    "null", "null_value", "p", "p_holm", "family", "rule", "verdict", "power", "false_rate",
                    "underpowered",
                    "stable", "stability", "headline", "detail"]
@@ -125,6 +125,7 @@ class ClaimRow:
     headline: bool = False
     effect_of_interest: float | None = None     # the row's smallest effect of interest (else its claim's)
     bound: float | None = None                  # one-sided 95% bound facing the effect of interest (rule doc)
+    forced_by: str = ""                         # a design feature that decides the row by construction: no word
 
     def as_dict(self) -> dict:
         """The row in VERDICT_COLUMNS order (p_holm, verdict, power are filled by ``finish``)."""
@@ -133,7 +134,7 @@ class ClaimRow:
                 "ci_lo": self.ci[0], "ci_hi": self.ci[1], "ci_level": self.ci_level if self.ci[0] is not None else None,
                 "second_statistic": self.second[0], "second_value": self.second[1], "second_ci_lo": self.second[2],
                 "second_ci_hi": self.second[3], "effect_of_interest": self.effect_of_interest, "bound": self.bound,
-                "n_units": self.n_units,
+                "forced_by": self.forced_by, "n_units": self.n_units,
                 "n_runs": self.n_runs, "null": self.null,
                 "null_value": self.null_value, "p": self.p, "p_holm": None, "family": self.family, "rule": self.rule,
                 "verdict": None, "power": None, "false_rate": None, "underpowered": None, "stable": None,

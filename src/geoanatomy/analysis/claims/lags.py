@@ -3,6 +3,8 @@ gradient ranks over acquired cells) or after it (the Hessian), as the lag in dec
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -29,11 +31,24 @@ def _lag_row(m: MeasureView, claim: str, u: pd.DataFrame, rule: str, family: str
 
 
 def easy_simultaneous(m: MeasureView) -> list[ClaimRow]:
+    """The lag over easy cells; a collapse whose floor is searched at or before a window end
+    (the loss onset) that comes more than delta before acquisition on average cannot show a
+    floor at acquisition, so the row is forced by the window (``forced_by``: no word)."""
     u = m.acq[m.acq["difficulty"] == "easy"]
     if not len(u):
         return []
-    return [_lag_row(m, "easy cells: transition simultaneous with acquisition", u, "equivalence", "simultaneous (easy)",
-                     "easy cells")]
+    row = _lag_row(m, "easy cells: transition simultaneous with acquisition", u, "equivalence",
+                   "simultaneous (easy)", "easy cells")
+    w = u[np.isfinite(u["lag_transition"].to_numpy(float))]
+    tw = w["t_window"].to_numpy(float) if "t_window" in w else np.array([])
+    if np.isfinite(tw).any():
+        ok = np.isfinite(tw)
+        wlag = float(np.mean(np.log10(tw[ok] + 1) - np.log10(w["t_acq"].to_numpy(float)[ok] + 1)))
+        if wlag < -float(row.null_value or m.delta):
+            row = replace(row, forced_by=f"the floor window: the floor is searched at or before the loss onset, which"
+                                         f" ends {-wlag:.2f} decade before acquisition on average over these cells,"
+                                         " so a floor at acquisition could not be seen")
+    return [row]
 
 
 def _acquired_lag(measures: tuple, claim: str, rule: str, family: str):

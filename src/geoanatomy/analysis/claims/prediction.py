@@ -125,7 +125,8 @@ CLAIMS = [
           "share of concordant pairs of cells of one size and class (transition vs acquisition), bootstrap over"
           " cells, beside the loss-plateau exit's share", "acquisition steps permuted within size x class (0.5)",
           UNITS_TEXT, "measure", within_class_concordance,
-          design=Design("simulated", ("exchangeable", "clock"), ("partial",), "rankme_centred",
+          design=Design("simulated", ("exchangeable", "clock", "class-clock", "loss-copy", "seed-clustered"),
+                        ("partial",), "rankme_centred",
                         ("transition",)), figure="timing", effect_of_interest=0.6,
           effect_reason="0.6: the bottom of the modest order the study reports (52-69% of pairs) rounded up; a"
                         " concordance below 0.6 is no prediction a researcher could use"),
