@@ -265,8 +265,9 @@ def write_verdict(job: Job) -> list[str]:
                "stable / stability: each single-task row (the summary JSON rows from those files recomputed on the"
                " subset) recomputed on disjoint halves of the seeds (within a cell,"
                " seeds in order: even positions half A, odd half B; one-seed cells only in A) and leaving one seed"
-               " position out where a cell has 3+; unstable = the word changes. "
-               f"{int((~st_rows.astype(bool)).sum())} of {len(st_rows)} such rows unstable.",
+               " position out where a cell has 3+; stability gives each subset's estimate and interval and the z test"
+               " of the halves' agreement; stable = the halves agree (p >= alpha); no word depends on it. "
+               f"{int((~st_rows.astype(bool)).sum())} of {len(st_rows)} testable rows whose halves disagree.",
                classes_line(pres), _n_line(pres)] + ([f"protocol = mixture: {protocols.MIXTURE_NOTE}; "
                                                       f"{_mix_line(mix)}"] if mix else []))
     return [str(out / "verdict.csv")]

@@ -222,7 +222,7 @@ CLAIMS = [
           figure="floors"),
     Claim("MOD floor near 2.0", "per RankMe variant and size",
           "the MOD floor is near 2.0 at every size",
-          "mean over the MOD cells of one size of log10(floor / 2.0), 90% bootstrap interval inside"
+          "mean over the MOD cells of one size of log10(floor / 2.0), 90% Student t interval inside"
           " (-delta, delta), delta = summary.equivalence_decades", "a ratio of at least 10^delta either way",
           "precursor.json: floors per run", "runs", mod_floor_near_two,
           figure="floors"),

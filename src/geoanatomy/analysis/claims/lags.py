@@ -75,14 +75,16 @@ def in_step_or_lag(m: MeasureView) -> list[ClaimRow]:
 CLAIMS = [
     Claim("easy cells: transition simultaneous with acquisition", "per measure and variant",
           "on easy runs the model learns during the initial collapse: no precursor, geometry and behaviour together",
-          "mean over easy cells of the lag log10(t_tr + 1) - log10(t_acq + 1); 90% bootstrap interval inside"
-          " (-delta, delta) (two one-sided tests; delta = summary.equivalence_decades)",
+          "mean over easy cells of the lag log10(t_tr + 1) - log10(t_acq + 1); 90% Student t interval widened by the"
+          " grids' quantisation term inside (-delta, delta) (two one-sided tests; delta = the larger of"
+          " summary.equivalence_decades and the grids' resolution); no word where the floor window ends more than"
+          " delta before acquisition (column forced_by: a floor at acquisition could not be seen)",
           "a lag of at least delta either way", UNITS_TEXT, "measure", easy_simultaneous,
           design=Design("simulated", LAG_NULLS, SIMULTANEOUS, "rankme_centred", ("transition",),
                         units="easy"), figure="lags"),
     Claim("LLC synchronous with acquisition", "one row (llc)",
           "the LLC moves with acquisition",
-          "the same lag over acquired cells; 90% bootstrap interval inside (-delta, delta)",
+          "the same lag over acquired cells; 90% t interval (with the quantisation term) inside (-delta, delta)",
           "a lag of at least delta either way", UNITS_TEXT, "measure", llc_synchronous,
           design=Design("simulated", LAG_NULLS, SIMULTANEOUS, "llc", ("transition",)), figure="lags"),
     Claim("gradient ranks in step with acquisition", "per gradient rank (grad_erank, grad_cov_erank)",
