@@ -403,7 +403,7 @@ def test_verdict_figures_draw_each_row_of_verdict_csv_and_no_row_without_an_esti
                     assert list(ln.get_xdata()) == [lo, hi]
     # every row with an estimate is drawn once; the one without is not
     assert drawn_all == {0, 2, 3, 4, 5}
-    assert fv.row_estimate(v.iloc[0].to_dict())[1:] == (-0.17, None, None)      # the partial r and its (absent) interval
+    assert fv.row_estimate(v.iloc[0].to_dict())[1:] == (-0.17, None, None)   # the partial r, no interval
     assert fv.panel_labels(v.iloc[3:5].to_dict("records")) == ["rankme (uncentred) [nano]", "rankme (uncentred) "
                                                                                             "[micro]"]
     assert fv.row_label(v.iloc[5].to_dict()) == "rankme (uncentred) [mixture]"

@@ -80,7 +80,8 @@ def unit_events(rows: pd.DataFrame, unit_cols=CELLS) -> pd.DataFrame:
     num = {c: pd.to_numeric(d[c], errors="coerce").to_numpy(float)
            for c in ("acquisition_step", "recovery_step", "loss_plateau_exit_step", "mean_share_rho",
                      "easy_max_step", "loss_onset_step", "loss_half_step", "loss_extreme_step", "lag_resolution",
-                     "calibration_step", "window_end_step") + tuple(c for _, c, r in PAIRS) + tuple(r for _, c, r in PAIRS)}
+                     "calibration_step", "window_end_step")
+           + tuple(c for _, c, r in PAIRS) + tuple(r for _, c, r in PAIRS)}
     acq = d["acquired"].astype(bool).to_numpy()
     t_acq = num["acquisition_step"]
     trans = (d["transitioned"].fillna(False).astype(bool) | (d["kind"] == "reference")).to_numpy() & acq

@@ -11,8 +11,8 @@ where rule lead reads it), n cells (runs), the null, the Holm-adjusted p, the
 power at the row's own cell count (from verdict_power.csv), halves agree (the two seed halves'
 estimates agree by a z test on their intervals; `-` where the grid has no split for it or the
 row no interval) and the verdict. Then the counts of words (descriptive rows have none and
-are not counted), the rows whose halves disagree, and the underpowered inconclusive rows. Nothing is computed here: every
-number is a cell of verdict.csv.
+are not counted), the rows whose halves disagree, and the underpowered inconclusive rows.
+Nothing is computed here: every number is a cell of verdict.csv.
 
 ``--by-claim`` prints the findings claim by claim instead, one section per figure family
 (analysis.figures_verdict.FAMILIES, with the family's figure): for each claim the study's
