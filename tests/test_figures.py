@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from geoanatomy import events as ev
+from geoanatomy import detectors as ev
 from geoanatomy.analysis import behaviour, figures_runs, figures_summary, floors, rates, scale
 from geoanatomy.analysis.load import load_precursors
 from geoanatomy.cli.summarize import make_settings

@@ -10,7 +10,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "geoanatomy"
 # the floors of docs/where-things-go.md ("Layout of src/geoanatomy/"), bottom first
 FLOORS = [
     {"geoanatomy", "errors", "files", "manifest", "runtime", "spec", "schedule", "tasks", "sizes", "throughput",
-     "model", "events", "table", "checkpoints", "baselines", "classes"},
+     "model", "detectors", "table", "checkpoints", "baselines", "classes"},
     {"measures", "defaults", "precursor", "config", "mixture", "cost"},
     {"stages", "plots", "export", "hf"},
     {"analysis", "report"},

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from geoanatomy.cli import main as cli_main
-from geoanatomy import events as ev
+from geoanatomy import detectors as ev
 from geoanatomy.config import job_spec
 from geoanatomy.measures import MEASURES, TABLE_MEASURES
 from geoanatomy.schedule import measure_steps

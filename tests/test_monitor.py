@@ -11,7 +11,7 @@ import torch
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-from geoanatomy import events as ev  # noqa: E402
+from geoanatomy import detectors as ev  # noqa: E402
 from geoanatomy.config import DEFAULTS  # noqa: E402
 from geoanatomy.monitor import Monitor, OnlineAcquisition, OnlineCollapse, Probe  # noqa: E402
 from geoanatomy.table import curve, read_table  # noqa: E402

@@ -3,7 +3,7 @@ scalar and vectorised, at their boundaries; one home for the old names."""
 import numpy as np
 import pytest
 
-from geoanatomy import events as ev
+from geoanatomy import detectors as ev
 from geoanatomy.analysis import stats as nulls
 from geoanatomy.precursor import (SCHEMA_VERSION, difficulty, easy_max_of_budget, is_precursor,
                                   precursor_verdict)

@@ -58,7 +58,7 @@ def main(argv=None) -> None:
     torch.set_num_threads(1)
     from geoanatomy.config import load_config, run_spec
     from geoanatomy.defaults import DEFAULTS
-    from geoanatomy.events import curve_entry
+    from geoanatomy.detectors import curve_entry
 
     cfg = load_config(args.config, workdir=None, check_device=False)
     cfg_events = DEFAULTS["events"]

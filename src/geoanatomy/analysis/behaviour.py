@@ -2,7 +2,7 @@
 
 emergence.csv (one row per study run; shuffled-label control runs are left
 out, they are controls reported by rates.control_rows): acquisition step (accuracy definition),
-log-probability emergence step and loss-plateau exit step (events.py
+log-probability emergence step and loss-plateau exit step (detectors.py
 definitions), and the lead of each over acquisition in steps
 (lead = t_acq - t_event; positive = the event comes first). Runs that never
 acquired keep their emergence step with an empty lead.

@@ -97,7 +97,7 @@ def write_tables(job: Job) -> list[str]:
                " floor = minimum over checkpoints, floor_step = first step reaching it, floor_over_init = floor / "
                "value at step 0,"
                " floor_step_frac = floor_step / training steps; collapsed: floor <= (1 - collapse_drop) * init ("
-               "events.py).",
+               "detectors.py).",
                "extreme = the level floor_spread and scale_invariance use: the floor for collapsing measures,"
                " the peak for rising ones (direction 'rise': hessian_top, llc); n_flagged = points left out"
                " (LLC negative or chains disagree, power iteration not converged).", nl])
@@ -130,7 +130,7 @@ def write_tables(job: Job) -> list[str]:
                "logprob_emergence_step,"
                " lead_plateau_exit_steps = acquisition_step - loss_plateau_exit_step (positive = before acquisition).",
                "acquisition: accuracy_norm >= threshold for persist checkpoints; log-prob emergence: per-token answer"
-               " log-prob above the input-blind predictor by logprob_margin nats for persist checkpoints (events.py).",
+               " log-prob above the input-blind predictor by logprob_margin nats for persist checkpoints (detectors.py).",
                f"log-prob emergence before acquisition in {k}/{n} non-diverged runs with both events (n = runs;"
                f" seeds counted as runs; no test).", nl])
     pb = behaviour.probes(pres)

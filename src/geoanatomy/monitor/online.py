@@ -3,7 +3,7 @@ curve (``OnlineCollapse``) and acquisition (``OnlineAcquisition``), each the pip
 detector (``events.curve_entry``, ``events.acquisition_step``) on the curve so far."""
 from __future__ import annotations
 
-from .. import events as ev
+from .. import detectors as ev
 
 PROVISIONAL_NOTE = ("online events: at step t only the curve measured up to t is used; the collapse and the "
                     "floor are provisional (measured against the lowest value so far) until a recovery, held "

@@ -1,4 +1,4 @@
-"""The study's definitions, in one place (torch-free; above ``geoanatomy.events``, the
+"""The study's definitions, in one place (torch-free; above ``geoanatomy.detectors``, the
 detectors, and ``geoanatomy.measures.registry``, the expensive measures' facts).
 
 ``rules``: the precursor rule, the difficulty classes, a measure's precursor verdict and

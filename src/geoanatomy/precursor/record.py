@@ -5,7 +5,7 @@ behavioural events, then ``measures.<name>`` per geometric measure with the head
 layer's curve events and precursor verdict, plus ``per_layer`` events for every layer;
 with probes a top-level ``probes`` entry. The Pythia branch and the scanner build theirs
 from the same pieces (``layer_events``, ``headline_entry``, ``rankme_entry``). The
-detectors are ``geoanatomy.events``, the rules ``precursor.rules``; thresholds are the
+detectors are ``geoanatomy.detectors``, the rules ``precursor.rules``; thresholds are the
 ``events:`` block's, so every measure is judged by the same numbers as RankMe.
 
 Behaviour: acquisition (chance-normalised accuracy of the whole answer, and of its first
@@ -39,7 +39,7 @@ import json
 import numpy as np
 from scipy.stats import rankdata
 
-from .. import events as ev
+from .. import detectors as ev
 from ..measures.registry import DIRECTIONS, HEADLINE_VARIANT
 from ..table import curve, select
 from .rules import SCHEMA_VERSION, difficulty, is_precursor, precursor_verdict

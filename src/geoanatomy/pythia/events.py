@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import events as ev
+from .. import detectors as ev
 from ..files import json_safe
 from ..precursor import SCHEMA_VERSION, difficulty, easy_max_of_budget, headline_entry, layer_events
 from ..table import select

@@ -3,7 +3,7 @@
 
 Geometry: ``precursor.rankme_entry`` for both variants (``measures.rankme`` uncentred,
 ``measures.rankme_centred``): headline layer events, precursor verdict, mean share at init,
-floor and final steps, events of every layer; the detectors are ``geoanatomy.events``
+floor and final steps, events of every layer; the detectors are ``geoanatomy.detectors``
 with the ``events:`` thresholds (``defaults.DEFAULTS["events"]`` unless given).
 
 Behaviour, whichever the table has:
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import events as ev
+from .. import detectors as ev
 from ..defaults import DEFAULTS
 from ..files import json_safe
 from ..precursor import RANKME_ENTRIES, SCHEMA_VERSION, difficulty, easy_max_of_budget, rankme_entry

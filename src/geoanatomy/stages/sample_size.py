@@ -52,7 +52,7 @@ def metrics_check(run_dir: Path, curves: dict, n_eval: int, cfg_events: dict) ->
     agree (None: no metrics.csv, or n_eval not among the N)."""
     import numpy as np
 
-    from ..events import curve_entry
+    from ..detectors import curve_entry
     from ..table import curve, read_table
     path = run_dir / "metrics.csv"
     if n_eval not in curves["n_used"] or not path.exists():

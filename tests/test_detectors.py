@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from geoanatomy import events as ev
+from geoanatomy import detectors as ev
 from geoanatomy.defaults import DEFAULTS
 from geoanatomy.files import json_safe
 from geoanatomy.precursor import precursor_verdict
