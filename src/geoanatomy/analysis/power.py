@@ -63,6 +63,8 @@ cross-size claims are listed as not simulated.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 
@@ -375,11 +377,12 @@ def _words(rows_by_population: list[list[dict]], st_sim: dict, sizes: dict | Non
 
 def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multiples=(1,), seed: int = 0,
                   unit_cols=CELLS, n_populations_multiples: int | None = None, grids: dict | None =
-                  None) -> pd.DataFrame:
+                  None, progress=print) -> pd.DataFrame:
     """verdict_power.csv (module doc) for the grid whose per-run table is ``rows``; designs
     repeated k times (``multiples`` > 1) run the alternatives only, with
     ``n_populations_multiples`` populations (default: a quarter of n_populations). ``grids``
-    (``event_grids`` of the runs): where their events can fall; None: anywhere on whole steps."""
+    (``event_grids`` of the runs): where their events can fall; None: anywhere on whole steps.
+    ``progress``: called with one line per design and scenario (the simulation takes minutes)."""
     bad = [k for k in multiples if not (0 < k < 1 or float(k).is_integer())]
     if bad:
         raise ValueError(f"summary.power_multiples: {bad[0]!r} is neither a share below 1 nor a whole number"
@@ -403,7 +406,9 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
         n_cells = int(t.groupby(list(unit_cols)).ngroups)
         n_class = {c: int(t[t["difficulty"] == c].groupby(list(unit_cols)).ngroups) for c in ("hard", "easy")}
         wanted = {sc for c, _ in designs() for sc in (c.design.nulls if k == 1 else ()) + c.design.alternative}
-        for sc in [s for s in SCENARIOS if s in wanted]:
+        todo = [s for s in SCENARIOS if s in wanted]
+        for j, sc in enumerate(todo, 1):
+            t0 = time.perf_counter()
             sims = [_simulate(t, sc, rng, unit_cols) for _ in range(n_pop)]
             # one unit table for every population at once (the population is one more unit key)
             batch = pd.concat([_sim_rows(t, sim, measures, on, scatter, sc).assign(population=i)
@@ -429,6 +434,8 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
                             "reproduced": float((ws == "reproduced").mean()),
                             "not_reproduced": float((ws == "not reproduced").mean()),
                             "inconclusive": float((ws == "inconclusive").mean())})
+            progress(f"[summarize power] {design_name(k)} ({n_cells} cells): scenario {sc} ({j}/{len(todo)}),"
+                     f" {n_pop} populations in {time.perf_counter() - t0:.1f} s")
     out += _binomial_power(rows, st, n_populations, rng, unit_cols, multiples)
     out += [{"claim": c, "event": "", "scenario": "not simulated", "role": "", "design": "", "n_cells": None,
              "n_units": None,
