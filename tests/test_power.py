@@ -254,3 +254,18 @@ def test_a_lead_shorter_than_the_clear_gap_is_not_the_much_earlier_the_study_cla
     r = logprob_before_accuracy(RunsView(runs, [], ST))[0]
     assert r.rule == "lead" and r.effect_of_interest == 0.25 and "clear gap f = 0.25" in r.detail
     assert abs(r.second[1] - 0.5) < 0.1 and r.second[2] <= r.second[1] <= r.second[3]
+
+
+def test_a_design_below_the_minimum_units_is_not_simulated_and_says_so():
+    """Two cells: every row is inconclusive by rule, so the rates are written without simulating
+    (n_populations 0, inconclusive 1.0) and a progress line says why; seconds, not minutes."""
+    import time
+    rows = design(2)
+    lines = []
+    t0 = time.perf_counter()
+    table = power.verdict_power(rows, ST, n_populations=50, multiples=(1,), seed=0, progress=lines.append)
+    assert time.perf_counter() - t0 < 30
+    sim = table[table["scenario"] != "not simulated"]
+    sim = sim[sim["claim"].isin([c.name for c, _ in power.designs()])]
+    assert len(sim) and (sim["n_populations"] == 0).all() and (sim["inconclusive"] == 1.0).all()
+    assert any("not simulated (every row inconclusive by rule)" in x for x in lines)

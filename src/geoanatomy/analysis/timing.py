@@ -92,7 +92,8 @@ def _corr(a: np.ndarray, B: np.ndarray) -> np.ndarray:
 def _covariates(L, n: int) -> np.ndarray:
     """(1, ranks of each non-constant column of L): L (n,) or (n, k), +inf allowed (an event
     that did not happen within the budget ranks last)."""
-    L = np.zeros((n, 0)) if L is None else np.asarray(L, dtype=float).reshape(n, -1)
+    L = np.asarray(L if L is not None else np.zeros((n, 0)), dtype=float)
+    L = L.reshape(n, -1) if L.size else np.zeros((n, 0))
     cols = [np.ones(n)] + [_ranks(c) for c in L.T if np.ptp(_ranks(c)) > 0]
     return np.column_stack(cols)
 
@@ -172,7 +173,8 @@ def within_units(y, g, L, units, n_perm: int = 2000, seed: int = 0, n_boot: int 
     Values, not ranks: a flip needs a unit's contrast to be symmetric under the null."""
     y, g = (np.asarray(v, dtype=float) for v in (y, g))
     n = len(y)
-    L = np.zeros((n, 0)) if L is None else np.asarray(L, dtype=float).reshape(n, -1)
+    L = np.asarray(L if L is not None else np.zeros((n, 0)), dtype=float)
+    L = L.reshape(n, -1) if L.size else np.zeros((n, 0))
     Q, who = _contrasts(units)
     Y, G, C = Q @ y, Q @ g, Q @ L
     C = C[:, np.abs(C).sum(axis=0) > 1e-12] if C.size else C
@@ -234,7 +236,7 @@ def loo_gain(y, g, l, n_boot: int = 2000, seed: int = 0) -> dict:
     """Leave-one-unit-out squared errors of y from l and from (l, g) and the gain (module doc)."""
     y, g, l = (np.asarray(v, dtype=float) for v in (y, g, l))
     n = len(y)
-    l = l.reshape(n, -1)
+    l = l.reshape(n, -1) if l.size else np.zeros((n, 0))
     out = {"gain": None, "gain_ci95": (None, None), "mse_loss": None, "mse_loss_geometry": None, "n": n}
     if n < l.shape[1] + 4:
         return out
@@ -292,7 +294,8 @@ def beyond_loss(t_acq, t_tr, covariates, strata, classes=None, n_perm: int = 200
     for the clock (the median event step of the other units of the size, and of the class
     when ``classes`` is given)."""
     t_acq, t_tr = (np.asarray(v, dtype=float) for v in (t_acq, t_tr))
-    C = np.asarray(covariates, dtype=float).reshape(len(t_acq), -1)
+    C = np.asarray(covariates, dtype=float)
+    C = C.reshape(len(t_acq), -1) if C.size else np.zeros((len(t_acq), 0))
     strata = np.asarray(strata)
     ok = np.isfinite(t_acq) & np.isfinite(t_tr) & ~np.isnan(C).any(axis=1)
     y, g, L = np.log(t_acq[ok]), np.log(t_tr[ok] + 1), C[ok]
