@@ -845,3 +845,18 @@ def test_paired_leads_compare_events_of_the_same_kind():
     assert hard.loc["onset", "n_pairs"] == 5 and hard.loc["onset", "wins"] == 5
     assert hard.loc["onset", "median_lead_steps"] == 10
     assert hard.loc["extreme", "losses"] == 5 and hard.loc["extreme", "median_lead_steps"] == -5
+
+
+def test_a_summary_refuses_to_pool_one_task_level_made_with_different_task_parameters(tmp_path):
+    """rev L1 with sequence length 4 in one seed and 6 in another are two tasks, not one cell:
+    the summary stops, naming the parameter, both values and the runs."""
+    a, b = make_pre("rev", acq=100, tr=40), make_pre("rev", acq=120, tr=50)
+    b["run"], b["seed"] = "rev_L1_nano_s1", 1
+    a["level_params"], b["level_params"] = {"length": 4}, {"length": 6}
+    write(tmp_path, [a, b])
+    with pytest.raises(SummaryInputError, match=r"task-level parameters level_params.length at task level rev L1"
+                                                r" differ: 4 in rev_L1_nano.*6 in rev_L1_nano_s1"):
+        summarize_run("tables", sorted(str(x) for x in tmp_path.glob("*/precursor.json")), tmp_path / "s", settings())
+    b["level_params"] = {"length": 4}
+    write(tmp_path, [a, b])
+    summarize_run("tables", sorted(str(x) for x in tmp_path.glob("*/precursor.json")), tmp_path / "s", settings())

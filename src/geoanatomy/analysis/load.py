@@ -367,9 +367,10 @@ def class_counts(pres: list[dict]) -> dict:
 # ------------------------------------------------------------------ pooling
 # What must be the same for runs to be pooled into one summary: the event definitions across
 # every run; the training and evaluation settings within a size (sizes may differ by
-# size_overrides / eval.n_samples_by_size, which the config states per size).
+# size_overrides / eval.n_samples_by_size, which the config states per size); a level's task
+# parameters within a task x level (rev L1 of length 4 and of length 6 are two tasks, not one cell).
 POOLED = (("events_settings", None, "event settings"), ("train_settings", "size", "training settings"),
-          ("eval", "size", "evaluation settings"))
+          ("eval", "size", "evaluation settings"), ("level_params", ("task", "level"), "task-level parameters"))
 _EVAL_KEYS = ("n_samples", "split", "positions")
 
 
@@ -390,7 +391,8 @@ def settings_mix(pres: list[dict]) -> list[str]:
     for key, within, what in POOLED:
         groups: dict = {}
         for p in pres:
-            groups.setdefault(p.get(within) if within else None, []).append(p)
+            g = (tuple(p.get(w) for w in within) if isinstance(within, tuple) else p.get(within)) if within else None
+            groups.setdefault(g, []).append(p)
         for g, runs in groups.items():
             flat = {}
             for p in runs:
@@ -403,7 +405,8 @@ def settings_mix(pres: list[dict]) -> list[str]:
                     flat[k].setdefault("(not recorded)", []).append(p["run"])
             for k, vals in sorted(flat.items()):
                 if len(vals) > 1:
-                    where = f" at {within} {g}" if within else ""
+                    where = ((f" at {' '.join(within)} {' '.join(map(str, g))}" if isinstance(within, tuple)
+                              else f" at {within} {g}") if within else "")
                     shown = "; ".join(f"{v} in {', '.join(r[:3])}{' ...' if len(r) > 3 else ''} ({len(r)} runs)"
                                       for v, r in vals.items())
                     out.append(f"{what} {key}.{k}{where} differ: {shown}")
