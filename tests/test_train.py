@@ -77,13 +77,49 @@ def test_resume_drops_weights_newer_than_optimizer_state(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_changed_settings_discard_old_checkpoints(tmp_path):
+def test_changed_settings_move_old_checkpoints_aside_never_delete_them(tmp_path):
     d = tmp_path / "r"
     train_until(run_spec(tiny_cfg(), "add_L1_nano"), d, 16)
+    before = sorted(p.name for p in (d / "checkpoints").glob("step_*.safetensors"))
     msgs = []
     s = train_run(run_spec(tiny_cfg(lr=3e-3), "add_L1_nano"), d, device="cpu", log=msgs.append)
     assert s["resumed_from"] == 0
-    assert any("other settings" in m for m in msgs)
+    assert any("other settings" in m and "moved to" in m and "nothing deleted" in m for m in msgs)
+    moved = list((d / "superseded").glob("checkpoints-*"))
+    assert len(moved) == 1 and sorted(p.name for p in moved[0].glob("step_*.safetensors")) == before
+
+
+def test_a_foreign_checkpoint_in_a_run_folder_is_refused_and_nothing_is_deleted(tmp_path):
+    """One checkpoint of another run (other settings) copied in under a plausible name: the
+    rerun refuses, naming it, and every good checkpoint is still there (it used to delete the
+    folder and retrain from step 0)."""
+    from geoanatomy.errors import CheckpointError
+    spec = run_spec(tiny_cfg(), "add_L1_nano")
+    d, other = tmp_path / "r", tmp_path / "o"
+    train_until(spec, d, 16)
+    train_until(run_spec(tiny_cfg(lr=3e-3), "add_L1_nano"), other, 8)
+    (d / "checkpoints" / "step_000012.safetensors").write_bytes(
+        (other / "checkpoints" / "step_000008.safetensors").read_bytes())
+    good = {p.name: p.read_bytes() for p in (d / "checkpoints").glob("step_*.safetensors")}
+    with pytest.raises(CheckpointError, match=r"another run wrote .*step_000012\.safetensors.*Nothing was deleted"):
+        train_run(spec, d, device="cpu", log=quiet)
+    assert {p.name: p.read_bytes() for p in (d / "checkpoints").glob("step_*.safetensors")} == good
+
+
+@pytest.mark.parametrize("target", ["optim.safetensors", "step_000016.safetensors"])
+def test_a_flipped_bit_in_the_resume_state_is_refused_before_training_resumes(tmp_path, target):
+    from geoanatomy.errors import CheckpointError
+    spec = run_spec(tiny_cfg(), "add_L1_nano")
+    d = tmp_path / "r"
+    train_until(spec, d, 16)
+    f = d / "checkpoints" / target
+    b = bytearray(f.read_bytes())
+    b[-3] ^= 0x01                                   # one bit of the last tensor's data
+    f.write_bytes(bytes(b))
+    steps = list_checkpoints(d / "checkpoints")
+    with pytest.raises(CheckpointError, match="not resuming from it"):
+        train_run(spec, d, device="cpu", log=quiet)
+    assert list_checkpoints(d / "checkpoints") == steps and not (d / "train.json").exists()
 
 
 def test_same_seed_same_bytes(tmp_path):

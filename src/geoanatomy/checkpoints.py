@@ -84,6 +84,11 @@ def save_weights(ckpt_dir: Path, step: int, model: torch.nn.Module, meta: dict, 
     return p
 
 
+RECOVER = ("the optimizer state is kept for the newest checkpoint only, so a run cannot resume from an older"
+           " one: recompute it with `geoanatomy clean-run --checkpoints <run_dir>` and rerun the training job (same"
+           " settings and seed, same numbers; see docs/bad-input.md, 'Recovering a run')")
+
+
 def _read(path: Path) -> tuple[dict, dict]:
     """(tensors, metadata) of a safetensors file; the metadata also carries ``_sha256``, the
     file's ``content_sha256`` (not a key of the file)."""
@@ -95,10 +100,7 @@ def _read(path: Path) -> tuple[dict, dict]:
             meta = dict(f.metadata() or {})
         meta["_sha256"] = content_sha256(tensors, meta)
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-        raise CheckpointError(
-            f"checkpoint {path} is unreadable ({e}). Delete it and rerun the training job to "
-            f"resume from the previous checkpoint, or recompute the run with "
-            f"`geoanatomy clean-run <run_dir>` (see docs/bad-input.md, 'Recovering a run').") from e
+        raise CheckpointError(f"checkpoint {path} is unreadable ({e}); {RECOVER}") from e
     return tensors, meta
 
 
@@ -133,6 +135,42 @@ def save_optimizer(ckpt_dir: Path, step: int, opt: torch.optim.Optimizer, model:
                 flat[f"weights.{k}"] = v.detach().to("cpu").contiguous()
     meta = {"step": str(step), "param_groups": json.dumps(sd["param_groups"])}
     atomic_write_bytes(Path(ckpt_dir) / "optim.safetensors", st_save(flat, metadata=meta))
+    atomic_write_text(Path(ckpt_dir) / OPTIM_HASH, json.dumps({"step": step, "sha256": content_sha256(flat, meta)}))
+
+
+OPTIM_HASH = "optim.sha256.json"      # {"step", "sha256": content_sha256} of optim.safetensors as written
+
+
+def header_meta(path: Path) -> dict:
+    """The metadata of a safetensors file from its header alone (no tensor read)."""
+    from safetensors import safe_open
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return dict(f.metadata() or {})
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"checkpoint {path} is unreadable ({e}); {RECOVER}") from e
+
+
+def check_resume_state(ckpt_dir: Path, step: int, optim_meta: dict) -> None:
+    """Before training resumes from ``step``: the optimizer state's content must be what training
+    wrote (``OPTIM_HASH``) and the step's weights what the training log recorded; a flipped bit
+    is refused here, naming the file, not found after the run has trained to its end."""
+    ckpt_dir = Path(ckpt_dir)
+    rec = ckpt_dir / OPTIM_HASH
+    if rec.exists():
+        want = json.loads(rec.read_text())
+        if int(want.get("step", -1)) != step or want.get("sha256") != optim_meta.get("_sha256"):
+            raise CheckpointError(
+                f"{ckpt_dir / 'optim.safetensors'} is not the optimizer state training wrote at step {step}"
+                f" (sha256 {str(optim_meta.get('_sha256'))[:12]}..., recorded {str(want.get('sha256'))[:12]}... at"
+                f" step {want.get('step')}); not resuming from it. {RECOVER}")
+    logged = {r["step"]: r["sha256"] for r in read_train_log(ckpt_dir) if r.get("sha256")}
+    if step in logged:
+        got = read_meta(ckpt_path(ckpt_dir, step))["_sha256"]
+        if got != logged[step]:
+            raise CheckpointError(
+                f"checkpoint {ckpt_path(ckpt_dir, step)} is not the file training wrote at step {step} (sha256"
+                f" {got[:12]}..., the training log says {logged[step][:12]}...); not resuming from it. {RECOVER}")
 
 
 def load_optimizer(ckpt_dir: Path, opt: torch.optim.Optimizer) -> int:
@@ -312,18 +350,31 @@ def resume_state(run_dir: Path, model: torch.nn.Module, opt: torch.optim.Optimiz
         return 0, []
     try:
         meta = read_meta(ckdir / "optim.safetensors") if (ckdir / "optim.safetensors").exists() else {}
-        wmeta = read_meta(ckpt_path(ckdir, have[-1]))
+        hashes = {c: header_meta(ckpt_path(ckdir, c)).get("settings_hash") for c in have}
     except CheckpointError as e:
         log(f"[train] {e}")
         raise
-    if wmeta.get("settings_hash") != settings_hash:
+    foreign = [c for c in have if hashes[c] != settings_hash]
+    if foreign and len(foreign) < len(have):
+        raise CheckpointError(
+            f"{ckdir} holds checkpoints another run wrote (other settings: hash {hashes[foreign[0]]} !="
+            f" {settings_hash}): {', '.join(ckpt_path(ckdir, c).name for c in foreign[:5])}"
+            f"{' ...' if len(foreign) > 5 else ''}. Nothing was deleted; move them out of the folder and rerun")
+    if foreign:                     # every checkpoint is of other settings: moved aside, never deleted
+        dest = Path(run_dir) / "superseded" / f"checkpoints-{str(hashes[foreign[0]])[:12]}"
+        k = 1
+        while dest.exists():
+            dest = dest.with_name(f"{dest.name.split('.')[0]}.{k}")
+            k += 1
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(ckdir), str(dest))
         log(f"[train] {name}: checkpoints in {ckdir} were made with other settings "
-            f"(hash {wmeta.get('settings_hash')} != {settings_hash}); starting afresh")
-        shutil.rmtree(ckdir)
+            f"(hash {hashes[foreign[0]]} != {settings_hash}); moved to {dest} (nothing deleted); starting afresh")
         return 0, []
     if not (meta and int(meta["step"]) in have):
         return 0, []
     s = int(meta["step"])
+    check_resume_state(ckdir, s, meta)
     if compact:
         load_resume_weights(ckdir, model)
     else:
