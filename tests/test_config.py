@@ -4,6 +4,7 @@ careless and hostile files (encodings, repeated keys, JSON, alias bombs), the
 validate/snakemake agreement and a fuzz test follow it."""
 import copy
 import random
+import re
 import subprocess
 import sys
 import time
@@ -705,3 +706,26 @@ def test_rankme_n_is_a_setting_per_size():
         resolve({"grid": grid, "eval": {"n_samples_by_size": {"micro": 5000}}})
     with pytest.raises(ConfigError, match=r"eval\.n_samples_by_size"):
         resolve({"grid": grid, "eval": {"n_samples_by_size": {"huge": 500}}})
+
+
+@pytest.mark.parametrize("text,field,reading", [
+    ("seed: 1:20\n", "seed", "sexagesimal (base 60), 80"),
+    ("train:\n  steps: 0x100\n", "train.steps", "hexadecimal, 256"),
+    ("train:\n  steps: 010\n", "train.steps", "octal, 8"),
+    ("train:\n  steps: 0b101\n", "train.steps", "binary, 5"),
+    ("train:\n  steps: 1_000\n", "train.steps", "a number with underscores, 1000"),
+    ("summary:\n  allow_mixed_settings: yes\n", "summary.allow_mixed_settings", "a YAML 1.1 boolean, True"),
+    ("grid:\n  - tasks: [copy, on]\n", "grid.0.tasks.1", "a YAML 1.1 boolean, True"),
+])
+def test_yaml_11_coercions_are_refused_by_name(tmp_path, text, field, reading):
+    """PyYAML reads these plain scalars by YAML 1.1 (seed 1:20 as 80, steps 0x100 as 256, 'on' as
+    True); a researcher who typed them meant something else: the config is refused, naming the
+    field, its line and the reading; quoted, the text is kept."""
+    from geoanatomy.config.reading import read_config_file
+    f = tmp_path / "c.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=rf"field '{re.escape(field)}' at line \d+ is .*YAML 1\.1 reads as "
+                                          rf"{re.escape(reading)}"):
+        read_config_file(f)
+    f.write_text("seed: '1:20'\ntrain:\n  steps: 256\n  lr: 6.0e-4\nflag: true\nzero: 0\n")
+    assert read_config_file(f) == {"seed": "1:20", "train": {"steps": 256, "lr": 6.0e-4}, "flag": True, "zero": 0}

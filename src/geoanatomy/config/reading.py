@@ -61,14 +61,57 @@ def _check_duplicate_keys(root) -> None:
             stack += reversed(node.value)
 
 
+# YAML 1.1 (PyYAML) reads some plain scalars as numbers or booleans that YAML 1.2 and every
+# reader of a modern config read as text or not at all: 1:20 (sexagesimal, 80), 0x100 (256),
+# 010 (octal 8), 0b101, 1_000, yes / no / on / off. A researcher who typed one meant
+# something else or made a typo, so the config is refused, naming the field and the reading.
+_PLAIN_OK = {"tag:yaml.org,2002:int": re.compile(r"[-+]?(0|[1-9][0-9]*)\Z"),
+             "tag:yaml.org,2002:float": re.compile(
+                 r"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))\Z"),
+             "tag:yaml.org,2002:bool": re.compile(r"(true|True|TRUE|false|False|FALSE)\Z")}
+_KIND = ((re.compile(r".*:"), "sexagesimal (base 60)"), (re.compile(r"[-+]?0x", re.I), "hexadecimal"),
+         (re.compile(r"[-+]?0b", re.I), "binary"), (re.compile(r"[-+]?0[0-9]"), "octal"),
+         (re.compile(r".*_"), "a number with underscores"), (re.compile(r"[A-Za-z]"), "a YAML 1.1 boolean"))
+
+
+class _Yaml11Scalar(Exception):
+    def __init__(self, where, text, kind, line):
+        super().__init__(text)
+        self.where, self.text, self.kind, self.line = where, text, kind, line
+
+
+def _check_yaml11_scalars(root) -> None:
+    """Raise _Yaml11Scalar for the first plain scalar that YAML 1.1 coerces beyond YAML 1.2's
+    core schema (module comment), with its key path."""
+    stack, seen = [(root, "")], set()
+    while stack:
+        node, where = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for k, val in node.value:
+                name = str(k.value) if isinstance(k, yaml.ScalarNode) else "?"
+                stack.append((val, f"{where}.{name}" if where else name))
+        elif isinstance(node, yaml.SequenceNode):
+            stack += [(v, f"{where}.{i}") for i, v in enumerate(node.value)]
+        elif isinstance(node, yaml.ScalarNode) and not node.style and node.tag in _PLAIN_OK:
+            if not _PLAIN_OK[node.tag].match(node.value):
+                kind = next((k for r, k in _KIND if r.match(node.value)), "a YAML 1.1 reading")
+                value = yaml.safe_load(node.value)
+                raise _Yaml11Scalar(where, node.value, f"{kind}, {value!r}", node.start_mark.line + 1)
+
+
 class ConfigLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-    """yaml's safe loader (libyaml when present) that rejects repeated mapping keys."""
+    """yaml's safe loader (libyaml when present) that rejects repeated mapping keys and plain
+    scalars YAML 1.1 would coerce beyond YAML 1.2 (``_check_yaml11_scalars``)."""
 
     def get_single_data(self):
         node = self.get_single_node()
         if node is None:
             return None
         _check_duplicate_keys(node)
+        _check_yaml11_scalars(node)
         return self.construct_document(node)
 
 
@@ -121,6 +164,10 @@ def read_config_file(path: str | Path) -> dict:
         where = f" at line {d.line} (first at line {d.first})" if d.line else ""
         raise ConfigError(f"config file {p}: duplicate key {_short(repr(d.key), 80)}{where}; "
                           f"each key may appear once per mapping") from None
+    except _Yaml11Scalar as e:
+        raise ConfigError(f"config file {p}: field '{e.where}' at line {e.line} is {e.text!r}, which YAML 1.1 reads"
+                          f" as {e.kind}; write the plain decimal number (or true/false) you mean, or quote it to keep"
+                          " it as text") from None
     except json.JSONDecodeError as e:
         raise ConfigError(f"config file {p}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError) as e:
