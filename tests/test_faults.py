@@ -403,6 +403,16 @@ def test_a_zero_probe_batch_size_is_refused_by_name(tmp_path):
     (["export", "--nope"], "geoanatomy export: error: the following arguments are required"),
     (["classes", "build"], "geoanatomy classes build: error: the following arguments are required"),
     (["pythia", "nope"], "geoanatomy pythia: error: argument cmd: invalid choice: 'nope'"),
+    # device strings are checked against the machine before any work (a raw torch traceback,
+    # a silent fallback to the config's device, or an echoed string before)
+    (["train", "--config", "config.yaml", "--run", "mod_L3_nano", "--device", "gpu"],
+     "geoanatomy train: error: argument --device: 'gpu' is not a device; use auto, cpu, cuda or cuda:N"),
+    (["train", "--config", "config.yaml", "--run", "mod_L3_nano", "--device", ""],
+     "geoanatomy train: error: argument --device: '' is not a device"),
+    (["scan", "x", "--device", "cuda:99"], "geoanatomy scan: error: argument --device: 'cuda:99' is not available on"
+                                          " this machine (torch"),
+    (["pythia", "extract", "--device", "mps"], "geoanatomy pythia extract: error: argument --device: 'mps' is not a"
+                                               " device"),
 ])
 def test_a_usage_error_is_one_line_naming_the_argument(argv, message):
     r = subprocess.run([sys.executable, "-m", "geoanatomy.cli", *argv], capture_output=True, text=True, timeout=120)

@@ -79,6 +79,28 @@ def autocast(numerics: dict | None, device: str):
     return contextlib.nullcontext()
 
 
+DEVICES = "auto, cpu, cuda or cuda:N"
+
+
+def device_problem(dev) -> str | None:
+    """Why ``dev`` cannot be used on this machine (None when it can): not one of auto, cpu,
+    cuda, cuda:N (an empty string included), or a CUDA device torch does not see. cpu and auto
+    never import torch."""
+    import re
+    if not isinstance(dev, str) or not re.fullmatch(r"auto|cpu|cuda(:[0-9]+)?", dev):
+        return f"{dev!r} is not a device; use {DEVICES}"
+    if not dev.startswith("cuda"):
+        return None
+    import torch
+    idx = int(dev.split(":")[1]) if ":" in dev else 0
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if idx < n:
+        return None
+    have = (f"torch {torch.__version__} sees no CUDA device" if n == 0 else
+            f"torch sees {n} CUDA device(s): " + ", ".join(f"cuda:{i}" for i in range(n)))
+    return f"{dev!r} is not available on this machine ({have}); use auto, cpu or an existing device"
+
+
 def pick_device(requested: str = "auto") -> str:
     """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; otherwise the requested device."""
     import torch

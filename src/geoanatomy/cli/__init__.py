@@ -26,7 +26,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from .args import ArgumentParser, plain, positive_int  # noqa: F401 (every command's parser)
+from .args import ArgumentParser, device_arg, plain, positive_int  # noqa: F401 (every command's parser)
 
 # rule name -> keyword arguments of its stage's run(), beyond (spec, run_dir), from the job
 STAGES = {
@@ -145,7 +145,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--run", help="the run's name, e.g. mod_L3_nano (geoanatomy runs --config ... lists them)")
         p.add_argument("--spec", help="the job as JSON, instead of --config and --run (what a Snakemake rule passes)")
         p.add_argument("--threads", type=positive_int, default=1, help="CPU threads for this job (default 1)")
-        p.add_argument("--device", default=None, help="auto | cpu | cuda[:N] (default: the config's device)")
+        p.add_argument("--device", type=device_arg, default=None,
+                       help="auto | cpu | cuda[:N] (default: the config's device)")
     p = sub.add_parser("clean-run", help="delete a run's derived files so snakemake recomputes it",
                        description="delete a run's tables, precursor.json, figure and train.json (not its "
                                    "checkpoints: training resumes) so the next snakemake recomputes that run",

@@ -28,3 +28,13 @@ def positive_int(text: str) -> int:
     if v < 1:
         raise argparse.ArgumentTypeError(f"{v} is not >= 1")
     return v
+
+
+def device_arg(text: str) -> str:
+    """argparse type: a device this machine has (runtime.device_problem): an empty string, 'gpu',
+    or a CUDA device torch does not see is refused in one line before any work."""
+    from ..runtime import device_problem
+    problem = device_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text

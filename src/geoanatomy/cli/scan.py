@@ -11,7 +11,7 @@ code, safetensors or ``torch.load(weights_only=True)``.
 """
 from __future__ import annotations
 
-from .args import ArgumentParser, plain, positive_int  # noqa: F401
+from .args import ArgumentParser, device_arg, plain, positive_int  # noqa: F401
 
 import argparse
 import sys
@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0, help="seed of the generated deduction puzzles")
     ap.add_argument("--layer", default=None, help="headline layer (default: final_ln_post, the last)")
     ap.add_argument("--scoring", choices=["sum", "mean"], default="sum", help="benchmark accuracy scoring")
-    ap.add_argument("--device", default="auto", help="auto | cpu | cuda[:N]")
+    ap.add_argument("--device", type=device_arg, default="auto", help="auto | cpu | cuda[:N]")
     ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                     help="dtype the checkpoints are loaded in (default float32)")
     ap.add_argument("--batch-size", type=positive_int, default=16, help="probe rows per forward pass (default 16)")

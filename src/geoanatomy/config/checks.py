@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..runtime import device_problem
 from ..sizes import SIZES, layer_names
 from ..tasks import LEVELS, REGISTRY, LevelParamError, get_task, make_task
 from .pythia import check_pythia
@@ -243,13 +244,6 @@ def check_devices(cfg: dict) -> None:
     if cfg["pythia"]["enabled"]:
         fields.append(("pythia.device", cfg["pythia"]["device"]))
     for field, dev in fields:
-        if not dev.startswith("cuda"):
-            continue
-        import torch
-        idx = int(dev.split(":")[1]) if ":" in dev else 0
-        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if idx >= n:
-            have = (f"torch {torch.__version__} sees no CUDA device" if n == 0 else
-                    f"torch sees {n} CUDA device(s): " + ", ".join(f"cuda:{i}" for i in range(n)))
-            raise ConfigError(f"config field '{field}': {dev!r} is not available on this machine ({have}); "
-                              f"use auto, cpu or an existing device")
+        problem = device_problem(dev)
+        if problem:
+            raise ConfigError(f"config field '{field}': {problem}")
