@@ -359,8 +359,28 @@ def test_resume_refuses_another_run_or_another_probe(tmp_path):
     a.close()
     with pytest.raises(ValueError, match=r"table of run\(s\) \['first'\], not of 'second'"):
         Monitor(Probe.from_task(data, 20), out_dir=tmp_path, run="second", resume=True, log=None)
-    with pytest.raises(ValueError, match=r"probe of \[20\] rows, this probe has 7"):
+    with pytest.raises(ValueError, match=r"was measured on another probe"):
         Monitor(Probe.from_task(data, 7), out_dir=tmp_path, run="first", resume=True, log=None)
+    # a probe of the same size and other content (it used to be mixed into one curve)
+    other = Probe(Probe.from_task(data, 20).input_ids.flip(0))
+    with pytest.raises(ValueError, match=r"was measured on another probe \(sha256 [0-9a-f]{12}\.\.\., this probe's"):
+        Monitor(other, out_dir=tmp_path, run="first", resume=True, log=None)
+
+
+def test_a_fresh_monitor_never_writes_over_a_table_already_in_its_folder(tmp_path):
+    """A second Monitor(run="second") in the folder of a finished run, or a Trainer resumed
+    from a checkpoint with resume=False: refused, the table untouched (it used to be replaced:
+    91 rows became 39, or steps 0..20 became 10..30)."""
+    model, data = _task_model()
+    a = Monitor(Probe.from_task(data, 20), every=2, out_dir=tmp_path, run="first", flush_every=1, log=None)
+    _train(model, data, a, 6)
+    a.close()
+    before = (tmp_path / "metrics.csv").read_bytes()
+    for run in ("second", "first"):
+        with pytest.raises(ValueError, match=r"already holds \d+ rows of run\(s\) \['first'\] \(steps 0\.\.6\);"
+                                             r" nothing was written over it.*resume=True"):
+            Monitor(Probe.from_task(data, 20), every=2, out_dir=tmp_path, run=run, log=None)
+    assert (tmp_path / "metrics.csv").read_bytes() == before
 
 
 def test_a_changing_hidden_size_and_a_restarting_step_counter_are_named():

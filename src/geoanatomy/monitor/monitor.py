@@ -137,7 +137,7 @@ class Monitor:
         self._loss_sum, self._loss_n = 0.0, 0
         self._loss_rows: dict[int, dict] = {}         # measurement step -> its train_loss row
         self._warned_cap = False
-        self._resumed_rows = self._load_existing() if resume else []
+        self._resumed_rows = self._load_existing() if resume else self._refuse_existing()
 
     # -------------------------------------------------------------- schedule
     def due(self, step: int) -> bool:
@@ -392,9 +392,38 @@ class Monitor:
             self._say(f"[monitor] {self.run}: resumed {len(self.measured)} measurements "
                      f"(steps {self.measured[0]}..{self.measured[-1]}) from {self.out_dir / 'metrics.csv'}")
 
+    PROBE_RECORD = "monitor_probe.json"      # {"run", "probe_sha256"} beside the table
+
+    def _refuse_existing(self) -> list[dict]:
+        """A fresh monitor never writes over a table already in ``out_dir`` (another run's, or
+        this run's rows before a resume point): refuse, naming it and the two ways on."""
+        path = None if self.out_dir is None else self.out_dir / "metrics.csv"
+        if path is not None and path.is_file():
+            from ..table import read_table
+            df = read_table(path)
+            runs = sorted(set(df["run"].astype(str)))
+            steps = sorted(set(int(x) for x in df["step"]))
+            what = (f"already holds {len(df)} rows of run(s) {runs} (steps {steps[0]}..{steps[-1]})" if steps
+                    else "already exists")
+            raise ValueError(
+                f"Monitor: {path} {what}; nothing was written over it. Give this monitor its own out_dir, or resume=True to continue"
+                " that table (a Trainer resumed from a checkpoint needs resume=True)")
+        return []
+
+    def _probe_record(self) -> Path | None:
+        return None if self.out_dir is None else self.out_dir / self.PROBE_RECORD
+
     def _load_existing(self) -> list[dict]:
         if self.out_dir is None or not (self.out_dir / "metrics.csv").is_file():
             return []
+        rec = self._probe_record()
+        if rec is not None and rec.is_file():
+            import json
+            want = json.loads(rec.read_text()).get("probe_sha256")
+            if want and want != self.probe.sha256():
+                raise ValueError(f"Monitor(resume=True): {self.out_dir / 'metrics.csv'} was measured on another probe"
+                                 f" (sha256 {want[:12]}..., this probe's {self.probe.sha256()[:12]}...): one table,"
+                                 " one probe (give the new probe its own out_dir)")
         from ..table import COLUMNS, read_table
         path = self.out_dir / "metrics.csv"
         df = read_table(path)
@@ -427,8 +456,12 @@ class Monitor:
         """Write ``out_dir/metrics.csv`` (atomically) now."""
         if self.out_dir is None:
             return None
+        import json
+
+        from ..files import atomic_write_text
         from ..table import write_table
         write_table(self.out_dir / "metrics.csv", self.rows)
+        atomic_write_text(self._probe_record(), json.dumps({"run": self.run, "probe_sha256": self.probe.sha256()}))
         return self.out_dir / "metrics.csv"
 
     def _write_or_keep(self) -> bool:

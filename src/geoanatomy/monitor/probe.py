@@ -34,6 +34,18 @@ class Probe:
             positions = {_position_name(positions): positions}
         self.positions = {str(k): self._resolve(v) for k, v in positions.items()}
 
+    def sha256(self) -> str:
+        """sha256 of what the probe measures on: its token ids, attention mask, labels and
+        positions (a resumed monitor refuses a probe with another hash: one table, one probe)."""
+        import hashlib
+        import json
+        h = hashlib.sha256()
+        for t in (self.input_ids, self.attention_mask, self.labels):
+            h.update(b"-" if t is None else t.cpu().contiguous().numpy().tobytes() + str(tuple(t.shape)).encode())
+        h.update(json.dumps({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in self.positions.items()},
+                            sort_keys=True, default=str).encode())
+        return h.hexdigest()
+
     def _check_scored(self) -> None:
         """Refuse a probe with no token to score: the loss is of the next token, so some row needs
         a second token (labelled, when labels are given). Rows without one still give hidden
