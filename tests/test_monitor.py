@@ -573,3 +573,26 @@ def test_a_probe_of_one_token_rows_is_refused_by_name():
         Probe(torch.ones(4, 3, dtype=torch.long), labels=torch.full((4, 3), -100))
     # some rows: fine
     Probe(torch.ones(4, 3, dtype=torch.long), attention_mask=torch.tensor([[1, 1, 1]] * 3 + [[1, 0, 0]]))
+
+
+def test_non_finite_weights_mark_the_run_diverged_and_no_final_value_is_reported(tmp_path):
+    """A model whose weights become NaN mid-run (a diverged run): a warning, the report says
+    diverged at that step and gives no final RankMe (it used to report the last finite value,
+    diverged unset)."""
+    model, data = _task_model()
+    mon = Monitor(Probe.from_task(data, 20), every=1, out_dir=tmp_path, flush_every=1, log=None)
+    mon.step(model, 0)
+    mon.step(model, 1)
+    with torch.no_grad():
+        next(model.parameters()).fill_(float("nan"))
+    with pytest.warns(RuntimeWarning, match=r"diverged at step 2: non-finite weights"):
+        mon.step(model, 2)
+    mon.step(model, 3)
+    pre = mon.close()
+    assert pre["diverged"] is True and pre["diverged_step"] == 2
+    assert pre["measures"]["rankme"]["final"] is None
+    assert mon.scalars()["geoanatomy/diverged_step"] == 2
+    healthy = Monitor(Probe.from_task(data, 20), every=1, log=None)
+    m2, _ = _task_model()
+    healthy.step(m2, 0)
+    assert healthy.report()["diverged"] is False

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import math
 import time
 import warnings
 from pathlib import Path
@@ -137,6 +138,7 @@ class Monitor:
         self._loss_sum, self._loss_n = 0.0, 0
         self._loss_rows: dict[int, dict] = {}         # measurement step -> its train_loss row
         self._warned_cap = False
+        self.diverged_step: int | None = None         # the first step with non-finite weights, loss or measure
         self._resumed_rows = self._load_existing() if resume else self._refuse_existing()
 
     # -------------------------------------------------------------- schedule
@@ -171,8 +173,12 @@ class Monitor:
         """A training loss logged at ``step`` (the updates done when it was logged; None: the
         next measurement). The ``train_loss`` row of measurement m averages the losses logged at
         steps in (previous measurement, m]: a loss that arrives after m was measured but belongs
-        to it (a Trainer logs after its step callbacks run) updates m's row."""
+        to it (a Trainer logs after its step callbacks run) updates m's row. A non-finite loss
+        marks the run diverged."""
         loss = float(loss)
+        if self.diverged_step is None and not math.isfinite(loss):
+            self._mark_diverged(int(step) if step is not None else (self.measured[-1] if self.measured else 0),
+                                "training loss")
         if step is not None and self.measured and int(step) <= self.measured[-1]:
             later = [m for m in self.measured if m >= int(step)]
             self._add_loss_to(later[0], loss)
@@ -217,6 +223,7 @@ class Monitor:
             self._replay([r for r in self._resumed_rows if r["step"] < step])
         self._resumed_rows = None
         rows = self._rows(model, int(step))
+        self._check_finite(model, rows, int(step))
         self.rows += rows
         self.measured.append(int(step))
         self._track(rows, log=True)
@@ -225,6 +232,26 @@ class Monitor:
         self.cpu_seconds += time.process_time() - c0
         self.wall_seconds += time.perf_counter() - w0
         return rows
+
+    @torch.no_grad()
+    def _check_finite(self, model, rows: list[dict], step: int) -> None:
+        """Non-finite weights or probe loss mark the run diverged (once, a warning): the
+        report then says diverged and gives no final value, never the last finite one."""
+        if self.diverged_step is not None:
+            return
+        what = []
+        if any(not bool(torch.isfinite(p).all()) for p in model.parameters()):
+            what.append("weights")
+        # a RankMe row can be NaN by construction (a constant layer), the probe loss cannot
+        if any(r["measure"] == "loss" and not math.isfinite(float(r["value"])) for r in rows):
+            what.append("probe loss")
+        if what:
+            self._mark_diverged(step, " and ".join(what))
+
+    def _mark_diverged(self, step: int, what: str) -> None:
+        self.diverged_step = int(step)
+        self._problem(f"{self.run} diverged at step {step}: non-finite {what}; the run is marked diverged and its"
+                      " report gives no final value (the last finite one would not be the model's)")
 
     @torch.no_grad()
     def _rows(self, model, step: int) -> list[dict]:
@@ -523,6 +550,8 @@ class Monitor:
                         out[f"geoanatomy/{e}_step"] = int(st[f"{e}_step"])
         if self.acq is not None and self.acq.step_found is not None:
             out["geoanatomy/acquisition_step"] = int(self.acq.step_found)
+        if self.diverged_step is not None:
+            out["geoanatomy/diverged_step"] = int(self.diverged_step)
         return out
 
     def report(self) -> dict:
@@ -540,8 +569,18 @@ class Monitor:
                   "probe": {"rows": len(self.probe), "tokens": int(self.probe.input_ids.shape[1]),
                             "positions": list(self.probe.positions), "labels": self.probe.labels is not None,
                             "chance": self.probe.chance}}
-        return build_report(self.table(), run=self.run, kind="monitor", n_params=self.n_params,
-                            cfg_events=self.e, layer=layer, position=pos, eps=self.eps, extra={"online": online})
+        pre = build_report(self.table(), run=self.run, kind="monitor", n_params=self.n_params,
+                           cfg_events=self.e, layer=layer, position=pos, eps=self.eps,
+                           extra={"online": online, "diverged": self.diverged_step is not None,
+                                  "diverged_step": self.diverged_step})
+        if self.diverged_step is not None:       # no value after divergence is the model's
+            for m in pre.get("measures", {}).values():
+                if isinstance(m, dict) and "final" in m:
+                    m["final"] = None
+            for k in ("final_accuracy",):
+                if k in pre:
+                    pre[k] = None
+        return pre
 
     def close(self, model=None, step: int | None = None) -> dict | None:
         """Measure ``step`` if it was not (with ``model``), log the final events of the tracked
