@@ -48,10 +48,26 @@ def count_rows(data: bytes) -> int:
     return max(0, n - 1)
 
 
+def number_text(v: float, digits: int) -> str:
+    """A float as every CSV reader types it (pandas, pyarrow, polars, duckdb): ``NaN``, ``inf``,
+    ``-inf``, or ``digits`` significant digits that always carry a decimal point or an exponent,
+    so a column of floats that happen to be whole (0.0, 1.0) is not read as integers up to the
+    first 0.96 (polars infers a column's type from its first rows)."""
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    t = f"{v:.{digits}g}"
+    return t if any(c in t for c in ".en") else t + ".0"
+
+
 def write_with_manifest(path: str | Path, text: str, *, title: str, notes: list[str] | None = None,
-                        columns: list[str] | None = None, rows: int | None = None) -> None:
+                        columns: list[str] | None = None, rows: int | None = None,
+                        types: dict | None = None) -> None:
     """Write the CSV ``text`` to ``path`` and its manifest beside it (both atomically,
-    the manifest first). ``rows``: the data rows (counted from ``text`` when None)."""
+    the manifest first). ``rows``: the data rows (counted from ``text`` when None); ``types``:
+    column -> its CSVW datatype ("integer", "number", "boolean", "string"), recorded in the
+    manifest's tableSchema so a reader can ask for them."""
     from .files import atomic_write_text
     data = text.encode("utf-8")
     for n in notes or []:
@@ -59,7 +75,8 @@ def write_with_manifest(path: str | Path, text: str, *, title: str, notes: list[
             raise ValueError(f"note for {path} spans lines: {n!r}")
     meta = {"@context": CONTEXT, "url": Path(path).name, "dc:title": title, "notes": list(notes or []),
             "rows": count_rows(data) if rows is None else int(rows), "sha256": hashlib.sha256(data).hexdigest(),
-            "tableSchema": {"columns": [{"name": c} for c in (columns or [])]}}
+            "tableSchema": {"columns": [{"name": c, **({"datatype": types[c]} if types and c in types else {})}
+                                        for c in (columns or [])]}}
     atomic_write_text(manifest_path(path), json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
     atomic_write_text(path, text)
 

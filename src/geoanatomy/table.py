@@ -10,7 +10,10 @@ diagnostics of that value); ``checkpoint`` is the first 16 hex digits of the con
 of the weights the row was measured on (``checkpoints.content_sha256``, as train.json's
 ``checkpoint_sha256`` records it; empty where there is no checkpoint file, e.g. the
 monitor's rows), so a row whose step label was changed no longer matches train.json. Floats
-are written with 10 significant digits, NaN as ``nan``. Every stage writes it with
+are written with 10 significant digits and always a decimal point or exponent, NaN as ``NaN``
+(``manifest.number_text``: pandas, pyarrow, polars and duckdb all type the column as floats;
+tables of earlier versions wrote ``nan``, still read), and the manifest records each column's
+type. Every stage writes it with
 ``write_table`` and every reader reads it with ``read_table``; ``curve`` takes one curve out
 of it.
 
@@ -40,9 +43,15 @@ class TableError(RuntimeError):
     """A per-run table is unreadable or inconsistent; the message names the file and the fix."""
 
 
+TYPES = {"run": "string", "step": "integer", "measure": "string", "layer": "string", "layer_index": "integer",
+         "position": "string", "variant": "string", "n_samples": "integer", "value": "number", "settings": "string",
+         "checkpoint": "string"}       # CSVW datatypes, recorded in the manifest
+
+
 def _fmt(v) -> str:
     if isinstance(v, float):
-        return "nan" if v != v else f"{v:.10g}"
+        from .manifest import number_text
+        return number_text(v, 10)
     if isinstance(v, dict):
         return json.dumps(v, sort_keys=True)
     return str(v)
@@ -73,7 +82,7 @@ def write_table(path: str | Path, rows: list[dict]) -> None:
     from .manifest import write_with_manifest
     p = Path(path)
     write_with_manifest(p, to_csv(rows), title=f"geoanatomy per-run table {p.name}: "
-                        f"{TITLE.get(p.name, 'long table')}", columns=COLUMNS, rows=len(rows),
+                        f"{TITLE.get(p.name, 'long table')}", columns=COLUMNS, rows=len(rows), types=TYPES,
                         notes=["one row per checkpoint x measure x layer x position x variant; settings: JSON; "
                                "checkpoint: first 16 hex digits of the weights' content sha256"])
 
@@ -92,7 +101,7 @@ def read_table(path: str | Path, checkpoints: dict | None = None):
     fix = f"recompute it with `geoanatomy clean-run {p.parent}` and rerun snakemake"
     body, meta = read_checked(p, fix, TableError)
     try:
-        df = pd.read_csv(io.BytesIO(body), keep_default_na=False, na_values=["nan"],
+        df = pd.read_csv(io.BytesIO(body), keep_default_na=False, na_values=["NaN", "nan"],
                          dtype={"layer": str, "position": str, "variant": str, "checkpoint": str})
     except Exception as e:  # noqa: BLE001 - any parse failure is reported with the file name
         raise TableError(f"table {p} is unreadable ({e}); {fix}") from e

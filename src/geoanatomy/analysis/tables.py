@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..manifest import check_rows, read_checked, write_with_manifest
+from ..manifest import check_rows, number_text, read_checked, write_with_manifest
 
 
 def _integral_to_int(df: pd.DataFrame) -> pd.DataFrame:
@@ -29,17 +29,38 @@ def _integral_to_int(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def csv_text(df: pd.DataFrame) -> str:
-    """The plain CSV text of a summary table (floats to 6 significant digits)."""
+    """The plain CSV text of a summary table: whole-number columns as integers, other floats to
+    6 significant digits with a decimal point or exponent and a missing number as ``NaN``
+    (``manifest.number_text``; polars types a column from its first rows, so an empty first
+    hundred made a number column text), other missing values empty: every reader types each
+    column one way."""
     df = _integral_to_int(df)
+    for c in df.columns:
+        if pd.api.types.is_float_dtype(df[c]):
+            df[c] = [number_text(float(v), 6) for v in df[c]]
     buf = io.StringIO()
-    df.to_csv(buf, index=False, float_format="%.6g", lineterminator="\n")
+    df.to_csv(buf, index=False, lineterminator="\n")
     return buf.getvalue()
 
 
+def column_types(df: pd.DataFrame) -> dict:
+    """column -> CSVW datatype of a summary table as ``csv_text`` writes it."""
+    df = _integral_to_int(df)
+    out = {}
+    for c in df.columns:
+        d = df[c]
+        vals = [v for v in d if v is not None and not (isinstance(v, float) and v != v)]
+        out[str(c)] = ("integer" if pd.api.types.is_integer_dtype(d) else "number" if pd.api.types.is_float_dtype(d)
+                       else "boolean" if pd.api.types.is_bool_dtype(d) or (vals and all(isinstance(v, bool)
+                                                                                        for v in vals))
+                       else "string")
+    return out
+
+
 def write_csv(df: pd.DataFrame, path, title: str, notes: list[str]) -> None:
-    """``path`` (plain CSV) and its manifest with ``title`` and ``notes``, atomically."""
+    """``path`` (plain CSV) and its manifest with ``title``, ``notes`` and column types, atomically."""
     write_with_manifest(path, csv_text(df), title=title, notes=notes, columns=[str(c) for c in df.columns],
-                        rows=len(df))
+                        rows=len(df), types=column_types(df))
 
 
 def _fix(path) -> str:

@@ -476,7 +476,7 @@ class Monitor:
         import pandas as pd
 
         from ..table import to_csv
-        return pd.read_csv(io.StringIO(to_csv(self.rows)), keep_default_na=False, na_values=["nan"],
+        return pd.read_csv(io.StringIO(to_csv(self.rows)), keep_default_na=False, na_values=["NaN", "nan"],
                            dtype={"layer": str, "position": str, "variant": str, "checkpoint": str})
 
     def write_table(self) -> Path | None:
