@@ -41,7 +41,7 @@ def test_by_claim_has_every_row_once_with_its_numbers(summary):
     timing, lead, topdown = (next(b for b in bullets if b.startswith(p))
                              for p in ("* rankme (uncentred), onset", "* accuracy:", "* rankme_centred (centred)"))
     assert "**not reproduced**" in timing and "-0.03 [-0.22, 0.10]" in timing and "28 cells (56 runs)" in timing
-    assert "power 0.97" in timing and timing.endswith("stable.")
+    assert "power 0.97" in timing and timing.endswith("seed halves agree.")
     assert "12.00 [0.00, 60.75] (0.95 interval)" in lead and "against f = 0.25" in lead and "**unstable**" in lead
     assert "power not simulated" in topdown and "no seed split" in topdown and "**inconclusive**" in topdown
     # each claim once, with the study's statement, in its figure family's section

@@ -51,16 +51,22 @@ def test_power_table_separates_nulls_from_alternatives():
         claim = c.name
         rows = g[(g["claim"] == claim) & (g["event"].fillna("") == event)]
         assert set(rows["scenario"]) == set(c.design.nulls) | set(c.design.alternative), claim
-        if claim != "precursor rate on hard cells (descriptive)":
-            assert rows[rows["role"] == power.ROLE_NULL]["reproduced"].max() <= 0.15, (claim, rows)
-    # the old precursor rate cannot tell a loss-tied event from a precursor: that is why it is
-    # descriptive and the headline is the timing test
+        nulls = rows[rows["role"] == power.ROLE_NULL].set_index("scenario")["reproduced"]
+        if claim == "within-class concordance":
+            # concordance does not condition on the loss curve: a copy of the loss onset orders
+            # acquisitions as well as any precursor, so this claim's word is gated (verdict.finish)
+            assert nulls["loss-copy"] >= 0.5 and nulls.drop(["loss-copy", "seed-clustered"]).max() <= 0.15
+        elif claim != "precursor rate on hard cells (descriptive)":
+            assert nulls.max() <= 0.15, (claim, rows)
+    # the old precursor rate cannot tell a loss-tied event from a precursor: it is descriptive
+    # (no word, not simulated) and the headline is the timing test
     fr = verdict.false_rate_by_claim(table)
-    assert fr["precursor rate on hard cells (descriptive)"] >= 0.5
+    assert "precursor rate on hard cells (descriptive)" not in fr
     pw = verdict.power_by_claim(table)
     strong = g[(g["claim"] == "timing beyond the loss curve") & (g["scenario"] == "proportional")]
     assert (strong["reproduced"] >= 0.8).all()
-    assert pw["Hessian lags acquisition"] >= 0.8 and pw["LLC synchronous with acquisition"] >= 0.8
+    # the t interval with coverage (0.1 decade of scatter, 16 cells) is wider than the percentile bootstrap was
+    assert pw["Hessian lags acquisition"] >= 0.8 and pw["LLC synchronous with acquisition"] >= 0.6
     assert fr["timing beyond the loss curve"] <= 0.15
     # the repeated design runs the alternatives only, and has twice the cells
     x2 = table[table["design"] == "grid x 2"]
@@ -76,9 +82,11 @@ def test_power_table_separates_nulls_from_alternatives():
     for c in CLAIMS:
         rows = table[table["claim"] == c.name]
         assert len(rows), c.name
-        # the specificity test needs about 120 cells for power (docs/study.md): on this small
-        # design its rows are checked by test_the_simulation_reaches_every_simulated_claims_rows
-        if c.design.kind != "not simulated" and c.name != "precursor specific to hard cells":
+        # the specificity test needs about 120 cells for power (docs/study.md), the within-cell
+        # test two seeds a cell (this design has one; tests/test_verdict_design.py finds it on the
+        # study's): their rows are checked by test_the_simulation_reaches_every_simulated_claims_rows
+        if c.design.kind != "not simulated" and c.name not in ("precursor specific to hard cells",
+                                                                "timing across seeds within cells"):
             assert rows.loc[rows["role"] == power.ROLE_ALT, "reproduced"].max() > 0, c.name
 
 

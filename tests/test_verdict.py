@@ -556,7 +556,7 @@ def test_partial_rank_given_several_covariates_sees_nothing_in_a_copy_of_one_of_
         whole += sig and (pr["lower"] or 0) > 0 and (lo["gain_ci95"][0] or 0) > 0
     assert partial / 200 <= 0.15 and whole / 200 <= 0.05, (partial, whole)
     g = np.log(t_acq) + rng.normal(0, 0.1, n)                   # a precursor beyond both
-    r = timing.partial_rank(np.log(t_acq), g, cov, None, 999, 0, n_boot=499)
+    r = timing.partial_rank(np.log(t_acq), g, cov, None, 999, 0)
     assert r["r"] > 0.7 and r["p"] < 0.01 and r["lower"] > 0.3 and r["lower"] <= r["r"] <= r["upper"]
 
 
@@ -573,8 +573,11 @@ def test_within_units_removes_every_unit_level_confound_and_finds_a_seed_level_e
         hits += r["p"] < 0.05
     assert r["n_units"] == 20 and hits / 200 <= 0.08
     g_real = y + rng.normal(0, 0.1, 40)                         # tracks each seed
-    r = timing.within_units(y, g_real, None, cells, 999, 0, n_boot=499)
+    r = timing.within_units(y, g_real, None, cells, 999, 0)
     assert r["r"] > 0.9 and r["p"] < 0.01 and r["lower"] > 0.5
+    from scipy import stats as sps
+    k = sps.norm.ppf(0.95) / np.sqrt(20 - 3)                   # Fisher z over the 20 contrasts
+    assert (r["lower"], r["upper"]) == pytest.approx((np.tanh(np.arctanh(r["r"]) - k), np.tanh(np.arctanh(r["r"]) + k)))
     assert timing.within_units(y[::2], g_real[::2], None, cells[::2])["r"] is None     # one seed a cell
 
 

@@ -130,7 +130,8 @@ def write_tables(job: Job) -> list[str]:
                "logprob_emergence_step,"
                " lead_plateau_exit_steps = acquisition_step - loss_plateau_exit_step (positive = before acquisition).",
                "acquisition: accuracy_norm >= threshold for persist checkpoints; log-prob emergence: per-token answer"
-               " log-prob above the input-blind predictor by logprob_margin nats for persist checkpoints (detectors.py).",
+               " log-prob above the input-blind predictor by logprob_margin nats for persist checkpoints"
+               " (detectors.py).",
                f"log-prob emergence before acquisition in {k}/{n} non-diverged runs with both events (n = runs;"
                f" seeds counted as runs; no test).", nl])
     pb = behaviour.probes(pres)

@@ -23,8 +23,9 @@ half-rise, extreme, in log steps) and what was known before training (the class 
 file, the calibration run's acquisition step, the size): a geometric event that copies a loss
 event, or a clock that knows the class, has nothing left to say (``partial_rank`` takes a
 matrix of covariates, each entered by its ranks; +inf, an event that never happened, ranks
-last). The partial correlation's one-sided 95% bounds come from a percentile bootstrap over
-units (ranks and residuals recomputed in each resample).
+last). The partial correlation's one-sided 95% bounds are Fisher z's with the Spearman variance
+1.06 / (n - k - 3), k covariates (a percentile bootstrap of a rank partial correlation with a
+handful of residual degrees of freedom piles its resamples at +-1).
 
 The partial correlation alone is anti-conservative against a noisy copy of a covariate when
 acquisition depends on several covariates (ranks of y are not linear in the covariates'
@@ -98,11 +99,10 @@ def _covariates(L, n: int) -> np.ndarray:
     return np.column_stack(cols)
 
 
-def partial_rank(y, g, L, strata=None, n_perm: int = 2000, seed: int = 0, n_boot: int = 0,
-                 level: float = 0.95) -> dict:
+def partial_rank(y, g, L, strata=None, n_perm: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
     """Partial rank correlation of y with g given the covariates L ((n,) or (n, k)), its
-    Freedman-Lane p (module doc) and, with ``n_boot``, its one-sided ``level`` bounds (a
-    percentile bootstrap over units: ``lower`` and ``upper``)."""
+    Freedman-Lane p (module doc) and its one-sided ``level`` bounds (``lower``, ``upper``; Fisher
+    z, ``fisher_bounds``)."""
     y, g = (np.asarray(v, dtype=float) for v in (y, g))
     strata = np.zeros(len(y)) if strata is None else np.asarray(strata)
     n = len(y)
@@ -121,30 +121,19 @@ def partial_rank(y, g, L, strata=None, n_perm: int = 2000, seed: int = 0, n_boot
     r_null = _corr(ey, perm @ M.T)        # g* = fit + P e_g; its residual on L is M P e_g
     r_null = np.nan_to_num(r_null, nan=-np.inf)
     p = float((1 + np.sum(r_null >= r - 1e-12)) / (1 + n_perm))
-    out = {**out, "r": r, "p": p, "reason": None}
-    if n_boot:
-        rb = _boot_partial(np.column_stack([y, g]), X, n_boot, seed + 1)
-        if len(rb):
-            out["lower"], out["upper"] = (float(x) for x in np.quantile(rb, [1 - level, level]))
-    return out
+    lo, hi = fisher_bounds(r, n - (X.shape[1] - 1), 1.06, level)
+    return {**out, "r": r, "p": p, "reason": None, "lower": lo, "upper": hi}
 
 
-def _boot_partial(yg: np.ndarray, X: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
-    """Partial rank correlations of units resampled with replacement (ranks recomputed in
-    each resample; resamples with no variation left are dropped)."""
-    n = len(yg)
-    idx = np.random.default_rng(seed).integers(0, n, (n_boot, n))
-    ry = stats.rankdata(yg[idx, 0], axis=1)
-    rg = stats.rankdata(yg[idx, 1], axis=1)
-    Xb = X[idx]                                                    # (B, n, k): columns are ranks of the originals
-    Xb = np.concatenate([Xb[:, :, :1], stats.rankdata(Xb[:, :, 1:], axis=1)], axis=2) if X.shape[1] > 1 else Xb
-    H = Xb @ np.linalg.pinv(Xb)                                    # (B, n, n)
-    ey = ry - np.einsum("bij,bj->bi", H, ry)
-    eg = rg - np.einsum("bij,bj->bi", H, rg)
-    num = np.einsum("bi,bi->b", ey, eg)
-    den = np.sqrt(np.einsum("bi,bi->b", ey, ey) * np.einsum("bi,bi->b", eg, eg))
-    ok = den > 1e-9
-    return num[ok] / den[ok]
+def fisher_bounds(r: float, n_eff: int, var: float = 1.0, level: float = 0.95) -> tuple:
+    """One-sided ``level`` bounds of a correlation by Fisher's z: z = atanh(r), standard error
+    sqrt(var / (n_eff - 3)) (var 1 for Pearson, 1.06 for Spearman, Fieller, Hartley and Pearson
+    1957; n_eff the units less the covariates partialled out); (None, None) below 4."""
+    if r is None or n_eff < 4:
+        return (None, None)
+    z = np.arctanh(np.clip(r, -0.999999, 0.999999))
+    k = float(stats.norm.ppf(level)) * np.sqrt(var / (n_eff - 3))
+    return (float(np.tanh(z - k)), float(np.tanh(z + k)))
 
 
 def _contrasts(units: np.ndarray):
@@ -165,12 +154,12 @@ def _contrasts(units: np.ndarray):
     return (np.array(rows) if rows else np.zeros((0, len(units)))), np.array(who, dtype=object)
 
 
-def within_units(y, g, L, units, n_perm: int = 2000, seed: int = 0, n_boot: int = 0, level: float = 0.95) -> dict:
+def within_units(y, g, L, units, n_perm: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
     """Across the seeds of each unit (module doc): the correlation of y with g after the unit's
     own mean (every unit-level confound removed) and the run's covariates L, on within-unit
     contrasts; p by sign flips of the contrasts' residuals of g (exact with two seeds a unit);
-    with ``n_boot``, one-sided ``level`` bounds from units resampled with their contrasts.
-    Values, not ranks: a flip needs a unit's contrast to be symmetric under the null."""
+    one-sided ``level`` bounds by Fisher z on the contrasts less the covariates. Values, not
+    ranks: a flip needs a unit's contrast to be symmetric under the null."""
     y, g = (np.asarray(v, dtype=float) for v in (y, g))
     n = len(y)
     L = np.asarray(L if L is not None else np.zeros((n, 0)), dtype=float)
@@ -195,32 +184,7 @@ def within_units(y, g, L, units, n_perm: int = 2000, seed: int = 0, n_boot: int 
     flips = rng.choice([-1.0, 1.0], size=(n_perm, m))
     r_null = cos(ey, (flips * eg) @ M.T)
     out = {**out, "r": r, "p": float((1 + np.sum(r_null >= r - 1e-12)) / (1 + n_perm)), "reason": None}
-    if n_boot:
-        ids = np.array(list(dict.fromkeys(who.tolist())), dtype=object)
-        rows_of = [np.flatnonzero(who == u) for u in ids]
-        picks = rng.integers(0, len(ids), (n_boot, len(ids)))
-        if all(len(r) == 1 for r in rows_of):            # two seeds a unit: one contrast each, batched
-            ix = np.array([r[0] for r in rows_of])[picks]                         # (B, units)
-            c = C[ix]                                                             # (B, units, k)
-            a, b = Y[ix], G[ix]
-            if c.shape[2]:
-                H = c @ np.linalg.pinv(c)
-                a, b = a - np.einsum("bij,bj->bi", H, a), b - np.einsum("bij,bj->bi", H, b)
-            d = np.sqrt(np.einsum("bi,bi->b", a, a) * np.einsum("bi,bi->b", b, b))
-            ok = d > 1e-12
-            vals = list(np.einsum("bi,bi->b", a, b)[ok] / d[ok])
-        else:
-            vals = []
-            for pick in picks:
-                ix = np.concatenate([rows_of[i] for i in pick])
-                c = C[ix]
-                Mb = np.eye(len(ix)) - (c @ np.linalg.pinv(c) if c.shape[1] else 0.0)
-                a, b = Mb @ Y[ix], Mb @ G[ix]
-                d = np.sqrt((a @ a) * (b @ b))
-                if d > 1e-12:
-                    vals.append(float(a @ b / d))
-        if vals:
-            out["lower"], out["upper"] = (float(x) for x in np.quantile(vals, [1 - level, level]))
+    out["lower"], out["upper"] = fisher_bounds(r, m - C.shape[1], 1.0, level)
     return out
 
 
@@ -304,7 +268,7 @@ def beyond_loss(t_acq, t_tr, covariates, strata, classes=None, n_perm: int = 200
                    + 1)
     c_ok = np.isfinite(clock)
     Lf = np.where(np.isfinite(L), L, np.nanmax(np.where(np.isfinite(L), L, np.nan), axis=0, initial=0) + 1)
-    return {"n": int(ok.sum()), "partial": partial_rank(y, g, L, s, n_perm, seed, n_boot),
+    return {"n": int(ok.sum()), "partial": partial_rank(y, g, L, s, n_perm, seed),
             "loo": loo_gain(y, g, Lf, n_boot, seed),
             "clock_partial": partial_rank(y[c_ok], clock[c_ok], L[c_ok], s[c_ok], n_perm, seed)}
 

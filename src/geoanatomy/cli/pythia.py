@@ -42,7 +42,8 @@ def main(argv=None) -> int:
         p.add_argument("--spec")
         p.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1)")
         if name == "extract":
-            p.add_argument("--device", type=device_arg, default=None, help="auto | cpu | cuda[:N] (default: pythia.device)")
+            p.add_argument("--device", type=device_arg, default=None,
+                           help="auto | cpu | cuda[:N] (default: pythia.device)")
     args = ap.parse_args(argv)
 
     if args.cmd == "revisions":

@@ -433,7 +433,8 @@ class Monitor:
             what = (f"already holds {len(df)} rows of run(s) {runs} (steps {steps[0]}..{steps[-1]})" if steps
                     else "already exists")
             raise ValueError(
-                f"Monitor: {path} {what}; nothing was written over it. Give this monitor its own out_dir, or resume=True to continue"
+                f"Monitor: {path} {what}; nothing was written over it. Give this monitor its own out_dir, or"
+                " resume=True to continue"
                 " that table (a Trainer resumed from a checkpoint needs resume=True)")
         return []
 

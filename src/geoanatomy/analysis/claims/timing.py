@@ -54,7 +54,7 @@ def _family(m: MeasureView, ev: str) -> str:
 
 def timing_beyond_loss(m: MeasureView) -> list[ClaimRow]:
     """Per event kind: partial rank correlation of log t_acq with the measure's event given the
-    loss curve's events and the design (``design_covariates``), its bootstrap bound, and the
+    loss curve's events and the design (``design_covariates``), its Fisher-z bounds, and the
     leave-one-cell-out gain (analysis.timing)."""
     out = []
     a = m.acq
@@ -106,7 +106,7 @@ def timing_within_cells(m: MeasureView) -> list[ClaimRow]:
             continue
         cells = x[list(CELLS)].astype(str).agg("|".join, axis=1).to_numpy()
         r = timing.within_units(np.log(x["_a"].to_numpy(float)), np.log(x["_t"].to_numpy(float) + 1), L, cells,
-                                min(m.n_perm, 10_000), m.seed, m.nb)
+                                min(m.n_perm, 10_000), m.seed)
         out.append(ClaimRow("timing across seeds within cells", m.measure, m.variant,
                             f"correlation over cells' seeds of log t_acq with log t_{ev}, cell means and the run's"
                             " loss events removed", r["r"], (r["lower"], r["upper"]), r["n_units"], r["n_runs"],
@@ -239,7 +239,7 @@ def collapse_recovery_acquisition(m: MeasureView) -> list[ClaimRow]:
     classes = u["difficulty"].to_numpy() if "class" in names else None
     r = timing.beyond_loss(u["t_acq"], u["t_recovery"], cov, u[m.strata].to_numpy(), classes,
                            min(m.n_perm, 10_000), m.nb, m.seed)
-    pr, cp = r["partial"], r["clock_partial"]
+    pr, cp, lo = r["partial"], r["clock_partial"], r["loo"]
     hard = (a["difficulty"] == "hard").to_numpy()
     t_rec, t_acq = a["t_recovery"].to_numpy(float), a["t_acq"].to_numpy(float)
     k, n = int((hard & (t_rec < t_acq)).sum()), int(hard.sum())
@@ -252,7 +252,9 @@ def collapse_recovery_acquisition(m: MeasureView) -> list[ClaimRow]:
                      f" {fmt(pr['upper'])}) given {', '.join(names)}; the clock: partial r {fmt(cp['r'])}; descriptive:"
                      f" {k}/{n} hard cells recovered before acquisition" + (f"; {pr['reason']}" if pr.get("reason")
                                                                             else ""),
-                     m.protocol, event="recovery", ci_level=0.90, headline=m.headline, bound=pr["upper"])]
+                     m.protocol, "greater+gain", "recovery", 0.90,
+                     second=("leave-one-cell-out gain 1 - SSE(covariates, recovery) / SSE(covariates)", lo["gain"],
+                             *lo["gain_ci95"]), headline=m.headline, bound=pr["upper"])]
 
 
 CLAIMS = [
@@ -261,7 +263,8 @@ CLAIMS = [
           " changes first and behaviour follows after a clear gap)",
           "per cell y = log t_acq, g = log(t_event + 1); partial Spearman of y with g given the loss curve's events"
           " together (onset, half-rise, extreme) and the design (class-file class, calibration acquisition step,"
-          " size): one-sided Freedman-Lane permutation p, percentile-bootstrap bound; and the leave-one-cell-out"
+          " size): one-sided Freedman-Lane permutation p, Fisher-z bounds (Spearman variance, n less the"
+          " covariates); and the leave-one-cell-out"
           " gain of predicting y from (covariates, g) over the covariates alone (bootstrap interval over cells);"
           " both must say yes. One primary row (the headline RankMe variant's extreme, its floor), fixed in"
           " advance; the other rows are a secondary family read only when the primary is reproduced (gatekeeping)."
@@ -274,8 +277,8 @@ CLAIMS = [
           "geometry changes before behaviour in a way the loss curve does not already show, seed by seed",
           "within each cell (its seeds), log t_acq and log(t_event + 1) with the cell's mean removed (cell fixed"
           " effects: class, size, task and schedule removed) and residualised on the run's loss events; their"
-          " correlation, one-sided p by sign flips of the within-cell contrasts (exact with two seeds), bound by"
-          " resampling cells. Secondary family (read after the primary timing row)",
+          " correlation, one-sided p by sign flips of the within-cell contrasts (exact with two seeds),"
+          " Fisher-z bounds. Secondary family (read after the primary timing row)",
           "the event's within-cell deviations unrelated to acquisition's beyond the loss events",
           "per-run table (rates.measure_rows): each run's events and loss events", "measure", timing_within_cells,
           design=Design("simulated", TIMING_NULLS, PRECURSOR, "rankme_centred", ("onset", "extreme")),
@@ -300,7 +303,8 @@ CLAIMS = [
     Claim("collapse -> recovery -> acquisition", "per RankMe variant",
           "in hard runs the measure collapses, recovers, and acquisition follows",
           "per cell with a recovery, partial Spearman of log t_acq with log(t_recovery + 1) given the loss curve's"
-          " events and the design, as the timing claim (Freedman-Lane p, bootstrap bound); the share of hard cells"
+          " events and the design, as the timing claim (Freedman-Lane p, Fisher-z bound, and the leave-one-out gain);"
+          " the share of hard cells"
           " recovered before acquisition is descriptive (in the detail: any early recovery passes it)",
           "the recovery depends on the covariates only", UNITS_TEXT, "measure", collapse_recovery_acquisition,
           design=Design("simulated", TIMING_NULLS, PRECURSOR, "rankme_centred", ("recovery",)),
