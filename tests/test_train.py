@@ -195,12 +195,24 @@ def test_prune_keeps_final_refuses_readers_and_retraining_rebuilds_the_same_chec
     from geoanatomy.stages.common import open_run
     from geoanatomy.stages.prune import run as prune_run
     from geoanatomy.stages.train import run as train_run
-    _, spec, run_dir = copy_of_trained_run
+    from geoanatomy.errors import ConfigError
+    from geoanatomy.stages.measures import run as measures_run
+    from geoanatomy.stages.probes import run as probes_run
+    cfg, spec, run_dir = copy_of_trained_run
     ck = run_dir / "checkpoints"
     steps = list_checkpoints(ck)
     before = {s: safetensors_content(ckpt_path(ck, s)) for s in steps}
+    # refused, nothing removed: a config that keeps every checkpoint, then readers not finished
+    # (by hand before measures and probes it once removed all but one checkpoint)
+    with pytest.raises(ConfigError, match=r"keeps every checkpoint \(keep_checkpoints: 'all'\).*Nothing removed"):
+        prune_run(spec, run_dir, "all", log=quiet)
+    with pytest.raises(ConfigError, match=r"have not finished: .*measures\.csv, .*probes\.csv missing"):
+        prune_run(spec, run_dir, "final", log=quiet)
+    assert list_checkpoints(ck) == steps and not (run_dir / "pruned.json").exists()
+    measures_run(spec, run_dir, cfg_measures=cfg["measures"], device="cpu", log=quiet)
+    probes_run(spec, run_dir, cfg_probes=cfg["probes"], device="cpu", log=quiet)
     size_before = sum(p.stat().st_size for p in ck.iterdir())
-    out = prune_run(spec, run_dir, log=quiet)
+    out = prune_run(spec, run_dir, "final", log=quiet)
     assert list_checkpoints(ck) == steps[-1:]
     assert (ck / "optim.safetensors").exists() and (ck / "train_log.csv").exists()
     rec = json.loads((run_dir / "pruned.json").read_text())

@@ -36,7 +36,7 @@ STAGES = {
     "probes": lambda job, threads: {"cfg_probes": job.blocks["probes"], "threads": threads,
                                     "device": job.device},
     "events": lambda job, threads: {"cfg_events": job.blocks["events"]},
-    "prune": lambda job, threads: {},
+    "prune": lambda job, threads: {"keep_checkpoints": job.blocks.get("keep_checkpoints")},
 }
 # stages that read tables and files only, never a model: they start without importing torch
 TABLE_STAGES = ("events", "prune")

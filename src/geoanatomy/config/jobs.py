@@ -40,7 +40,7 @@ def run_spec(cfg: dict, name: str) -> RunSpec:
 # Config blocks each stage reads besides the run itself (the job's Snakemake params carry
 # them, so changing a block reruns exactly the stages that read it).
 STAGE_BLOCKS = {"train": (), "metrics": (), "measures": ("measures",), "probes": ("probes",),
-                "events": ("events",), "prune": ()}
+                "events": ("events",), "prune": ("keep_checkpoints",)}
 
 
 def job_spec(cfg: dict, name: str, stage: str) -> JobSpec:

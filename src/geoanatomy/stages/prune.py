@@ -17,14 +17,46 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..files import atomic_write_json
-from ..spec import RunSpec
+from ..spec import RunSpec, combination_name
 from .common import run_record
 
-def run(spec: RunSpec, run_dir: str | Path, log=print) -> dict:
-    """Remove the run's analysis checkpoints except the newest; write ``pruned.json``."""
+READERS = ("metrics.csv", "measures.csv", "probes.csv")      # the tables read from the analysis checkpoints
+
+
+def unread(spec: RunSpec, run_dir: Path) -> list[str]:
+    """The reader tables of the run (of each unit, for a mixture: its units read its
+    checkpoints) that are missing or not complete (their manifest check fails)."""
+    from ..manifest import ManifestError, read_checked
+    folders = ([run_dir / combination_name(c["task"], c["level"], c.get("control", ""))
+                for c in spec.mixture.get("components", [])] if spec.mixture else [run_dir])
+    out = []
+    for d in folders:
+        for t in READERS:
+            try:
+                read_checked(d / t, "")
+            except (ManifestError, OSError):
+                out.append(str(d / t))
+    return out
+
+
+def run(spec: RunSpec, run_dir: str | Path, keep_checkpoints: str | None = None, log=print) -> dict:
+    """Remove the run's analysis checkpoints except the newest; write ``pruned.json``. Refused
+    (nothing removed) unless the config asks for it (``keep_checkpoints: final``) and every
+    reader of the checkpoints has finished (``READERS``, complete by their manifests): pruning
+    by hand before metrics once removed 16 of 17 checkpoints and left a run whose later errors
+    said its stages had finished."""
     from ..checkpoints import checkpoint_dir, ckpt_path, list_checkpoints, pruned_record
     run_dir = Path(run_dir)
+    if keep_checkpoints != "final":
+        raise ConfigError(f"prune {spec.name}: the config keeps every checkpoint (keep_checkpoints:"
+                          f" {keep_checkpoints!r}); pruning runs only with keep_checkpoints: final. Nothing removed")
+    missing = unread(spec, run_dir)
+    if missing:
+        raise ConfigError(f"prune {spec.name}: the stages that read the analysis checkpoints have not finished:"
+                          f" {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''} missing or incomplete;"
+                          " run them first (snakemake does). Nothing removed")
     rec = run_record(spec, run_dir)          # the checkpoints belong to this run and settings
     ckdir = checkpoint_dir(run_dir)
     steps = list_checkpoints(ckdir)
