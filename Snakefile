@@ -47,6 +47,16 @@ onstart:
 
 
 RESULTS = CFG["results_dir"]
+
+# `snakemake --report` bundles the summary's tables as they are on disk: each is checked
+# against its manifest first, so a hand-edited verdict.csv is never embedded.
+if any(a == "--report" or a.startswith("--report=") for a in sys.argv):
+    from geoanatomy.manifest import folder_problems
+
+    _bad = folder_problems(Path(RESULTS) / "summary")
+    if _bad:
+        raise SystemExit("geoanatomy: not making the report: " + " | ".join(_bad[:3]))
+
 RUNS = run_names(CFG)
 # the multi-task protocol (protocol: mixture blocks): training runs NAME_SIZE[_sN], and one
 # analysis unit NAME_SIZE[_sN]/TASK_LEVEL[_shuffled] per combination (docs/mixture.md)

@@ -351,3 +351,19 @@ def test_clean_run_accepts_a_run_with_only_checkpoints(tmp_path, capsys):
     (d / "checkpoints").symlink_to(elsewhere, target_is_directory=True)
     rc, _, _ = _cli(capsys, "clean-run", str(d), "--checkpoints")
     assert rc == 0 and not (d / "checkpoints").exists() and (elsewhere / "step_000001.safetensors").exists()
+
+
+def test_the_report_refuses_a_summary_table_edited_after_it_was_written(workdir):
+    """`snakemake --report` bundles the tables on disk: a hand-edited verdict.csv (its manifest
+    kept) is refused by name before anything is embedded (it used to be embedded as it was)."""
+    import pandas as pd
+
+    from geoanatomy.analysis.tables import write_csv
+    summary = workdir / "results" / "summary"
+    summary.mkdir(parents=True)
+    write_csv(pd.DataFrame({"claim": ["a"], "verdict": ["inconclusive"]}), summary / "verdict.csv", "t", [])
+    (summary / "verdict.csv").write_text("claim,verdict\na,reproduced\n")
+    p = smk(workdir, "--report", "report.html", "--configfile", "tiny.yaml", check=False)
+    assert p.returncode != 0 and not (workdir / "report.html").exists()
+    out = p.stdout + p.stderr
+    assert "not making the report" in out and "verdict.csv is incomplete or damaged" in out

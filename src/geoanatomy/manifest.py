@@ -111,6 +111,18 @@ def read_checked(path: str | Path, fix: str, error: type[Exception] = ManifestEr
     return data, meta
 
 
+def folder_problems(folder: str | Path) -> list[str]:
+    """One message per CSV table of ``folder`` that does not match its manifest (missing, cut,
+    edited): what ``snakemake --report`` checks before it bundles a summary."""
+    out = []
+    for p in sorted(Path(folder).glob("*.csv")):
+        try:
+            read_checked(p, "rebuild the summary (delete it and run snakemake again)")
+        except ManifestError as e:
+            out.append(str(e))
+    return out
+
+
 def check_rows(path: str | Path, n: int, meta: dict, fix: str, error: type[Exception] = ManifestError) -> None:
     """The parsed table's ``n`` rows against the manifest's count (the caller parses once)."""
     if int(n) != int(meta["rows"]):
