@@ -229,13 +229,40 @@ def test_loading_refuses_pickled_code_and_remote_code(gpt2_dir, tmp_path):
     assert type(m).__name__ == "GPT2LMHeadModel"
 
 
+@pytest.mark.parametrize("field,keys,a,b", [
+    ("layers", ("n_layer",), 2, 4), ("width", ("n_embd",), 32, 64), ("attention heads", ("n_head",), 2, 4),
+    ("vocabulary size", ("vocab_size",), 32, 64), ("context length", ("n_positions",), 64, 128)])
+def test_scan_refuses_folders_that_differ_in_what_a_curve_means(tmp_path, field, keys, a, b):
+    """Two checkpoint folders of one width and depth but 2 vs 4 heads, or a 32- vs 64-token
+    vocabulary (whose loss differs by log V, not learning), were pooled into one curve: refused
+    from config.json alone, naming the field and both values."""
+    base = {"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 2, "vocab_size": 32, "n_positions": 64}
+    for step, v in ((0, a), (4, b)):
+        d = tmp_path / "run" / f"checkpoint-{step}"
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(json.dumps({**base, **{k: v for k in keys}}))
+    with pytest.raises(ScanError, match=rf"differ in {field} \(\w+\): {a} in checkpoint-0; {b} in checkpoint-4"):
+        scan(tmp_path / "run", "x", tmp_path / "o", device="cpu", log=lambda m: None)
+
+
+def test_scan_refuses_folders_with_different_tokenizers(tmp_path):
+    base = {"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 2, "vocab_size": 32, "n_positions": 64}
+    for step, vocab in ((0, {"a": 0}), (4, {"b": 0})):
+        d = tmp_path / "run" / f"checkpoint-{step}"
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(json.dumps(base))
+        (d / "vocab.json").write_text(json.dumps(vocab))
+    with pytest.raises(ScanError, match=r"differ in tokenizer \(tokenizer\): '[0-9a-f]{12}' in checkpoint-0"):
+        scan(tmp_path / "run", "x", tmp_path / "o", device="cpu", log=lambda m: None)
+
+
 @pytest.mark.slow
 def test_scan_refuses_mixed_architectures_and_oversized_configs_before_building(tmp_path, tok, prompt_file):
     root = tmp_path / "mixed"
     _save_run(root, "gpt2", "checkpoint", tok, steps=[0, 4])
     _save_run(root, "neox", "checkpoint", tok, steps=[8])
-    with pytest.raises(ScanError, match=r"2 architectures.*gpt2 2 layers, width 32: checkpoint-0, checkpoint-4.*"
-                                        r"gpt_neox 2 layers, width 32: checkpoint-8"):
+    with pytest.raises(ScanError, match=r"differ in model type \(model_type\): 'gpt2' in checkpoint-0, checkpoint-4;"
+                                        r" 'gpt_neox' in checkpoint-8"):
         scan(root, str(prompt_file), tmp_path / "o1", device="cpu", log=lambda m: None)
     big = tmp_path / "big"
     _save_run(big, "gpt2", "checkpoint", tok, steps=[0, 2])

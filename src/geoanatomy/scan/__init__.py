@@ -128,7 +128,46 @@ def config_size(folder: Path) -> dict:
         raise ScanError(f"{folder}/config.json: no layer count or width (n_layer/num_hidden_layers, "
                         f"n_embd/hidden_size)")
     return {"model_type": c.get("model_type"), "n_layer": L, "d_model": d,
+            "n_head": get("n_head", "num_attention_heads", "n_heads"), "vocab_size": V or None,
+            "n_ctx": P or None, "tokenizer": _tokenizer_identity(folder),
             "params_bound": 12 * L * d * d + 2 * V * d + P * d}
+
+
+# what a curve's meaning depends on: folders that differ in any of these are not one model's
+# training (2 vs 4 heads; a 32- vs 64-token vocabulary, whose loss differs by log V, not learning)
+ARCH_FIELDS = (("model type", "model_type"), ("layers", "n_layer"), ("width", "d_model"),
+               ("attention heads", "n_head"), ("vocabulary size", "vocab_size"), ("context length", "n_ctx"),
+               ("tokenizer", "tokenizer"))
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.model", "vocab.txt")
+
+
+def _tokenizer_identity(folder: Path) -> str | None:
+    """sha256 (12 digits) of the tokenizer files a checkpoint folder holds; None without any."""
+    import hashlib
+    files = [folder / n for n in _TOKENIZER_FILES if (folder / n).is_file()]
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def check_one_architecture(root: Path, sizes: dict) -> None:
+    """ScanError naming the first field of ``ARCH_FIELDS`` in which the checkpoint folders
+    differ, with both values and a folder of each (a folder without a tokenizer is not
+    compared on it)."""
+    for what, key in ARCH_FIELDS:
+        by: dict = {}
+        for f, v in sizes.items():
+            if key == "tokenizer" and v.get(key) is None:
+                continue
+            by.setdefault(v.get(key), []).append(f)
+        if len(by) > 1:
+            shown = "; ".join(f"{val!r} in {', '.join(fs[:3])}{' ...' if len(fs) > 3 else ''}"
+                              for val, fs in by.items())
+            raise ScanError(f"{root}: the checkpoints differ in {what} ({key}): {shown}. One curve cannot mix"
+                            " them (what a curve means depends on it); scan each model's folders on their own")
 
 
 def _determines_weights(name: str) -> bool:
@@ -195,14 +234,7 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
         f, n = next(iter(big.items()))
         raise ScanError(f"{root / f}/config.json describes a model of up to {n:.3g} parameters (more than "
                         f"{MAX_PARAMS:.3g}); refusing to build it")
-    arch = {(v["model_type"], v["n_layer"], v["d_model"]) for v in sizes.values()}
-    if len(arch) > 1:
-        by = {}
-        for f, v in sizes.items():
-            by.setdefault((v["model_type"], v["n_layer"], v["d_model"]), []).append(f)
-        raise ScanError(f"{root}: the checkpoints are of {len(arch)} architectures, one curve cannot mix them: "
-                        + "; ".join(f"{t} {L} layers, width {d}: {', '.join(fs[:3])}" for (t, L, d), fs in by.items())
-                        + ". Scan each architecture's folders on their own")
+    check_one_architecture(root, sizes)
     tok = load_tokenizer_for(root, ckpts[-1][1], tokenizer)
     probe_set = load_probe_set(probe, tok, n_items, seed, log=log)
     key = settings_hash({"probe": probe_set.identity(), "dtype": dtype, "batch_size": batch_size, "eps": eps,
