@@ -40,10 +40,15 @@ except ConfigError as e:
 # (Snakemake runs them with --no-hooks). cpu and auto never import torch here.
 onstart:
     if workflow.local_exec:
+        from geoanatomy.cost import check_disk
+
         try:
             check_devices(CFG)
+            _disk = check_disk(CFG)
         except ConfigError as e:
             raise SystemExit(f"geoanatomy: invalid configuration: {e}")
+        if _disk:
+            print(f"geoanatomy: {_disk}", file=sys.stderr)
 
 
 RESULTS = CFG["results_dir"]

@@ -729,3 +729,25 @@ def test_yaml_11_coercions_are_refused_by_name(tmp_path, text, field, reading):
         read_config_file(f)
     f.write_text("seed: '1:20'\ntrain:\n  steps: 256\n  lr: 6.0e-4\nflag: true\nzero: 0\n")
     assert read_config_file(f) == {"seed": "1:20", "train": {"steps": 256, "lr": 6.0e-4}, "flag": True, "zero": 0}
+
+
+def test_a_plan_whose_checkpoints_cannot_fit_the_disk_is_refused_with_both_figures(tmp_path):
+    """steps 1e7 with 200k checkpoints at xlarge validated and planned tens of TB without a word:
+    before a local run starts the cost model's planned checkpoint disk is compared with the
+    free space under results_dir (refused with both figures; over 80% warns; check_disk: false
+    only warns)."""
+    from geoanatomy.cost import check_disk, peak_disk_mb
+    cfg = resolve({**BASE, "results_dir": str(tmp_path / "results")})
+    need = peak_disk_mb(cfg) * 1e6
+    assert check_disk(cfg, free_bytes=int(10 * need)) is None
+    assert "more than 80% of it" in check_disk(cfg, free_bytes=int(1.1 * need))
+    with pytest.raises(ConfigError, match=r"checkpoints need .* GB more .* GB are free under .*: the plan cannot fit"
+                                          r".*check_disk: false runs it anyway"):
+        check_disk(cfg, free_bytes=int(0.5 * need))
+    assert check_disk({**cfg, "check_disk": False}, free_bytes=int(0.5 * need)).startswith("WARNING")
+    # checkpoints already written count as done: a resumed grid is not refused for them
+    ck = tmp_path / "results" / "add_L1_nano" / "checkpoints"
+    ck.mkdir(parents=True)
+    (ck / "step_000000.safetensors").write_bytes(b"\0" * int(0.8 * need))
+    assert check_disk(cfg, free_bytes=int(0.5 * need)) is None
+    assert "already written" in check_disk(cfg, free_bytes=int(0.22 * need))

@@ -279,6 +279,40 @@ def peak_disk_mb(cfg: dict) -> int | None:
     return sum(kept_disk_mb(cfg, r) for r in names) + sum(sum(sorted(v)[-j:]) for v in extra.values())
 
 
+DISK_WARN_SHARE = 0.8       # a plan over this share of the free space warns
+
+
+def check_disk(cfg: dict, free_bytes: int | None = None) -> str | None:
+    """Compare the grid's planned checkpoint disk (``peak_disk_mb``, less the checkpoint files
+    already under results_dir) with the free space there (``free_bytes``: measured when None).
+    Raises ConfigError naming both figures when the plan cannot fit (unless ``check_disk:
+    false``, then it is the returned warning); returns a warning line above
+    ``DISK_WARN_SHARE`` of the free space; None otherwise."""
+    import shutil
+    from pathlib import Path
+
+    from .errors import ConfigError
+    root = Path(cfg["results_dir"])
+    have = sum(f.stat().st_size for f in root.glob("*/checkpoints/*.safetensors")) if root.is_dir() else 0
+    have += sum(f.stat().st_size for f in root.glob("*/*/checkpoints/*.safetensors")) if root.is_dir() else 0
+    need = max(0, int(peak_disk_mb(cfg) * 1e6) - have)
+    if free_bytes is None:
+        probe = next((q for q in [root.resolve(), *root.resolve().parents] if q.exists()), Path("/"))
+        free_bytes = shutil.disk_usage(probe).free
+    figures = (f"the grid's checkpoints need {need / 1e9:.3g} GB more (the cost model's peak"
+               f" {peak_disk_mb(cfg) / 1e3:.3g} GB, {have / 1e9:.3g} GB already written) and {free_bytes / 1e9:.3g} GB"
+               f" are free under {cfg['results_dir']}")
+    if need > free_bytes:
+        msg = (f"{figures}: the plan cannot fit. Fewer checkpoints (train.checkpoints), keep_checkpoints: final with"
+               " max_unpruned_runs, or a larger disk; check_disk: false runs it anyway")
+        if cfg.get("check_disk", True):
+            raise ConfigError(msg)
+        return "WARNING: " + msg
+    if need > DISK_WARN_SHARE * free_bytes:
+        return f"WARNING: {figures} (more than {DISK_WARN_SHARE:.0%} of it)"
+    return None
+
+
 # ------------------------------------------------------------------- cost table
 def cost_table(cfg: dict) -> list[dict]:
     """Per size in the grid: training runs (single-task runs and mixtures), steps, checkpoints,

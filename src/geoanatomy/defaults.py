@@ -19,6 +19,7 @@ DEFAULTS: dict = {
     "allow_results_outside_workdir": False,
     "keep_checkpoints": "all",
     "max_unpruned_runs": None,
+    "check_disk": True,
     "tasks": {},
     "model": {"block_size": 64},
     # Settings that change numbers on a GPU, all off by default (geoanatomy.runtime.NUMERICS
