@@ -378,8 +378,17 @@ def test_atomic_writes_get_normal_permissions(tmp_path):
     (["train", "--spec", '{"stage": "train", "run": {"x": 1}, "results_dir": "r"}'], "field 'run' is not a run spec"),
     (["summarize", "tables", "--results", "RESULTS", "--settings", '{"alpha": "x"}'],
      "config field 'summary.alpha': 'x' is not of type 'number'"),
+    # two that exited 1 with no prefix
+    (["metrics", "--spec", "TRAIN_SPEC"], "geoanatomy metrics: the --spec is for stage 'train', not 'metrics'"),
+    (["train", "--config", "config.yaml"], "geoanatomy train: give --run NAME"),
 ])
 def test_cli_errors_are_one_line_and_exit_2(tmp_path, argv, message):
+    if "TRAIN_SPEC" in argv:
+        from conftest import REPO
+        from geoanatomy.config import job_spec, load_config
+        spec = job_spec(load_config([str(REPO / "config.yaml")], workdir=str(REPO), check_device=False),
+                        "mod_L3_nano", "train").to_json()
+        argv = [spec if a == "TRAIN_SPEC" else a for a in argv]
     argv = [a.replace("RESULTS", str(tmp_path)) for a in argv]
     r = subprocess.run([sys.executable, "-m", "geoanatomy.cli", *argv], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr

@@ -45,15 +45,18 @@ RUN_FILES = ("metrics.csv", "measures.csv", "probes.csv", "precursor.json", "tra
 
 def _job(args):
     from ..config import job_spec, load_config
+    from ..errors import ConfigError
     from ..spec import JobSpec
     if args.spec:
         job = JobSpec.from_json(args.spec)
         if job.stage != args.cmd:
-            sys.exit(f"geoanatomy {args.cmd}: the --spec is for stage {job.stage!r}")
+            raise ConfigError(f"the --spec is for stage {job.stage!r}, not {args.cmd!r}; give this stage's spec")
     elif args.config and args.run:
         job = job_spec(load_config(args.config), args.run, args.cmd)
     else:
-        sys.exit("give --spec JSON, or --config FILE and --run NAME")
+        missing = ("--run NAME" if args.config else "--config FILE" if args.run
+                   else "--spec JSON, or --config FILE and --run NAME")
+        raise ConfigError(f"give {missing} (geoanatomy runs --config FILE lists the runs)")
     if args.device:
         job = JobSpec(job.stage, job.run, job.results_dir, args.device, job.blocks)
     return job
