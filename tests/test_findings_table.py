@@ -18,7 +18,7 @@ ROWS = [
     dict(claim="log-prob before accuracy", measure="accuracy", variant="", event="",
          statistic="median lead (steps)", value=12.0, ci_lo=0.0, ci_hi=60.75, ci_level=0.95,
          second_statistic="relative lead", second_value=0.08, second_ci_lo=0.0, second_ci_hi=0.2,
-         effect_of_interest=0.25, n_units=30, n_runs=59, null="sign test", p_holm=0.023, rule="lead",
+         effect_of_interest=0.25, bound=0.17, n_units=30, n_runs=59, null="sign test", p_holm=0.023, rule="lead",
          verdict="not reproduced", power=1.0, underpowered=False, stable=False),
     dict(claim="top-down propagation", measure="rankme_centred", variant="centred", event="",
          statistic="share top-down", value=0.75, ci_lo=0.48, ci_hi=0.93, ci_level=0.95,
@@ -42,8 +42,9 @@ def test_by_claim_has_every_row_once_with_its_numbers(summary):
                              for p in ("* rankme (uncentred), onset", "* accuracy:", "* rankme_centred (centred)"))
     assert "**not reproduced**" in timing and "-0.03 [-0.22, 0.10]" in timing and "28 cells (56 runs)" in timing
     assert "power 0.97" in timing and timing.endswith("seed halves agree.")
-    assert "12.00 [0.00, 60.75] (0.95 interval)" in lead and "against f = 0.25" in lead and "**unstable**" in lead
-    assert "power not simulated" in topdown and "no seed split" in topdown and "**inconclusive**" in topdown
+    assert "12.00 [0.00, 60.75] (0.95 interval)" in lead and "**seed halves disagree**" in lead
+    assert "one-sided 95% bound vs smallest effect of interest 0.17 < 0.25" in lead
+    assert "power not simulated" in topdown and "not testable" in topdown and "**inconclusive**" in topdown
     # each claim once, with the study's statement, in its figure family's section
     assert text.count("**timing beyond the loss curve.** The study:") == 1
     assert text.index("(figure verdict_timing.png)") < text.index("* rankme (uncentred), onset")

@@ -71,28 +71,38 @@ def _flag(x) -> str:
 STABLE_WORD = {"true": "yes", "false": "**no**"}
 
 
+def _bound(r) -> str:
+    """'bound vs effect' of a row whose rule reads one ('-' otherwise): "0.12 < 0.3" when the
+    bound excludes the smallest effect of interest, "0.45 >= 0.3" when it does not."""
+    b, e = _float(getattr(r, "bound", None)), _float(getattr(r, "effect_of_interest", None))
+    if b is None or e is None or str(r.rule) in ("equivalence", "descriptive"):
+        return "-"
+    below = b < e
+    b, e = f"{b:.3g}", f"{e:.3g}"
+    if str(r.rule) == "less":
+        return f"{b} {'<=' if below else '>'} {e}"
+    return f"{b} {'<' if below else '>='} {e}"
+
+
 def findings(summary: Path) -> str:
     """The findings table (module doc) of ``summary``/verdict.csv."""
     df = pd.read_csv(Path(summary) / "verdict.csv")
     stable = df["stable"].map(_flag)
     out = ["| # | claim | measure (variant) | event / scope | statistic: estimate [interval] | second statistic"
-           " [95%] (gain over the loss curve; relative lead vs f) | n cells (runs) | null | p (Holm) | power |"
-           " halves agree"
-           " | verdict |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           " [95%] (gain over the covariates; relative lead) | bound vs smallest effect | n cells (runs) | null |"
+           " p (Holm) | power | halves agree | verdict |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(df.itertuples(), 1):
         measure = str(r.measure or "")
         variant = str(r.variant or "")
         mv = f"{measure} ({variant})" if variant and variant != "nan" else measure
         has_second = str(r.second_statistic or "") not in ("", "nan")
         second = _est(r.second_value, r.second_ci_lo, r.second_ci_hi) if has_second else "-"
-        eoi = _num(getattr(r, "effect_of_interest", None))
-        if second != "-" and eoi:
-            second += f" vs f = {eoi}"
         level = _num(r.ci_level, 2)
         stat = f"{r.statistic}: {_est(r.value, r.ci_lo, r.ci_hi)}" + (f" ({level})" if level and _num(r.ci_lo) else "")
         event = str(r.event) if str(r.event) not in ("", "nan") else "-"
-        out.append(f"| {i} | {r.claim} | {mv} | {event} | {stat} | {second} | {int(r.n_units)} ({int(r.n_runs)}) |"
+        out.append(f"| {i} | {r.claim} | {mv} | {event} | {stat} | {second} | {_bound(r)} |"
+                   f" {int(r.n_units)} ({int(r.n_runs)}) |"
                    f" {r.null} | {_p(r.p_holm)} | {_num(r.power)} | {STABLE_WORD.get(stable[i - 1], '-')} | "
                    f"{r.verdict} |")
     words = Counter(df["verdict"])
@@ -126,9 +136,9 @@ def _row_line(r, stable: str) -> str:
     est = _est(r.value, r.ci_lo, r.ci_hi)
     parts = [f"{r.statistic}: {est}" + (f" ({level} interval)" if level and _num(r.ci_lo) else "")]
     if str(r.second_statistic or "") not in ("", "nan"):
-        second = f"{r.second_statistic}: {_est(r.second_value, r.second_ci_lo, r.second_ci_hi)}"
-        eoi = _num(getattr(r, "effect_of_interest", None))
-        parts.append(second + (f" against f = {eoi}" if eoi else ""))
+        parts.append(f"{r.second_statistic}: {_est(r.second_value, r.second_ci_lo, r.second_ci_hi)}")
+    if _bound(r) != "-":
+        parts.append(f"one-sided 95% bound vs smallest effect of interest {_bound(r)}")
     parts.append(f"{int(r.n_units)} cells ({int(r.n_runs)} runs)")
     parts.append(f"p (Holm) {_p(r.p_holm)}")
     pw = _num(r.power)
