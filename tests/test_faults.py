@@ -381,6 +381,7 @@ def test_atomic_writes_get_normal_permissions(tmp_path):
     # two that exited 1 with no prefix
     (["metrics", "--spec", "TRAIN_SPEC"], "geoanatomy metrics: the --spec is for stage 'train', not 'metrics'"),
     (["train", "--config", "config.yaml"], "geoanatomy train: give --run NAME"),
+    (["report", "compare", "RESULTS/a.csv", "RESULTS/a.csv"], "geoanatomy report compare: table "),
 ])
 def test_cli_errors_are_one_line_and_exit_2(tmp_path, argv, message):
     if "TRAIN_SPEC" in argv:
@@ -390,6 +391,7 @@ def test_cli_errors_are_one_line_and_exit_2(tmp_path, argv, message):
                         "mod_L3_nano", "train").to_json()
         argv = [spec if a == "TRAIN_SPEC" else a for a in argv]
     argv = [a.replace("RESULTS", str(tmp_path)) for a in argv]
+    (tmp_path / "a.csv").write_text("claim,verdict\na,reproduced\n")        # a table without its manifest
     r = subprocess.run([sys.executable, "-m", "geoanatomy.cli", *argv], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr and message in r.stderr

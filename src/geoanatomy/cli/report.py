@@ -40,9 +40,10 @@ def main(argv=None) -> int:
     pg.add_argument("data")
     pg.add_argument("--check", action="store_true", help="compare only; exit 1 when a block differs")
     args = ap.parse_args(argv)
+    from ..manifest import ManifestError
     try:
         return _run(ap, args)
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError, ManifestError) as e:
         print(f"geoanatomy report {args.what}: {e}", file=sys.stderr)
         return 2
 
