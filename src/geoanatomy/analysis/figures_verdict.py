@@ -166,8 +166,8 @@ def draw_family(verdict: pd.DataFrame, family: str, subtitle: str = ""):
         for f in {_num(r.get("effect_of_interest")) for _, r, *_ in drawn
                   if (_is_lead(r) or claim not in SECOND) and r.get("rule") != "equivalence"} - {None}:
             ax.axvline(f, color="0.3", ls=":", lw=1.0, gid=f"effect:{claim}")
-            ax.text(f, 1.0, " smallest effect", transform=ax.get_xaxis_transform(), fontsize=6.5, color="0.3",
-                    va="bottom")
+            ax.text(f, 0.0, " smallest effect", transform=ax.get_xaxis_transform(), fontsize=6, color="0.3",
+                    va="bottom", ha="left")
         for nv, rule in nulls:
             if nv is None:
                 continue
