@@ -475,3 +475,23 @@ def test_cli_help_is_for_users(cmd):
     assert not bare, f"options without a description: {bare}"
     if not cmd:
         assert "examples:" in r.stdout and "geoanatomy train --config config.yaml --run mod_L3_nano" in r.stdout
+
+
+def test_every_checkpoint_stage_logs_a_progress_line_per_checkpoint(copy_of_trained_run):
+    """The README promises a progress line per checkpoint in each job's log; metrics, measures
+    and probes had none until their last line."""
+    from geoanatomy.checkpoints import list_checkpoints
+    from geoanatomy.stages.measures import run as measures_run
+    from geoanatomy.stages.metrics import run as metrics_run
+    from geoanatomy.stages.probes import run as probes_run
+    cfg, spec, run_dir = copy_of_trained_run
+    n = len(list_checkpoints(run_dir / "checkpoints"))
+    for stage, fn, kw in (("metrics", metrics_run, {}), ("measures", measures_run, {"cfg_measures": cfg["measures"]}),
+                          ("probes", probes_run, {"cfg_probes": cfg["probes"]})):
+        lines = []
+        fn(spec, run_dir, device="cpu", log=lines.append, **kw)
+        done = [ln for ln in lines if ln.startswith(f"[{stage}] {spec.name}: checkpoint step ")]
+        assert done and len(done) <= n, (stage, lines)
+        assert done[-1].split("(")[1].split(",")[0] == f"{len(done)}/{len(done)}", done[-1]
+        if stage == "metrics":
+            assert len(done) == n

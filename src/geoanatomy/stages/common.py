@@ -94,3 +94,13 @@ def training_dir(spec: RunSpec, run_dir: str | Path) -> Path:
     ``run_record`` take): the run's own, or for a mixture's unit (``results/mixture_nano/mod_L3``)
     its mixture's training run (``results/mixture_nano``; geoanatomy.mixture)."""
     return Path(run_dir).parent if spec.is_unit else Path(run_dir)
+
+
+def progress(steps, n: int, stage: str, name: str, log):
+    """Yield ``steps`` (a checkpoint iterator) and log one line as each is done: its step, how
+    many of ``n``, and the seconds so far (a job's log shows where it is)."""
+    import time
+    t0 = time.time()
+    for i, step in enumerate(steps, 1):
+        yield step
+        log(f"[{stage}] {name}: checkpoint step {step} done ({i}/{n}, {time.time() - t0:.1f} s)")

@@ -55,7 +55,7 @@ from ..schedule import measure_steps
 from ..spec import RunSpec
 from ..table import stamp_checkpoints, write_table
 from ..tasks import stable_seed
-from .common import checkpoint_identity, open_run, training_dir
+from .common import checkpoint_identity, open_run, progress, training_dir
 
 MEASURE_KINDS = tuple(MEASURES)
 
@@ -117,7 +117,8 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_measures: dict, device: str = "a
     t0, w0 = time.process_time(), time.time()
     timings: dict[str, float] = {}
     rows: list[dict] = []
-    for step in iter_checkpoints(ckdir, model, sel, checkpoint_identity(spec)):
+    for step in progress(iter_checkpoints(ckdir, model, sel, checkpoint_identity(spec)), len(sel), "measures",
+                         spec.name, log):
         for r in measure_checkpoint(model, pools, na, cfg, seeds, kinds, timings):
             r["settings"]["schedule"] = schedule
             r.update(run=spec.name, step=step)

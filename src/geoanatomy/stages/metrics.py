@@ -54,7 +54,7 @@ from ..checkpoints import iter_checkpoints, read_train_log, recorded_hashes
 from ..measures.geometry import matrix_rows
 from ..spec import RunSpec
 from ..table import stamp_checkpoints, write_table
-from .common import checkpoint_identity, open_run, training_dir
+from .common import checkpoint_identity, open_run, progress, training_dir
 
 
 @torch.no_grad()
@@ -126,7 +126,8 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> 
             f"so RankMe is capped at {n}")
     t0 = time.time()
     rows: list[dict] = []
-    for step in iter_checkpoints(ckdir, model, steps, checkpoint_identity(spec)):
+    for step in progress(iter_checkpoints(ckdir, model, steps, checkpoint_identity(spec)), len(steps), "metrics",
+                         spec.name, log):
         with warnings.catch_warnings():  # the N < d cap is reported once above
             warnings.simplefilter("ignore")
             ck_rows = measure_checkpoint(model, seq, na, eps, train_seq)

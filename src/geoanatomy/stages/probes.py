@@ -43,7 +43,7 @@ from ..checkpoints import iter_checkpoints, recorded_hashes
 from ..spec import RunSpec
 from ..table import stamp_checkpoints, write_table
 from ..tasks import stable_seed
-from .common import checkpoint_identity, open_run, training_dir
+from .common import checkpoint_identity, open_run, progress, training_dir
 
 
 def split_indices(n: int, test_frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -178,7 +178,8 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_probes: dict, threads: int = 1, 
     t0, rows = time.process_time(), []
     w0 = time.time()
     with threadpool_limits(limits=max(1, int(threads))):
-        for step in iter_checkpoints(ckdir, model, sel, checkpoint_identity(spec)):
+        for step in progress(iter_checkpoints(ckdir, model, sel, checkpoint_identity(spec)), len(sel), "probes",
+                             spec.name, log):
             for r in probe_checkpoint(model, seq, data.spec.first_answer_pred_pos, data.spec.n_answer, tr, te,
                                       c["positions"], float(c["C"]), int(c["max_iter"]), bool(c["standardize"]),
                                       settings):
