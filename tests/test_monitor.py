@@ -596,3 +596,28 @@ def test_non_finite_weights_mark_the_run_diverged_and_no_final_value_is_reported
     m2, _ = _task_model()
     healthy.step(m2, 0)
     assert healthy.report()["diverged"] is False
+
+
+def test_one_difficulty_rule_for_monitor_and_scan_and_a_warning_when_curves_start_late(tmp_path):
+    """The same table read as a monitored run and as a scanned folder gets one class (they used
+    the pipeline's absolute easy_max_step and the Pythia branch's budget fraction, so a run was
+    'hard' to one and 'easy' to the other); curves that start after step 0 (HF Trainer
+    checkpoints save none at 0) warn that an earlier collapse cannot be seen."""
+    from geoanatomy.scan.report import build_report
+    model, data = _task_model()
+    mon = Monitor(Probe.from_task(data, 20, chance=0.0), every=2, log=None)
+    _train(model, data, mon, 40)
+    df = mon.table()
+    acc = df["measure"].isin(["accuracy", "accuracy_norm"]) & (df["step"] >= 20)
+    df.loc[acc, "value"] = 1.0                       # acquired at step 20 of 40
+    a = build_report(df, run="r", kind="monitor", n_params=1, cfg_events=None)
+    b = build_report(df, run="r", kind="scan", n_params=1, cfg_events=None)
+    assert a["acquisition_step"] == 20 and a["difficulty"] == b["difficulty"] == "hard"
+    assert a["difficulty_rule"] == b["difficulty_rule"]
+    assert a["warnings"] == []
+    late = Monitor(Probe.from_task(data, 20), every=1, log=None)
+    for s in (5, 6, 7, 8):
+        late.step(model, s)
+    with pytest.warns(RuntimeWarning, match=r"curves start at step 5, not 0.*'no collapse' means none after it"):
+        pre = late.close()
+    assert pre["warnings"]

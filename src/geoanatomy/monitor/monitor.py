@@ -605,6 +605,8 @@ class Monitor:
         if not self.rows:
             return None
         pre = self.report()
+        for w in pre.get("warnings") or []:
+            self._problem(w)
         for name, st in pre["online"]["final"].items():
             self._say(self.final_line(name, st))
         if self.out_dir is not None and self._write_or_keep():

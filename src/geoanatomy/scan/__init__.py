@@ -299,6 +299,8 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
                               "scoring": scoring if probe_set.kind == "benchmark" else None,
                               "model": model_info, "non_finite_checkpoints": non_finite,
                               "skipped_folders": [{"folder": n, "reason": w} for n, w in skipped]})
+    for w in pre.get("warnings") or []:
+        log(f"[scan] {run}: warning: {w}")
     pre = write_sealed(out_dir / "precursor.json", pre)
     plot_report(df, pre, out_dir / "trajectory.png")
     atomic_write_json(out_dir / "scan.json", json_safe({

@@ -105,9 +105,9 @@ def build_report(df, *, run: str, kind: str, n_params: int | None, cfg_events: d
                  extra: dict | None = None) -> dict:
     """The precursor.json dict of a monitored run (``kind`` "monitor") or a scanned folder
     ("scan") from its long table ``df`` (module doc). ``difficulty`` (``precursor.difficulty``):
-    the pipeline's threshold for the monitor (acquired by ``events.easy_max_step``), the
-    Pythia branch's for a scan (acquired within ``pythia.settings.EASY_MAX_FRAC`` of the last
-    step); "no accuracy" without accuracy."""
+    one rule for both, the Pythia branch's (acquired within ``EASY_MAX_FRAC`` of the last step
+    seen; ``difficulty_rule`` says so); "no accuracy" without accuracy. ``warnings``: what the
+    reader must know (curves that start after step 0)."""
     layer = headline_layer(df, layer)
     rm = select(df, "rankme")
     if position is None:
@@ -124,19 +124,23 @@ def build_report(df, *, run: str, kind: str, n_params: int | None, cfg_events: d
             cev["max_rank"] = st.get("max_rank")
             cev["constant_by_construction"] = bool(cev.get("constant_by_construction")
                                                    or st.get("constant_by_construction"))
-    if beh["kind"] != "accuracy":
-        cls = "no accuracy"
-    elif kind == "scan":
-        from ..config.pythia import EASY_MAX_FRAC
-        cls = difficulty(t_acq, easy_max_of_budget(steps[-1], EASY_MAX_FRAC))
-    else:
-        cls = difficulty(t_acq, e["easy_max_step"])
+    # one difficulty rule for a monitored and a scanned run (they once disagreed on the same
+    # run): acquired within the first EASY_MAX_FRAC of the steps seen, as the Pythia branch
+    from ..config.pythia import EASY_MAX_FRAC
+    easy_max = easy_max_of_budget(steps[-1], EASY_MAX_FRAC) if steps else None
+    cls = "no accuracy" if beh["kind"] != "accuracy" else difficulty(t_acq, easy_max)
+    warns = []
+    if steps and steps[0] > 0:
+        warns.append(f"the curves start at step {steps[0]}, not 0 (no checkpoint before it): a collapse or an"
+                     f" acquisition before step {steps[0]} cannot be seen, so 'no collapse' means none after it")
     out = {
         "schema_version": SCHEMA_VERSION, "kind": kind, "run": run, "n_params": n_params,
         "n_checkpoints": len(steps), "steps": steps[-1] if steps else None, "checkpoint_steps": steps,
         "acquired": beh["acquired"], "acquisition_step": t_acq,
         "logprob_emergence_step": beh.get("logprob_emergence_step"),
-        "difficulty": cls, "behaviour": beh,
+        "difficulty": cls, "difficulty_rule": f"easy when acquired by step {easy_max:g} (the first {EASY_MAX_FRAC:g}"
+                                                  " of the steps seen), hard later", "behaviour": beh,
+        "warnings": warns,
         "eval": {"n_samples": n, "position": position, "layer": layer},
         "events_settings": e, "measures": measures,
     }
