@@ -60,6 +60,8 @@ def _rows(run, task, size, rise, dip, probes=False):
         add(s, "accuracy_norm", (acc[k] - 0.1) / 0.9)
         add(s, "accuracy_norm", (first[k] - 0.2) / 0.8, position="first")
         add(s, "token_accuracy", (acc[k] + first[k]) / 2)
+        add(s, "loss", 3.0 * (1 - acc[k]) + 0.1, variant="train")
+        add(s, "loss", 3.1 * (1 - acc[k]) + 0.2, variant="heldout")
         for li, layer in enumerate(LAYERS):
             v = 1.0 if layer == "embed" else base * (1 + 0.3 * li) * shape[k]
             add(s, "rankme", v, layer, li, "first", "uncentred")
@@ -91,7 +93,8 @@ def _precursor(run, task, level, size, seed, control, df, pdf=None) -> dict:
            "difficulty": difficulty(t_acq, E["easy_max_step"]), "final_accuracy": 1.0,
            "chance_accuracy": 0.1, "events_settings": E,
            "measures": {n: rankme_entry(df, v, t_acq, E, 200, 1e-7)
-                        for n, v in (("rankme", "uncentred"), ("rankme_centred", "centred"))}}
+                        for n, v in (("rankme", "uncentred"), ("rankme_centred", "centred"))},
+           "loss_events": {"onset_step": STEPS[2], "half_step": STEPS[4], "extreme_step": None}}
     pre.update(OTHER_EVENTS.get(run, {}))
     if pdf is not None:
         pre["probes"] = probe_entry(pdf, t_acq, E, "ln_final", t_first)
@@ -319,8 +322,18 @@ def test_run_figure_draws_table_rows_and_only_events_that_happened(grid, run):
     pres, metrics = grid
     pre, df = next(p for p in pres if p["run"] == run), metrics[run]
     fig = draw_run(df, pre)
-    ax1, axv, ax3 = fig.axes[:3]                     # the three panels, in order; twin axes come after
+    ax1, axl, axv, ax3 = fig.axes[:4]                # the four panels, in order; twin axes come after
     rm = pre["measures"]["rankme"]
+    # the loss curve the verdict asks geometry to beat, with its events that happened
+    for variant in ("train", "heldout"):
+        steps, vals = curve(df, "loss", position="answer", variant=variant)
+        if len(steps):
+            _same_curve(_line(axl, f"loss:{variant}"), steps, vals)
+        else:
+            assert not [ln for ln in axl.get_lines() if ln.get_gid() == f"loss:{variant}"]
+    le = pre.get("loss_events") or {}
+    assert {ln.get_gid() for ln in axl.get_lines() if str(ln.get_gid()).startswith("loss_event:")} == {
+        f"loss_event:{k}" for k in ("onset_step", "half_step", "extreme_step") if le.get(k) is not None}
     _same_curve(_line(ax1, "accuracy:answer"), *curve(df, "accuracy", position="answer"))
     _same_curve(_line(ax1, "accuracy:first"), *curve(df, "accuracy", position="first"))
     _same_curve(_line(_twin(fig, ax1), "rankme:uncentred"),

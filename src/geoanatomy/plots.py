@@ -277,17 +277,41 @@ def mark_floor_band(ax, curve, pre: dict) -> None:
                 label=f"minimum @ {int(am)}")
 
 
+LOSS_EVENT_STYLE = {"onset_step": ("loss onset", ":"), "half_step": ("loss half-drop", "-."),
+                    "extreme_step": ("loss floor", "--")}
+
+
+def plot_loss(ax, curve, pre: dict) -> None:
+    """The answer loss per token on the fixed training sample (the curve the loss events are read
+    from) and on the held-out set, with the loss curve's events that happened (precursor.json
+    ``loss_events``): what every geometric event is judged against."""
+    for variant, colour, lw in (("train", "tab:red", 1.8), ("heldout", "tab:orange", 1.0)):
+        s, v = curve("loss", position="answer", variant=variant)
+        if len(s):
+            ax.plot(_x(s), v, color=colour, lw=lw, label=f"answer loss per token ({variant})", gid=f"loss:{variant}")
+    for key, (lab, ls) in LOSS_EVENT_STYLE.items():
+        step = (pre.get("loss_events") or {}).get(key)
+        if step is not None:
+            ax.axvline(step + 1, color="tab:red", ls=ls, lw=1.1, label=f"{lab} @ {step}", gid=f"loss_event:{key}")
+    ax.set_ylabel("loss (nats per answer token)")
+    h, lab = ax.get_legend_handles_labels()
+    if h:
+        legend_outside(ax, h, lab)
+
+
 def draw_run(df, pre: dict):
-    """The trajectory figure of one run (three panels), returned unsaved: accuracy + headline
-    RankMe (uncentred) with the events that happened; RankMe of the headline layer in both
-    variants with the mean share; RankMe of every layer."""
+    """The trajectory figure of one run (four panels), returned unsaved: accuracy + headline
+    RankMe (uncentred) with the events that happened; the loss curve with its events (what the
+    verdict asks geometry to beat); RankMe of the headline layer in both variants with the mean
+    share; RankMe of every layer."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rm = pre["measures"]["rankme"]
     pos, var, layer = rm["position"], rm["variant"], rm["layer"]
-    fig, (ax1, axv, ax3) = plt.subplots(3, 1, figsize=(11, 10.5), sharex=True, constrained_layout=True)
+    fig, (ax1, axl, axv, ax3) = plt.subplots(4, 1, figsize=(11, 13.5), sharex=True, constrained_layout=True,
+                                             gridspec_kw={"height_ratios": [1.2, 0.8, 1, 1]})
     curve = curve_getter(df)
 
     s, acc = curve("accuracy", position="answer")
@@ -308,6 +332,7 @@ def draw_run(df, pre: dict):
     ax2.set_ylabel(f"RankMe ({layer}, {pos}, {var}, N={rm['n_samples']})", color="tab:blue")
     mark_events(ax1, pre)
     title_and_legend(ax1, ax2, pre, loc="outside")
+    plot_loss(axl, curve, pre)
     plot_variants(axv, curve, pre)
     plot_layers(ax3, curve, pre, f"RankMe per layer ({pos}, {var})", outside=True)
     return fig
