@@ -621,3 +621,21 @@ def test_one_difficulty_rule_for_monitor_and_scan_and_a_warning_when_curves_star
     with pytest.warns(RuntimeWarning, match=r"curves start at step 5, not 0.*'no collapse' means none after it"):
         pre = late.close()
     assert pre["warnings"]
+
+
+def test_a_scan_figure_names_no_curve_it_does_not_draw(monkeypatch, tmp_path):
+    """A benchmark scan scored one way has no accuracy_mean rows: its figure once listed
+    'accuracy (mean scoring)' in the legend anyway. Every legend entry is a drawn line."""
+    from geoanatomy.pythia import plot as pplot
+    from geoanatomy.scan.report import build_report
+    model, data = _task_model()
+    mon = Monitor(Probe.from_task(data, 20, chance=0.1), every=2, log=None)
+    _train(model, data, mon, 8)
+    df = mon.table()
+    pre = {**build_report(df, run="r", kind="scan", n_params=1, cfg_events=None), "scoring": "sum"}
+    figs = []
+    monkeypatch.setattr(pplot, "save_png", lambda fig, out: figs.append(fig))
+    pplot.plot_pythia_run(df, pre, tmp_path / "t.png")
+    labels = [t.get_text() for t in figs[0].axes[0].get_legend().get_texts()]
+    assert not any("mean scoring" in x for x in labels), labels
+    assert any(x.startswith("accuracy (sum") for x in labels)

@@ -22,9 +22,13 @@ def plot_pythia_run(df, pre: dict, out_png: str | Path, duplicate_steps: list[in
     fig, (ax1, ax3) = plt.subplots(2, 1, figsize=(8, 7.5), sharex=True, constrained_layout=True)
     other = "mean" if pre["scoring"] == "sum" else "sum"
     s, acc = curve("accuracy")
-    ax1.plot(_x(s), acc, color="tab:green", lw=2, label=f"accuracy ({pre['scoring']} of option log-probs)")
+    if len(s):            # a curve without rows gets no legend entry (a scan once named one it did not draw)
+        ax1.plot(_x(s), acc, color="tab:green", lw=2, label=f"accuracy ({pre['scoring']} of option log-probs)",
+                 gid="accuracy")
     s, acc2 = curve(f"accuracy_{other}")
-    ax1.plot(_x(s), acc2, color="tab:green", lw=1, alpha=0.5, label=f"accuracy ({other} scoring)")
+    if len(s):
+        ax1.plot(_x(s), acc2, color="tab:green", lw=1, alpha=0.5, label=f"accuracy ({other} scoring)",
+                 gid=f"accuracy_{other}")
     ax1.axhline(pre["chance_accuracy"], color="0.6", lw=1, ls=":", label=f"chance {pre['chance_accuracy']:.2f}")
     ax1.set_ylabel(f"multiple-choice accuracy (N={rm['n_samples']} items)")
     ax1.set_ylim(-0.03, 1.03)
