@@ -505,7 +505,7 @@ def test_a_pruned_mixture_refuses_its_units_and_retraining_rebuilds_it_identical
     retraining (what `--forcerun train` runs) rebuilds every checkpoint bit for bit."""
     from geoanatomy.checkpoints import CheckpointError, list_checkpoints
     from geoanatomy.cli import run_stage
-    cfg = mix_cfg(tmp_path, tasks=("copy", "mod"), levels=("L1",))
+    cfg = {**mix_cfg(tmp_path, tasks=("copy", "mod"), levels=("L1",)), "keep_checkpoints": "final"}
     d = tmp_path / "mixture_nano"
     _train(cfg, "mixture_nano", d)
     ck = d / "checkpoints"
@@ -514,6 +514,12 @@ def test_a_pruned_mixture_refuses_its_units_and_retraining_rebuilds_it_identical
     with pytest.raises(ConfigError, match="prune its mixture 'mixture_nano'"):
         job_spec(cfg, "mixture_nano/copy_L1", "prune")
     j = job_spec(cfg, "mixture_nano", "prune")
+    # its units read its checkpoints: refused (nothing removed) until every unit's readers finished
+    with pytest.raises(ConfigError, match=r"have not finished: .*mixture_nano/copy_L1/metrics\.csv"):
+        run_stage(JobSpec(j.stage, j.run, j.results_dir, "cpu", j.blocks))
+    assert list_checkpoints(ck) == steps
+    for unit in ("mixture_nano/copy_L1", "mixture_nano/mod_L1"):
+        _unit_stages(cfg, unit, ("metrics", "measures", "probes"))
     run_stage(JobSpec(j.stage, j.run, j.results_dir, "cpu", j.blocks))
     assert list_checkpoints(ck) == steps[-1:] and json.loads((d / "pruned.json").read_text())["complete"]
     with pytest.raises(CheckpointError, match="removed after its stages finished.*--forcerun train"):
