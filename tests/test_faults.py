@@ -495,3 +495,31 @@ def test_every_checkpoint_stage_logs_a_progress_line_per_checkpoint(copy_of_trai
         assert done[-1].split("(")[1].split(",")[0] == f"{len(done)}/{len(done)}", done[-1]
         if stage == "metrics":
             assert len(done) == n
+
+
+def test_the_same_weights_and_settings_get_one_content_hash_whatever_the_key_order(tmp_path):
+    """A checkpoint's metadata held JSON in the key order of the dict it came from, so a run
+    trained through --config and through --spec got different content hashes for the same
+    weights (one canonical encoding now)."""
+    import torch
+    from geoanatomy.checkpoints import save_weights, weights_sha256
+    model = torch.nn.Linear(3, 2)
+    a = {"run_spec": {"lr": 0.001, "steps": 10}, "settings_hash": "x"}
+    b = {"settings_hash": "x", "run_spec": {"steps": 10, "lr": 0.001}}
+    pa = save_weights(tmp_path, 1, model, a, path=tmp_path / "a.safetensors")
+    pb = save_weights(tmp_path, 1, model, b, path=tmp_path / "b.safetensors")
+    assert weights_sha256(pa) == weights_sha256(pb)
+
+
+def test_a_hand_edited_train_json_is_refused_by_its_seal(copy_of_trained_run):
+    """train.json is sealed like precursor.json: `diverged: true` written by hand into it was
+    sealed into precursor.json by the events stage; now the stage refuses it by name."""
+    from geoanatomy.errors import CheckpointError
+    from geoanatomy.stages.events import run as events_run
+    cfg, spec, run_dir = copy_of_trained_run
+    rec = json.loads((run_dir / "train.json").read_text())
+    assert "content_sha256" in rec
+    rec["diverged"] = True
+    (run_dir / "train.json").write_text(json.dumps(rec))
+    with pytest.raises(CheckpointError, match=r"train\.json: its content does not match its content_sha256 seal"):
+        events_run(spec, run_dir, cfg_events=cfg["events"], log=lambda m: None)

@@ -76,7 +76,9 @@ def save_weights(ckpt_dir: Path, step: int, model: torch.nn.Module, meta: dict, 
     the step's checkpoint file."""
     sd = {k: v.detach().to("cpu", DTYPES[dtype] if v.is_floating_point() else v.dtype).contiguous()
           for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied to wte.weight
-    md = {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in meta.items()}
+    # one canonical encoding (sorted keys): the same weights and settings get one content hash
+    # whether the job came from --config or from a --spec JSON (their dicts' key orders differ)
+    md = {k: (v if isinstance(v, str) else json.dumps(v, sort_keys=True)) for k, v in meta.items()}
     md["step"] = str(step)
     md["dtype"] = dtype
     p = path or ckpt_path(ckpt_dir, step)

@@ -28,7 +28,7 @@ from .. import __version__
 from ..checkpoints import (checkpoint_dir, list_checkpoints, resume_state, save_optimizer, save_weights,
                            weights_sha256, write_train_log, written_hashes)
 from ..errors import CheckpointError
-from ..files import atomic_write_json
+from ..precursor.seal import write_sealed
 from ..measures.rankme import rankme
 from ..mixture import MixtureData
 from ..model import GPT, answer_loss, padded_answer_loss
@@ -229,6 +229,6 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
         summary.update(protocol="mixture", mixture=spec.mixture, units=[f"{spec.name}/{c}" for c in data.names],
                        shares=dict(zip(data.names, data.probs.tolist())), padded_length=data.seq_len,
                        loss="per row the mean cross-entropy over its answer tokens, then the mean over rows")
-    atomic_write_json(run_dir / "train.json", summary)
+    summary = write_sealed(run_dir / "train.json", summary)   # sealed like every record: a hand edit is seen
     return summary
 
