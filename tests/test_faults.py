@@ -132,13 +132,33 @@ def test_corrupted_checkpoint_names_file_and_fix(copy_of_trained_run):
     assert len(list_checkpoints(tmp_path / "checkpoints")) > 5
 
 
-def test_corrupted_table_names_file(tmp_path):
-    # a complete file (valid end marker) that lacks columns
+def test_corrupted_table_names_file(tmp_path, monkeypatch):
+    # a complete file of the pre-manifest format (valid end marker) that lacks columns
     body = "run,step\nx,1\n"
     (tmp_path / "metrics.csv").write_text(body + f"# end of table: 1 rows, sha256 "
                                                  f"{hashlib.sha256(body.encode()).hexdigest()}\n")
-    with pytest.raises(TableError, match="metrics.csv.*lacks columns.*clean-run"):
+    monkeypatch.setenv("GEOANATOMY_LEGACY_TABLES", "1")
+    with pytest.warns(RuntimeWarning, match="read without a manifest"), \
+            pytest.raises(TableError, match="metrics.csv.*lacks columns.*clean-run"):
         read_table(tmp_path / "metrics.csv")
+
+
+def test_a_table_without_its_manifest_is_read_only_when_asked(tmp_path, monkeypatch):
+    """An edited metrics.csv (accuracy zeroed) with its manifest deleted and the old end marker
+    rewritten passed the legacy path silently; now it is refused unless GEOANATOMY_LEGACY_TABLES=1
+    asks for that format, and then every read warns."""
+    rows = [{"run": "r", "step": s, "measure": "accuracy", "layer": "output", "layer_index": -1,
+             "position": "answer", "variant": "", "n_samples": 8, "value": 0.0, "settings": {}} for s in range(3)]
+    from geoanatomy.table import to_csv
+    body = to_csv(rows)
+    (tmp_path / "metrics.csv").write_text(body + f"# end of table: 3 rows, sha256 "
+                                                 f"{hashlib.sha256(body.encode()).hexdigest()}\n")
+    monkeypatch.delenv("GEOANATOMY_LEGACY_TABLES", raising=False)
+    with pytest.raises(TableError, match=r"has no manifest .*read only with GEOANATOMY_LEGACY_TABLES=1"):
+        read_table(tmp_path / "metrics.csv")
+    monkeypatch.setenv("GEOANATOMY_LEGACY_TABLES", "1")
+    with pytest.warns(RuntimeWarning, match=r"read without a manifest \(end marker"):
+        assert len(read_table(tmp_path / "metrics.csv")) == 3
 
 
 def test_table_cut_anywhere_is_detected(tmp_path):

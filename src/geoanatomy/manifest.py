@@ -12,9 +12,11 @@ Every reader checks the CSV against its manifest (``read_checked``): a missing m
 bytes (a file cut or edited) or another row count is an error naming the file. The manifest is
 written first, then the CSV, each atomically, so a complete CSV always has its manifest.
 
-Tables written before manifests existed are still read: a per-run table whose last line is
-``# end of table: N rows, sha256 H`` is checked against that line, a summary table's leading
-``# `` lines are its title and notes.
+Tables written before manifests existed are read only when asked for explicitly
+(``GEOANATOMY_LEGACY_TABLES=1``), with a warning on every read: a per-run table whose last line
+is ``# end of table: N rows, sha256 H`` is checked against that line, a summary table's leading
+``# `` lines are its title and notes. Without the variable a table without its manifest is an
+error: an edited table with a rewritten end marker passed that path unnoticed.
 
 Standard library only (torch-free).
 """
@@ -22,11 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
 CONTEXT = "http://www.w3.org/ns/csvw"
 SUFFIX = "-metadata.json"
+LEGACY_ENV = "GEOANATOMY_LEGACY_TABLES"     # set to 1 to read tables of the pre-manifest formats
 _LEGACY_END = re.compile(r"^# end of table: (\d+) rows, sha256 ([0-9a-f]{64})$")
 
 
@@ -94,11 +98,15 @@ def read_checked(path: str | Path, fix: str, error: type[Exception] = ManifestEr
         raise error(f"table {p} cannot be read ({e.strerror or e}); {fix}") from e
     mp = manifest_path(p)
     if not mp.exists():
-        legacy = _legacy(p, data, fix, error)
+        legacy = _legacy(p, data, fix, error) if os.environ.get(LEGACY_ENV) == "1" else None
         if legacy is not None:
+            import warnings
+            warnings.warn(f"table {p}: read without a manifest ({legacy[1]['legacy']} of an earlier format, "
+                          f"{LEGACY_ENV}=1): only its own checksum vouches for it", RuntimeWarning, stacklevel=2)
             return legacy
         raise error(f"table {p} has no manifest {mp.name} beside it (the table was not written by geoanatomy, "
-                    f"or its manifest was removed); {fix}")
+                    f"or its manifest was removed); {fix} (a table of an earlier format is read only with "
+                    f"{LEGACY_ENV}=1)")
     try:
         meta = json.loads(mp.read_text(encoding="utf-8"))
         want_sha, want_rows = meta["sha256"], int(meta["rows"])
