@@ -255,7 +255,7 @@ def false_rates(table: pd.DataFrame) -> dict:
     """(claim, event) -> {null scenario: its rate of "reproduced"} at the grid's design; the
     claim's rows for every event under (claim, "") too (the largest over its events)."""
     n = table[(table["role"] == ROLE_NULL) & (table["design"] == "grid")].copy()
-    n["event"] = n["event"].fillna("").astype(str)
+    n["event"] = n["event"].astype(object).where(n["event"].notna(), "").astype(str)
     out: dict = {}
     for (c, e, sc), g in n.groupby(["claim", "event", "scenario"]):
         rate = float(g["reproduced"].max())
