@@ -225,3 +225,17 @@ def test_prune_keeps_final_refuses_readers_and_retraining_rebuilds_the_same_chec
     assert list_checkpoints(ck) == steps
     assert [s for s in steps if not same_safetensors(safetensors_content(ckpt_path(ck, s)), before[s])] == []
     open_run(spec, run_dir, device="cpu")
+
+
+def test_a_kill_between_the_optimizer_hash_and_the_optimizer_state_still_resumes(tmp_path):
+    """The hash of a new optimizer state is recorded before the state is written, beside the
+    previous one: a kill between the two leaves the old state on disk and a record that still
+    names it, so the run resumes (the first version recorded after writing and refused)."""
+    spec = run_spec(tiny_cfg(), "add_L1_nano")
+    d = tmp_path / "r"
+    train_until(spec, d, 16)
+    rec = d / "checkpoints" / "optim.sha256.json"
+    states = json.loads(rec.read_text())["states"]
+    assert states[-1]["step"] == 16
+    rec.write_text(json.dumps({"states": states[-1:] + [{"step": 24, "sha256": "0" * 64}]}))   # killed here
+    assert train_run(spec, d, device="cpu", log=quiet)["resumed_from"] == 16

@@ -136,11 +136,18 @@ def save_optimizer(ckpt_dir: Path, step: int, opt: torch.optim.Optimizer, model:
             if k != "lm_head.weight":                                   # tied to wte.weight
                 flat[f"weights.{k}"] = v.detach().to("cpu").contiguous()
     meta = {"step": str(step), "param_groups": json.dumps(sd["param_groups"])}
+    # the hash is recorded before the file is written, beside the previous one: a kill between
+    # the two writes leaves a record that still names the state on disk (old or new)
+    rec = Path(ckpt_dir) / OPTIM_HASH
+    try:
+        kept = json.loads(rec.read_text()).get("states", [])[-1:] if rec.exists() else []
+    except (OSError, ValueError, AttributeError):
+        kept = []
+    atomic_write_text(rec, json.dumps({"states": kept + [{"step": step, "sha256": content_sha256(flat, meta)}]}))
     atomic_write_bytes(Path(ckpt_dir) / "optim.safetensors", st_save(flat, metadata=meta))
-    atomic_write_text(Path(ckpt_dir) / OPTIM_HASH, json.dumps({"step": step, "sha256": content_sha256(flat, meta)}))
 
 
-OPTIM_HASH = "optim.sha256.json"      # {"step", "sha256": content_sha256} of optim.safetensors as written
+OPTIM_HASH = "optim.sha256.json"      # {"states": [{"step", "sha256"}]}: the last two optimizer states written
 
 
 def header_meta(path: Path) -> dict:
@@ -160,12 +167,14 @@ def check_resume_state(ckpt_dir: Path, step: int, optim_meta: dict) -> None:
     ckpt_dir = Path(ckpt_dir)
     rec = ckpt_dir / OPTIM_HASH
     if rec.exists():
-        want = json.loads(rec.read_text())
-        if int(want.get("step", -1)) != step or want.get("sha256") != optim_meta.get("_sha256"):
+        states = json.loads(rec.read_text()).get("states", [])
+        want = {int(x["step"]): x["sha256"] for x in states}
+        if want.get(step) != optim_meta.get("_sha256"):
             raise CheckpointError(
                 f"{ckpt_dir / 'optim.safetensors'} is not the optimizer state training wrote at step {step}"
-                f" (sha256 {str(optim_meta.get('_sha256'))[:12]}..., recorded {str(want.get('sha256'))[:12]}... at"
-                f" step {want.get('step')}); not resuming from it. {RECOVER}")
+                f" (sha256 {str(optim_meta.get('_sha256'))[:12]}..., recorded"
+                f" {', '.join(f'{str(h)[:12]}... at step {k}' for k, h in want.items())}); not resuming from it."
+                f" {RECOVER}")
     logged = {r["step"]: r["sha256"] for r in read_train_log(ckpt_dir) if r.get("sha256")}
     if step in logged:
         got = read_meta(ckpt_path(ckpt_dir, step))["_sha256"]
