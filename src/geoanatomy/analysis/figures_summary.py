@@ -78,8 +78,9 @@ def draw_floors_by_task(floors: pd.DataFrame, measure: str = "rankme"):
     handles = [Line2D([], [], color=cmap(ti % 10), marker="o", ms=4, label=t) for ti, t in enumerate(tasks)]
     handles += [Line2D([], [], color="0.4", marker="o", ms=3, ls="", alpha=0.6, label="run (acquired)"),
                 Line2D([], [], color="0.4", marker="o", ms=3, ls="", mfc="white", label="run never acquired")]
-    fig.legend(handles=handles, title="task (line: cell median)", fontsize=6, title_fontsize=6, loc="outside right "
-                                                                                                    "upper")
+    # right of the panels, level with them (upper right ran into the figure's top edge)
+    fig.legend(handles=handles, title="task (line: cell median)", fontsize=6, title_fontsize=6,
+               loc="outside right center")
     r0 = runs.iloc[0] if len(runs) else floors[floors["measure"] == measure].iloc[0]
     fig.suptitle(f"Collapse floors by task across sizes (the cells of floor_spread.csv; control and diverged runs "
                  f"left out)\n{measure} at {r0['layer']}, position {r0['position']}, {r0['variant']}, "
