@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 import pandas as pd
 
 from .. import timing
@@ -158,13 +157,9 @@ def _toy_scale(jsons: dict) -> dict:
 
 
 def spearman_bounds(rho, n: int, level: float = 0.95) -> tuple:
-    """One-sided ``level`` bounds of a Spearman rho over n pairs by Fisher's z with the
-    Fieller-Hartley-Pearson variance 1.06 / (n - 3); (None, None) below 4 pairs or without rho."""
-    if rho is None or n < 4:
-        return (None, None)
-    z, se = math.atanh(max(min(float(rho), 0.999999), -0.999999)), math.sqrt(1.06 / (n - 3))
-    k = float(stats.norm.ppf(level))
-    return (math.tanh(z - k * se), math.tanh(z + k * se))
+    """One-sided ``level`` bounds of a Spearman rho over n pairs: Fisher's z with the
+    Fieller-Hartley-Pearson variance 1.06 / (n - 3) (``timing.fisher_bounds``)."""
+    return timing.fisher_bounds(rho, n, 1.06, level)
 
 
 def _smallest_vs_largest(claim: str, family: str, m: str, variant: str, src: dict, detail,

@@ -257,6 +257,9 @@ def collapse_recovery_acquisition(m: MeasureView) -> list[ClaimRow]:
                              *lo["gain_ci95"]), headline=m.headline, bound=pr["upper"])]
 
 
+# the timing claims' simulation: the design nulls, a precursor, the centred RankMe's rows, both event kinds
+TIMING_DESIGN = Design("simulated", TIMING_NULLS, PRECURSOR, "rankme_centred", ("onset", "extreme"))
+
 CLAIMS = [
     Claim("timing beyond the loss curve", "per measure and event kind (onset, extreme); the headline test",
           "geometry changes before behaviour in a way the loss curve does not already show (on hard runs geometry"
@@ -271,8 +274,7 @@ CLAIMS = [
           " The same test for a clock that knows the size and the class is in the detail",
           "g depends on the covariates only (its residuals on them exchangeable within a size)", UNITS_TEXT,
           "measure", timing_beyond_loss,
-          design=Design("simulated", TIMING_NULLS, PRECURSOR, "rankme_centred", ("onset", "extreme")),
-          figure="timing", effect_of_interest=TIMING_EOI, effect_reason=TIMING_EOI_REASON),
+          design=TIMING_DESIGN, figure="timing", effect_of_interest=TIMING_EOI, effect_reason=TIMING_EOI_REASON),
     Claim("timing across seeds within cells", "per measure and event kind (onset, extreme)",
           "geometry changes before behaviour in a way the loss curve does not already show, seed by seed",
           "within each cell (its seeds), log t_acq and log(t_event + 1) with the cell's mean removed (cell fixed"
@@ -281,8 +283,7 @@ CLAIMS = [
           " Fisher-z bounds. Secondary family (read after the primary timing row)",
           "the event's within-cell deviations unrelated to acquisition's beyond the loss events",
           "per-run table (rates.measure_rows): each run's events and loss events", "measure", timing_within_cells,
-          design=Design("simulated", TIMING_NULLS, PRECURSOR, "rankme_centred", ("onset", "extreme")),
-          figure="timing", effect_of_interest=TIMING_EOI, effect_reason=TIMING_EOI_REASON),
+          design=TIMING_DESIGN, figure="timing", effect_of_interest=TIMING_EOI, effect_reason=TIMING_EOI_REASON),
     Claim("precursor rate on hard cells (descriptive)", "per measure and variant",
           "in hard runs the transition precedes acquisition by the precursor rule",
           "share of hard cells passing t_tr <= (1 - f) t_acq (Clopper-Pearson); permutation p and the best fixed"
