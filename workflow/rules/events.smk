@@ -9,6 +9,7 @@ rule events:
     output:
         precursor=f"{RESULTS}/{{run}}/precursor.json",
         figure=f"{RESULTS}/{{run}}/trajectory.png",
+        curves=f"{RESULTS}/{{run}}/signal_curves.csv",  # the precursor benchmark's curves
     log:
         f"{RESULTS}/{{run}}/logs/events.log",
     benchmark:

@@ -5,6 +5,7 @@ rule metrics:
         train_json,  # the run's, or a mixture unit's mixture's (common.smk)
     output:
         f"{RESULTS}/{{run}}/metrics.csv",
+        f"{RESULTS}/{{run}}/example_losses.csv",
     log:
         f"{RESULTS}/{{run}}/logs/metrics.log",
     benchmark:

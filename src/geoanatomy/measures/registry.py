@@ -14,6 +14,7 @@ kind       table measures                   direction  headline variant   config
 grad_rank  grad_erank, grad_cov_erank       collapse   roy_vetterli       grad_rank
 hessian    hessian_top                      rise       top_eigenvalue     hessian
 llc        llc                              rise       sgld               llc
+commutator commutator                       rise       defect             commutator
 =========  ===============================  =========  =================  ===========
 """
 from __future__ import annotations
@@ -142,6 +143,46 @@ def _llc_cost(c, size, positions, device):
                          device))
 
 
+# ------------------------------------------------------------------- commutator
+def _commutator_rows(model, pool, n_answer, c, seed, given):
+    import torch
+
+    from ..model import answer_loss
+    from .signals import commutator_defect
+    params = list(model.parameters())
+    half = pool.shape[0] // 2
+    batches = {"A": pool[:half], "B": pool[half:2 * half]}
+    theta0 = torch.cat([p.detach().reshape(-1) for p in params]).clone()
+
+    def load(theta):
+        with torch.no_grad():
+            i = 0
+            for p in params:
+                p.copy_(theta[i:i + p.numel()].view_as(p))
+                i += p.numel()
+
+    def grad(which, theta):
+        load(theta)
+        g = torch.autograd.grad(answer_loss(model, batches[which], n_answer), params)
+        return torch.cat([x.reshape(-1) for x in g])
+
+    was = model.training
+    model.eval()
+    try:
+        r = commutator_defect(grad, theta0, eta=float(c["eta"]))
+    finally:
+        load(theta0)
+        model.train(was)
+    st = dict(COMMON_SETTINGS, eta=r["eta"], batch_size=half, grad_cos=r["grad_cos"], norm_a=r["norm_a"],
+              norm_b=r["norm_b"], definition="||theta_AB - theta_BA|| / (eta^2 ||g_A|| ||g_B||), two fixed batches")
+    return [row("commutator", "defect", 2 * half, r["value"], st)]
+
+
+def _commutator_cost(c, size, positions, device):
+    from ..throughput import op_seconds, sgld_step_flops
+    return 4 * op_seconds("sgld", size, sgld_step_flops(size, int(c["n_samples"]) // 2, positions), device)
+
+
 _POSINT = "#/$defs/posint"
 _ENTRIES = (
     Measure("grad_rank", (TableMeasure("grad_erank", "collapse", "roy_vetterli"),
@@ -186,6 +227,15 @@ _ENTRIES = (
                 "disagree_threshold": {"type": "number", "exclusiveMinimum": 0,
                                        "description": "flag when std over chains / |llc| exceeds it"}},
             tiny={"chains": 2, "draws": 3, "burnin": 1, "batch_size": 4, "n_data": 16}),
+    Measure("commutator", (TableMeasure("commutator", "rise", "defect"),),
+            "commutator", {"n_samples": 64, "eta": 1e-3},
+            "n_samples", False, _commutator_rows, _commutator_cost,
+            settings_schema={
+                "n_samples": {"type": "integer", "minimum": 2, "maximum": 8192,
+                              "description": "two fixed training batches of n_samples / 2 examples"},
+                "eta": {"type": "number", "exclusiveMinimum": 0,
+                        "description": "the two gradient steps' size (arXiv 2602.16967: 1e-3)"}},
+            tiny={"n_samples": 8}),
 )
 
 MEASURES: dict[str, Measure] = {m.name: m for m in _ENTRIES}

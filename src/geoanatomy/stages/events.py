@@ -66,7 +66,8 @@ def mixture_facts(spec: RunSpec, out: dict) -> dict:
 
 
 def precursor_of_run(spec: RunSpec, run_dir: str | Path, cfg_events: dict):
-    """(precursor dict, metrics DataFrame) of a run folder, writing nothing."""
+    """(precursor dict, metrics DataFrame, {table name: DataFrame}) of a run folder, writing
+    nothing."""
     run_dir = Path(run_dir)
     summary = run_record(spec, training_dir(spec, run_dir))    # a mixture unit: its mixture's train.json
     recorded = sorted(int(x) for x in summary.get("checkpoint_steps", []))
@@ -77,7 +78,7 @@ def precursor_of_run(spec: RunSpec, run_dir: str | Path, cfg_events: dict):
         check_table_against_record(df, run_dir / f"{k}.csv", spec.name, recorded, exact=(k == "metrics"))
     check_table_against_spec(tables["metrics"], run_dir / "metrics.csv", int(spec.eval["n_samples"]))
     extra = {f"{k}_df": tables[k] for k in ("measures", "probes") if k in tables}
-    return build_precursor(spec, summary, tables["metrics"], cfg_events, **extra), tables["metrics"]
+    return build_precursor(spec, summary, tables["metrics"], cfg_events, **extra), tables["metrics"], tables
 
 
 def check_table_against_record(df, path: Path, run: str, recorded: list[int], exact: bool) -> None:
@@ -127,12 +128,43 @@ def check_table_against_spec(df, path: Path, n_samples: int) -> None:
                          f"snakemake), or read it with the config it was made with")
 
 
+def signal_curves(tables: dict):
+    """The curves the precursor benchmark scores, one column per registry signal
+    (``measures.signal_registry``; NaN where a run's tables lack it or at steps it was not
+    measured), one row per checkpoint step of metrics.csv: a wide DataFrame."""
+    import pandas as pd
+
+    from ..measures.signal_registry import SIGNALS
+    steps = sorted(set(int(x) for x in tables["metrics"]["step"]))
+    out = pd.DataFrame({"step": steps})
+    for s in SIGNALS:
+        df = tables.get(s.table)
+        vals = {}
+        if df is not None and len(df):
+            sel = s.select(df)
+            vals = dict(zip(sel["step"].astype(int), sel["value"].astype(float)))
+        out[s.name] = [vals.get(t, float("nan")) for t in steps]
+    return out
+
+
+def write_signal_curves(path: Path, curves) -> None:
+    """signal_curves.csv, atomically (floats written exactly: repr)."""
+    from ..files import atomic_write_text
+    cols = list(curves.columns)
+    lines = [",".join(cols)]
+    for row in curves.itertuples(index=False):
+        lines.append(",".join(str(int(v)) if c == "step" else repr(float(v)) for c, v in zip(cols, row)))
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
 def run(spec: RunSpec, run_dir: str | Path, cfg_events: dict, log=print) -> dict:
-    """Write ``run_dir/precursor.json`` and ``run_dir/trajectory.png`` from train.json,
-    metrics.csv and (when present) measures.csv and probes.csv. Returns the precursor dict."""
+    """Write ``run_dir/precursor.json``, ``run_dir/signal_curves.csv`` and
+    ``run_dir/trajectory.png`` from train.json, metrics.csv and (when present) measures.csv
+    and probes.csv. Returns the precursor dict."""
     from ..plots import plot_run
     run_dir = Path(run_dir)
-    pre, df = precursor_of_run(spec, run_dir, cfg_events)
+    pre, df, tables = precursor_of_run(spec, run_dir, cfg_events)
+    write_signal_curves(run_dir / "signal_curves.csv", signal_curves(tables))
     pre = write_sealed(run_dir / "precursor.json", pre)
     plot_run(df, pre, run_dir / "trajectory.png")
     rm = pre["measures"]["rankme"]

@@ -37,6 +37,27 @@ Geometry, for every layer (see ``model.py``: embed, block0.., ln_final) at two p
 * ``mean_share``  ||mean row||^2 / mean ||row||^2 of the same matrix: how much of the
                   uncentred RankMe's picture is one shared direction
 
+Signals of the precursor benchmark (``measures.signals`` has the formulas, the registry
+``measures.signal_registry`` how each is scored), at every checkpoint:
+
+* ``ildr``          every layer at ``first``: inter/intra-class distance ratio, classes =
+                    the first answer token of the evaluation example
+* ``head_erank``    layer ``block{i}.head{h}`` (each head) and ``all_heads`` (their mean),
+                    position ``first``: effective rank of the head's attention output,
+                    variant ``sv`` (p = s / sum s) or ``sv2`` (p = s^2 / sum s^2)
+* ``stable_rank``   layer ``block{i}`` (mean over the block's four weight matrices) and
+                    ``all_blocks`` (mean over every block matrix), position ``none``
+* ``update_gap``    layer ``all_params``, position ``none``, variant ``window``: sigma_1/sigma_2
+                    of the per-step parameter updates over the last ``DEFAULT_WINDOW``
+                    checkpoint intervals (NaN before the window is full)
+* ``loss_cov_heat``, ``loss_cov_pr``  layer ``output``, position ``answer``, variant
+                    ``window``: heat capacity and participation ratio of the covariance of the
+                    per-example held-out losses over the last ``DEFAULT_WINDOW`` checkpoints
+
+The per-example held-out answer losses themselves (mean cross-entropy over the answer tokens
+of each evaluation example, float32) go to ``example_losses.csv``: one row per checkpoint x
+example (run, step, example, loss).
+
 Note: at ``first`` the embedding output is the same token at the same position
 for every example, so ``embed``/``first`` is rank one by construction
 (``constant_by_construction`` in the settings); analyses exclude it.
@@ -47,20 +68,23 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ..baselines import training_baselines
 from ..checkpoints import iter_checkpoints, read_train_log, recorded_hashes
+from ..measures import signals as sig
 from ..measures.geometry import matrix_rows
+from ..measures.signal_registry import DEFAULT_WINDOW
 from ..spec import RunSpec
 from ..table import stamp_checkpoints, write_table
 from .common import checkpoint_identity, open_run, progress, training_dir
 
 
 @torch.no_grad()
-def behaviour_rows(model, seq: torch.Tensor, n_answer: int, split: str) -> tuple[list[dict], list]:
+def behaviour_rows(model, seq: torch.Tensor, n_answer: int, split: str) -> tuple[list[dict], list, np.ndarray]:
     """Behaviour rows (without run/step) of sequences seq (N, S); also returns the hidden
-    states. Logits are cast to float64 before the softmax (float32 rounding makes fake
+    states and each example's mean answer cross-entropy (N,). Logits are cast to float64 before the softmax (float32 rounding makes fake
     spikes in losses near zero)."""
     model.eval()
     N = seq.shape[0]
@@ -72,8 +96,9 @@ def behaviour_rows(model, seq: torch.Tensor, n_answer: int, split: str) -> tuple
     rows = [{"measure": "loss", "layer": "output", "layer_index": -1, "position": "answer", "variant": split,
              "n_samples": N, "value": -logp.mean().item(),
              "settings": {"split": split, "per": "answer token", "dtype": "float64"}}]
+    per_example = (-logp.mean(1)).cpu().numpy()
     if split != "heldout":
-        return rows, hidden
+        return rows, hidden, per_example
     correct = ans_logits.argmax(-1) == target                            # (N, n_answer)
     beh = dict(layer="output", layer_index=-1, variant="", n_samples=N)
     rows += [{**beh, "position": "answer", "measure": "accuracy", "value": correct.all(1).double().mean().item()},
@@ -82,7 +107,7 @@ def behaviour_rows(model, seq: torch.Tensor, n_answer: int, split: str) -> tuple
              {**beh, "position": "answer", "measure": "logprob_per_token", "value": logp.mean().item()},
              {**beh, "position": "first", "measure": "accuracy", "value": correct[:, 0].double().mean().item()},
              {**beh, "position": "first", "measure": "logprob", "value": logp[:, 0].mean().item()}]
-    return rows, hidden
+    return rows, hidden, per_example
 
 
 def geometry_rows(hidden, names: list[str], first: int, eps: float = 1e-7) -> list[dict]:
@@ -99,14 +124,114 @@ def geometry_rows(hidden, names: list[str], first: int, eps: float = 1e-7) -> li
 
 
 def measure_checkpoint(model, seq: torch.Tensor, n_answer: int, eps: float = 1e-7,
-                       train_seq: torch.Tensor | None = None) -> list[dict]:
-    """All per-checkpoint rows (without run/step): behaviour and geometry on the evaluation
-    sequences seq (N, S), and the loss on the training sample train_seq (M, S) if given."""
-    rows, hidden = behaviour_rows(model, seq, n_answer, "heldout")
-    rows += geometry_rows(hidden, model.layer_names(), seq.shape[1] - 1 - n_answer, eps)
+                       train_seq: torch.Tensor | None = None, window: SignalWindow | None = None,
+                       step: int | None = None) -> list[dict]:
+    """All per-checkpoint rows (without run/step): behaviour, geometry and the state signals on
+    the evaluation sequences seq (N, S), the loss on the training sample train_seq (M, S) if
+    given, and with ``window`` (fed this checkpoint at ``step``) the windowed signals."""
+    first = seq.shape[1] - 1 - n_answer
+    with capture_heads(model, first) as heads:
+        rows, hidden, losses = behaviour_rows(model, seq, n_answer, "heldout")
+    rows += geometry_rows(hidden, model.layer_names(), first, eps)
+    labels = seq[:, first + 1].cpu().numpy()                               # the first answer token
+    rows += state_signal_rows(model, hidden, heads, first, labels)
+    if window is not None:
+        rows += window.rows(step, model, losses)
     if train_seq is not None:
         rows += behaviour_rows(model, train_seq, n_answer, "train")[0]
     return rows
+
+
+# --------------------------------------------------------------- signals
+class capture_heads:
+    """Context manager: each block's attention output per head at position ``first``,
+    captured at the input of the attention's output projection (heads concatenated there)."""
+
+    def __init__(self, model, first: int):
+        self.model, self.first, self.out, self.handles = model, first, {}, []
+
+    def __enter__(self) -> dict:
+        for i, b in enumerate(self.model.blocks):
+            def hook(mod, args, i=i):
+                self.out[i] = args[0][:, self.first, :].detach()
+            self.handles.append(b.attn.c_proj.register_forward_pre_hook(hook))
+        return self.out
+
+    def __exit__(self, *exc) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def _row(measure, layer, layer_index, position, variant, n, value, settings) -> dict:
+    return {"measure": measure, "layer": layer, "layer_index": layer_index, "position": position,
+            "variant": variant, "n_samples": int(n), "value": float(value), "settings": settings}
+
+
+def state_signal_rows(model, hidden, heads: dict, first: int, labels) -> list[dict]:
+    """ILDR per layer, per-head effective ranks and weight stable ranks at one checkpoint."""
+    rows, N = [], len(labels)
+    st = {"classes": "first answer token", "definition": "mean centroid distance / mean distance to own centroid"}
+    for li, (name, h) in enumerate(zip(model.layer_names(), hidden)):
+        rows.append(_row("ildr", name, li, "first", "", N, sig.ildr(h[:, first, :], labels), st))
+    H = model.cfg.n_head
+    per = {"sv": [], "sv2": []}
+    for i, Y in sorted(heads.items()):
+        for h, Z in enumerate(Y.reshape(Y.shape[0], H, -1).unbind(1)):
+            for v, val in sig.effective_ranks(Z).items():
+                per[v].append(val)
+                rows.append(_row("head_erank", f"block{i}.head{h}", i + 1, "first", v, N, val,
+                                 {"convention": v, "what": "attention output of the head (before c_proj)"}))
+    for v, vals in per.items():
+        rows.append(_row("head_erank", "all_heads", -1, "first", v, N, float(np.mean(vals)),
+                         {"convention": v, "mean_over": f"{len(vals)} heads"}))
+    allv = []
+    for i, b in enumerate(model.blocks):
+        mats = [b.attn.c_attn.weight, b.attn.c_proj.weight, b.mlp.c_fc.weight, b.mlp.c_proj.weight]
+        vals = [sig.stable_rank(W) for W in mats]
+        allv += vals
+        rows.append(_row("stable_rank", f"block{i}", i + 1, "none", "", 0, float(np.mean(vals)),
+                         {"mean_over": "c_attn, attn.c_proj, c_fc, mlp.c_proj weights"}))
+    rows.append(_row("stable_rank", "all_blocks", -1, "none", "", 0, float(np.mean(allv)),
+                     {"mean_over": f"{len(allv)} block weight matrices"}))
+    return rows
+
+
+class SignalWindow:
+    """The windowed signals of one run: the last ``size`` + 1 checkpoints' flattened parameters
+    and the last ``size`` checkpoints' per-example losses, fed in checkpoint order."""
+
+    def __init__(self, size: int = DEFAULT_WINDOW):
+        self.size, self.params, self.losses = int(size), [], []
+        self.example_rows: list[dict] = []
+
+    def rows(self, step: int, model, losses: np.ndarray) -> list[dict]:
+        theta = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).double().cpu().numpy()
+        self.params = (self.params + [(int(step), theta)])[-(self.size + 1):]
+        self.losses = (self.losses + [losses])[-self.size:]
+        self.example_rows.append(losses.astype(np.float32))
+        w = {"window": self.size, "trailing": True}
+        gap = heat = pr = float("nan")
+        if len(self.params) == self.size + 1:
+            gap = sig.update_gap(np.stack([t for _, t in self.params]), [s for s, _ in self.params])
+        if len(self.losses) == self.size:
+            cov = sig.loss_covariance(np.stack(self.losses))
+            heat, pr = cov["heat_capacity"], cov["participation_ratio"]
+        n = len(losses)
+        return [_row("update_gap", "all_params", -1, "none", "window", 0, gap,
+                     {**w, "updates": "per optimiser step between consecutive checkpoints"}),
+                _row("loss_cov_heat", "output", -1, "answer", "window", n, heat,
+                     {**w, "losses": "per-example held-out answer loss"}),
+                _row("loss_cov_pr", "output", -1, "answer", "window", n, pr,
+                     {**w, "losses": "per-example held-out answer loss"})]
+
+
+def write_example_losses(path: Path, run: str, steps: list[int], losses: list[np.ndarray]) -> None:
+    """example_losses.csv (run, step, example, loss; float32 values), atomically."""
+    from ..files import atomic_write_text
+    lines = ["run,step,example,loss"]
+    for step, v in zip(steps, losses):
+        lines += [f"{run},{step},{i},{repr(float(x))}" for i, x in enumerate(v)]
+    atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> dict:
@@ -126,11 +251,14 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> 
             f"so RankMe is capped at {n}")
     t0 = time.time()
     rows: list[dict] = []
+    window = SignalWindow()
+    done: list[int] = []
     for step in progress(iter_checkpoints(ckdir, model, steps, checkpoint_identity(spec)), len(steps), "metrics",
                          spec.name, log):
         with warnings.catch_warnings():  # the N < d cap is reported once above
             warnings.simplefilter("ignore")
-            ck_rows = measure_checkpoint(model, seq, na, eps, train_seq)
+            ck_rows = measure_checkpoint(model, seq, na, eps, train_seq, window, step)
+        done.append(step)
         for r in ck_rows:
             r.update(run=spec.name, step=step)
             rows.append(r)
@@ -149,6 +277,7 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> 
                 rows[-1].update(variant="mixture_batch_average", settings={
                     **rows[-1]["settings"], "mixture": spec.train_name,
                     "batch": "the mixture's batches (every combination), not this combination's alone"})
+    write_example_losses(run_dir / "example_losses.csv", spec.name, done, window.example_rows)
     write_table(run_dir / "metrics.csv", stamp_checkpoints(rows, recorded_hashes(ckdir)))
     dt = time.time() - t0
     log(f"[metrics] {spec.name}: {len(steps)} checkpoints, {len(rows)} rows, {dt:.1f} s "

@@ -1,0 +1,110 @@
+"""Every candidate precursor signal the benchmark scores, one entry each (torch-free).
+
+An entry names the curve of a run's tables the signal is (table, measure, layer, position,
+variant), the direction its event is read in (fixed here, from the source's own reading,
+before any run was scored: "up" = a rise, "down" = a collapse), where it comes from, what it
+needs (``needs``: "state" = one checkpoint's weights and a fixed input sample; "window" = the
+last few checkpoints as well; "gradients" = gradients on training batches; "training" = the
+training loop's own numbers), and whether it is a candidate or a reference line (the loss
+curve, the log-probability, a probe, a clock). The monitor and the checkpoint scanner offer
+the entries whose ``needs`` is "state" or "window" (no training-time state).
+
+The formulas: ``measures.signals`` (cheap signals, written by the metrics stage at every
+checkpoint) and ``measures.registry`` (the expensive measures, at the fixed 20 checkpoints).
+To add a signal: its formula in ``measures.signals`` with a known-answer test, its rows in
+the metrics stage (or an expensive measure's entry), and an entry here (docs/benchmark.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# the trailing window (checkpoints) of the windowed signals; the config's signals.window
+DEFAULT_WINDOW = 6
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One scored curve (module doc)."""
+    name: str
+    table: str            # metrics | measures | probes
+    measure: str
+    layer: str
+    position: str
+    variant: str
+    direction: str        # up | down
+    kind: str             # candidate | reference
+    needs: str            # state | window | gradients | training
+    source: str
+    what: str
+
+    def select(self, df):
+        """The rows of a run's table that are this signal's curve."""
+        m = ((df["measure"] == self.measure) & (df["layer"].astype(str) == self.layer)
+             & (df["position"].astype(str) == self.position) & (df["variant"].fillna("").astype(str) == self.variant))
+        return df[m]
+
+    @property
+    def monitorable(self) -> bool:
+        return self.needs in ("state", "window")
+
+
+_H = ("ln_final", "first")       # the headline layer and position of the hidden-state signals
+SIGNALS: tuple[Signal, ...] = (
+    # ---- candidates from the field (cheap: every checkpoint, metrics stage)
+    Signal("loss_cov_heat", "metrics", "loss_cov_heat", "output", "answer", "window", "up", "candidate", "window",
+           "arXiv 2603.29805 (2-datapoint reduced density matrix)",
+           "heat capacity of the covariance of per-example held-out losses over a trailing window"),
+    Signal("loss_cov_pr", "metrics", "loss_cov_pr", "output", "answer", "window", "down", "candidate", "window",
+           "arXiv 2603.29805", "participation ratio of the same covariance (a low-dimensional reorganisation)"),
+    Signal("ildr", "metrics", "ildr", *_H, "", "up", "candidate", "state", "arXiv 2604.20923",
+           "inter/intra-class distance ratio of the final-layer state, classes = first answer token"),
+    Signal("update_gap", "metrics", "update_gap", "all_params", "none", "window", "up", "candidate", "window",
+           "arXiv 2603.28964 (spectral edge)", "sigma_1/sigma_2 of the per-step parameter updates of a trailing window"),
+    Signal("head_erank_sv", "metrics", "head_erank", "all_heads", "first", "sv", "down", "candidate", "state",
+           "skydancerosel/spectral-probe-circuits",
+           "per-head effective rank of attention outputs, RankMe's convention, mean over heads"),
+    Signal("head_erank_sv2", "metrics", "head_erank", "all_heads", "first", "sv2", "down", "candidate", "state",
+           "skydancerosel/spectral-probe-circuits",
+           "the same in the squared-singular-value convention of per-head work"),
+    Signal("stable_rank", "metrics", "stable_rank", "all_blocks", "none", "", "down", "candidate", "state",
+           "weight spectra (stable rank; WeightWatcher's family)",
+           "mean stable rank ||W||_F^2/||W||_2^2 of the blocks' weight matrices"),
+    # ---- candidates at the fixed 20 checkpoints (expensive measures; nano only in the study)
+    Signal("commutator", "measures", "commutator", "all_params", "answer", "defect", "up", "candidate", "gradients",
+           "arXiv 2602.16967", "commutator defect of two gradient steps on fixed training batches"),
+    Signal("grad_erank", "measures", "grad_erank", "all_params", "answer", "roy_vetterli", "down", "candidate",
+           "gradients", "the study (per-sample gradient effective rank)", "effective rank of per-sample gradients"),
+    Signal("hessian_top", "measures", "hessian_top", "all_params", "answer", "top_eigenvalue", "up", "candidate",
+           "gradients", "the study (sharpness)", "top Hessian eigenvalue"),
+    Signal("llc", "measures", "llc", "all_params", "answer", "sgld", "up", "candidate", "gradients",
+           "the study (local learning coefficient)", "local learning coefficient (SGLD)"),
+    # ---- the study's representation measures
+    Signal("rankme_uncentred", "metrics", "rankme", *_H, "uncentred", "down", "candidate", "state",
+           "Garrido et al. 2023; the study", "RankMe as defined"),
+    Signal("rankme_centred", "metrics", "rankme", *_H, "centred", "down", "candidate", "state",
+           "the project's centred variant", "RankMe of the centred matrix"),
+    Signal("mean_share", "metrics", "mean_share", *_H, "", "up", "candidate", "state",
+           "the project", "share of the squared norm carried by the mean row"),
+    # ---- references: behaviour and a probe
+    Signal("loss", "metrics", "loss", "output", "answer", "train", "down", "reference", "state",
+           "the loss curve", "answer loss on the fixed training sample"),
+    Signal("logprob", "metrics", "logprob_per_token", "output", "answer", "", "up", "reference", "state",
+           "behaviour", "held-out per-token answer log-probability"),
+    Signal("probe", "probes", "probe_accuracy", *_H, "", "up", "reference", "state",
+           "linear probe", "held-out accuracy of a linear probe of the first answer token"),
+)
+SIGNAL_BY_NAME = {s.name: s for s in SIGNALS}
+# the clock: an event at a fixed step for every run (the benchmark builds it; no curve)
+CLOCK = "clock"
+
+
+def signal(name: str) -> Signal:
+    """The entry ``name``; ValueError naming the allowed ones otherwise."""
+    if name not in SIGNAL_BY_NAME:
+        raise ValueError(f"unknown signal {name!r}; allowed: {list(SIGNAL_BY_NAME)}")
+    return SIGNAL_BY_NAME[name]
+
+
+def monitorable() -> list[str]:
+    """The signals a monitor or scanner can compute without training-time state."""
+    return [s.name for s in SIGNALS if s.monitorable and s.table == "metrics" and s.kind == "candidate"]

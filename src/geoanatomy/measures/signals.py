@@ -1,0 +1,178 @@
+"""The field's cheap precursor signals, each a formula on one checkpoint (or a trailing window
+of checkpoints), with a closed-form answer on a hand-made case (tests/measures/test_signals.py).
+
+Every function takes plain arrays (torch or numpy) and returns floats; the metrics stage
+(``stages.metrics``) calls them at every checkpoint, the registry (``measures.signal_registry``)
+says which table rows they become and how their events are read. Sources: docs/benchmark.md.
+
+loss covariance (``loss_covariance``; the "2-datapoint reduced density matrix", arXiv 2603.29805)
+    L (W, N): per-example losses at the W checkpoints of a trailing window. X = L minus its
+    mean over the window (per example); C = X^T X / (W - 1) is the N x N covariance of the
+    examples' losses over the window; its non-zero eigenvalues are those of X X^T / (W - 1)
+    (W x W). With p_k = lambda_k / sum lambda::
+
+        participation ratio  PR = (sum lambda)^2 / sum lambda^2        in [1, W - 1]
+        heat capacity        C_h = sum p_k (ln p_k)^2 - (sum p_k ln p_k)^2
+                             (the variance of the spectrum's energies -ln p_k: 0 for one mode
+                             and for a flat spectrum, largest in between)
+
+ILDR (``ildr``; inter/intra-class distance ratio, arXiv 2604.20923)
+    Z (N, d) representations, y (N,) class labels (here the first answer token). Centroids
+    mu_c of the classes with >= 2 members; ILDR = mean_{a<b} ||mu_a - mu_b|| /
+    mean_i ||z_i - mu_{y_i}||. Rises as classes separate.
+
+update-Gram gap (``update_gap``; the spectral edge of rolling-window updates, arXiv 2603.28964)
+    theta_0..theta_W flattened parameters at W + 1 consecutive checkpoints (steps s_i). Updates
+    per optimiser step u_i = (theta_i - theta_{i-1}) / (s_i - s_{i-1}) (checkpoints are log-spaced
+    early, so raw differences would grow with the spacing); sigma_1 >= sigma_2 >= ... the singular
+    values of U (W x P), from the W x W Gram U U^T. gap = sigma_1 / sigma_2: large when one
+    direction dominates the recent updates (inf when sigma_2^2 is below 1e-14 sigma_1^2, the
+    Gram's rounding). Data-free.
+
+commutator defect (``commutator_defect``; arXiv 2602.16967)
+    Two fixed batches A, B, gradients g_A, g_B at theta, step eta. theta_AB = theta - eta g_A -
+    eta g_B(theta - eta g_A), theta_BA the other order; defect = ||theta_AB - theta_BA|| /
+    (eta^2 ||g_A|| ||g_B||). Computed as eta ||(g_A(theta - eta g_B) - g_A) - (g_B(theta - eta g_A)
+    - g_B)|| (the same number without subtracting two nearly equal parameter vectors). On
+    quadratics L_A = theta^T A theta / 2 it is ||(BA - AB) theta|| / (||A theta|| ||B theta||) for
+    every eta. An expensive measure (``measures.registry``: four gradients per checkpoint).
+
+per-head effective rank (``effective_ranks``; spectral-probe-circuits)
+    Z (N, d_head) one head's attention output at a position. With singular values s_k:
+    "sv" p_k = s_k / sum s (RankMe's convention, eps 0) and "sv2" p_k = s_k^2 / sum s^2 (the
+    per-head work's convention, the entropy of the covariance spectrum); rank = exp(-sum p ln p).
+
+stable rank (``stable_rank``)
+    ||W||_F^2 / ||W||_2^2 of a weight matrix: in [1, rank W].
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def _svdvals(x) -> np.ndarray:
+    """Singular values in float64 (torch's LAPACK, the one RankMe uses)."""
+    import torch
+    t = x.detach() if hasattr(x, "detach") else torch.as_tensor(np.asarray(x))
+    return torch.linalg.svdvals(t.to(torch.float64).cpu()).numpy()
+
+
+def _as_np(x) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().double().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+# ------------------------------------------------------------------ spectra
+def spectrum_stats(eigenvalues) -> dict:
+    """Participation ratio and heat capacity of a non-negative spectrum (module doc); NaN
+    when it sums to zero or is not finite."""
+    lam = _as_np(eigenvalues)
+    lam = np.clip(lam, 0.0, None)
+    tot = lam.sum()
+    if not np.isfinite(tot) or tot <= 0:
+        return {"participation_ratio": float("nan"), "heat_capacity": float("nan")}
+    p = lam[lam > 0] / tot
+    e = -np.log(p)
+    return {"participation_ratio": float(tot ** 2 / (lam ** 2).sum()),
+            "heat_capacity": float((p * e ** 2).sum() - (p * e).sum() ** 2)}
+
+
+def loss_covariance(losses) -> dict:
+    """Participation ratio and heat capacity of the covariance over checkpoints of the
+    per-example losses L (W, N) of a trailing window (module doc)."""
+    L = _as_np(losses)
+    if L.ndim != 2 or L.shape[0] < 2:
+        raise ValueError(f"loss_covariance needs a (W >= 2, N) matrix of losses, got shape {L.shape}")
+    X = L - L.mean(0, keepdims=True)
+    lam = np.linalg.eigvalsh(X @ X.T / (L.shape[0] - 1))
+    return spectrum_stats(lam)
+
+
+# ------------------------------------------------------------------- ILDR
+def ildr(Z, labels) -> float:
+    """Inter/intra-class distance ratio of Z (N, d) under labels (N,) (module doc); NaN when
+    fewer than two classes have two members or every point sits on its centroid."""
+    Z, y = _as_np(Z), np.asarray(labels).reshape(-1)
+    if Z.ndim != 2 or len(y) != Z.shape[0]:
+        raise ValueError(f"ildr needs Z (N, d) and N labels, got {Z.shape} and {y.shape}")
+    classes, counts = np.unique(y, return_counts=True)
+    keep = classes[counts >= 2]
+    if len(keep) < 2:
+        return float("nan")
+    mus, intra = [], []
+    for c in keep:
+        zc = Z[y == c]
+        mu = zc.mean(0)
+        mus.append(mu)
+        intra.append(np.linalg.norm(zc - mu, axis=1))
+    mus = np.stack(mus)
+    d_in = float(np.concatenate(intra).mean())
+    diff = mus[:, None, :] - mus[None, :, :]
+    iu = np.triu_indices(len(keep), 1)
+    d_out = float(np.linalg.norm(diff, axis=-1)[iu].mean())
+    return d_out / d_in if d_in > 0 else float("nan")
+
+
+# ------------------------------------------------------- update-Gram gap
+def update_gap(thetas, steps) -> float:
+    """sigma_1 / sigma_2 of the per-step updates between W + 1 consecutive flattened parameter
+    vectors thetas (W + 1, P) at checkpoint steps (W + 1,) (module doc); inf when the updates
+    are parallel, NaN when there are fewer than two updates or none moved."""
+    T = _as_np(thetas)
+    s = np.asarray(steps, dtype=np.float64)
+    if T.ndim != 2 or T.shape[0] != len(s) or len(s) < 3:
+        raise ValueError(f"update_gap needs (W + 1 >= 3, P) parameters and W + 1 steps, got {T.shape}, {len(s)}")
+    ds = np.diff(s)
+    if (ds <= 0).any():
+        raise ValueError(f"update_gap: steps must increase, got {s.tolist()}")
+    U = np.diff(T, axis=0) / ds[:, None]
+    lam = np.sort(np.clip(np.linalg.eigvalsh(U @ U.T), 0.0, None))[::-1]
+    if lam[0] <= 0:
+        return float("nan")
+    # below 1e-14 of the top eigenvalue the Gram's rounding dominates: one direction only
+    return float(math.sqrt(lam[0] / lam[1])) if lam[1] > 1e-14 * lam[0] else float("inf")
+
+
+# --------------------------------------------------------- effective ranks
+def effective_ranks(Z) -> dict:
+    """Effective rank of Z (N, d) in both conventions: "sv" (p = s / sum s) and "sv2"
+    (p = s^2 / sum s^2); NaN for an all-zero or non-finite Z."""
+    if not np.isfinite(_as_np(Z)).all():
+        return {"sv": float("nan"), "sv2": float("nan")}
+    s = _svdvals(Z)
+    out = {}
+    for name, w in (("sv", s), ("sv2", s ** 2)):
+        tot = w.sum()
+        if tot <= 0:
+            out[name] = float("nan")
+            continue
+        p = w[w > 0] / tot
+        out[name] = float(math.exp(-(p * np.log(p)).sum()))
+    return out
+
+
+def stable_rank(W) -> float:
+    """||W||_F^2 / ||W||_2^2 of a matrix (NaN for an all-zero one)."""
+    s = _svdvals(W)
+    return float((s ** 2).sum() / s[0] ** 2) if s[0] > 0 else float("nan")
+
+
+# ------------------------------------------------------ commutator defect
+def commutator_defect(grad, theta, eta: float = 1e-3) -> dict:
+    """The commutator defect at parameters theta (P,) of two gradient fields
+    ``grad(which, theta) -> (P,)`` with which in ("A", "B") (module doc). Returns
+    {"value", "eta", "grad_cos", "norm_a", "norm_b"}; NaN when a gradient is zero."""
+    import torch
+    ga, gb = grad("A", theta), grad("B", theta)
+    na, nb = float(ga.norm()), float(gb.norm())
+    if na == 0 or nb == 0 or not (math.isfinite(na) and math.isfinite(nb)):
+        return {"value": float("nan"), "eta": eta, "grad_cos": float("nan"), "norm_a": na, "norm_b": nb}
+    ga_b = grad("A", theta - eta * gb)          # g_A after the B step
+    gb_a = grad("B", theta - eta * ga)          # g_B after the A step
+    delta = eta * ((ga_b - ga) - (gb_a - gb))   # theta_AB - theta_BA
+    value = float(torch.linalg.vector_norm(delta.double())) / (eta ** 2 * na * nb)
+    return {"value": value, "eta": eta, "grad_cos": float((ga.double() @ gb.double()) / (na * nb)),
+            "norm_a": na, "norm_b": nb}
