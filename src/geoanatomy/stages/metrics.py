@@ -84,8 +84,8 @@ from .common import checkpoint_identity, open_run, progress, training_dir
 @torch.no_grad()
 def behaviour_rows(model, seq: torch.Tensor, n_answer: int, split: str) -> tuple[list[dict], list, np.ndarray]:
     """Behaviour rows (without run/step) of sequences seq (N, S); also returns the hidden
-    states and each example's mean answer cross-entropy (N,). Logits are cast to float64 before the softmax (float32 rounding makes fake
-    spikes in losses near zero)."""
+    states and each example's mean answer cross-entropy (N,). Logits are cast to float64 before
+    the softmax (float32 rounding makes fake spikes in losses near zero)."""
     model.eval()
     N = seq.shape[0]
     x, y = seq[:, :-1], seq[:, 1:]
