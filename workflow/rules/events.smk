@@ -10,6 +10,7 @@ rule events:
         precursor=f"{RESULTS}/{{run}}/precursor.json",
         figure=f"{RESULTS}/{{run}}/trajectory.png",
         curves=f"{RESULTS}/{{run}}/signal_curves.csv",  # the precursor benchmark's curves
+        costs=f"{RESULTS}/{{run}}/signal_costs.json",  # and their CPU seconds
     log:
         f"{RESULTS}/{{run}}/logs/events.log",
     benchmark:

@@ -41,7 +41,7 @@ STAGES = {
 # stages that read tables and files only, never a model: they start without importing torch
 TABLE_STAGES = ("events", "prune")
 RUN_FILES = ("metrics.csv", "example_losses.csv", "measures.csv", "probes.csv", "precursor.json",
-             "signal_curves.csv", "trajectory.png", "train.json")
+             "signal_curves.csv", "signal_costs.json", "trajectory.png", "train.json")
 
 
 def _job(args):

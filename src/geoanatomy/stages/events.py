@@ -131,25 +131,37 @@ def check_table_against_spec(df, path: Path, n_samples: int) -> None:
 def signal_curves(tables: dict):
     """The curves the precursor benchmark scores, one column per registry signal
     (``measures.signal_registry``; NaN where a run's tables lack it or at steps it was not
-    measured), one row per checkpoint step of metrics.csv: a wide DataFrame."""
+    measured), one row per checkpoint step of metrics.csv: a wide DataFrame; and each signal's
+    median CPU seconds per checkpoint where its rows record them (``cpu_s``), else None."""
+    import json
+
     import pandas as pd
 
     from ..measures.signal_registry import SIGNALS
     steps = sorted(set(int(x) for x in tables["metrics"]["step"]))
-    out = pd.DataFrame({"step": steps})
+    out, costs = pd.DataFrame({"step": steps}), {}
     for s in SIGNALS:
         df = tables.get(s.table)
-        vals = {}
+        vals, cpu = {}, []
         if df is not None and len(df):
             sel = s.select(df)
             vals = dict(zip(sel["step"].astype(int), sel["value"].astype(float)))
+            for text in sel["settings"]:
+                c = json.loads(text or "{}").get("cpu_s") if isinstance(text, str) else None
+                if c is not None:
+                    cpu.append(float(c))
         out[s.name] = [vals.get(t, float("nan")) for t in steps]
-    return out
+        costs[s.name] = float(np.median(cpu)) if cpu else None
+    return out, costs
 
 
-def write_signal_curves(path: Path, curves) -> None:
-    """signal_curves.csv, atomically (floats written exactly: repr)."""
-    from ..files import atomic_write_text
+def write_signal_curves(path: Path, curves, costs: dict) -> None:
+    """signal_curves.csv and beside it signal_costs.json ({signal: median CPU seconds per
+    checkpoint}), atomically (floats written exactly: repr)."""
+    from ..files import atomic_write_json, atomic_write_text
+    atomic_write_json(path.with_name("signal_costs.json"), {
+        "what": "median CPU seconds per checkpoint of each signal (the rows' cpu_s: signals computed together "
+                "share one figure); null: not recorded", "cpu_seconds_per_checkpoint": costs})
     cols = list(curves.columns)
     lines = [",".join(cols)]
     for row in curves.itertuples(index=False):
@@ -164,7 +176,8 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_events: dict, log=print) -> dict
     from ..plots import plot_run
     run_dir = Path(run_dir)
     pre, df, tables = precursor_of_run(spec, run_dir, cfg_events)
-    write_signal_curves(run_dir / "signal_curves.csv", signal_curves(tables))
+    curves, costs = signal_curves(tables)
+    write_signal_curves(run_dir / "signal_curves.csv", curves, costs)
     pre = write_sealed(run_dir / "precursor.json", pre)
     plot_run(df, pre, run_dir / "trajectory.png")
     rm = pre["measures"]["rankme"]

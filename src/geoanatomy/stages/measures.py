@@ -81,10 +81,14 @@ def measure_checkpoint(model, pools: dict, n_answer: int, cfg: dict, seeds: dict
         t = time.process_time()
         m = measure(kind)
         given = {r["measure"]: r["value"] for r in rows if r["measure"] in m.uses}   # its declared inputs
-        rows += m.rows(model, pools[m.config_key], n_answer, cfg[m.config_key],
-                       seeds[kind] if m.seeded else None, given)
+        new = m.rows(model, pools[m.config_key], n_answer, cfg[m.config_key],
+                     seeds[kind] if m.seeded else None, given)
+        dt = time.process_time() - t
+        for r in new:
+            r["settings"] = {**r["settings"], "cpu_s": dt}    # this kind's CPU seconds at this checkpoint
+        rows += new
         if timings is not None:
-            timings[kind] = timings.get(kind, 0.0) + time.process_time() - t
+            timings[kind] = timings.get(kind, 0.0) + dt
     return rows
 
 

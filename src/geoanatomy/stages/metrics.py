@@ -130,15 +130,28 @@ def measure_checkpoint(model, seq: torch.Tensor, n_answer: int, eps: float = 1e-
     the evaluation sequences seq (N, S), the loss on the training sample train_seq (M, S) if
     given, and with ``window`` (fed this checkpoint at ``step``) the windowed signals."""
     first = seq.shape[1] - 1 - n_answer
+    clock = time.process_time()
     with capture_heads(model, first) as heads:
         rows, hidden, losses = behaviour_rows(model, seq, n_answer, "heldout")
-    rows += geometry_rows(hidden, model.layer_names(), first, eps)
+    _cost(rows, clock)
+    clock = time.process_time()
+    rows += _cost(geometry_rows(hidden, model.layer_names(), first, eps), clock)
     labels = seq[:, first + 1].cpu().numpy()                               # the first answer token
     rows += state_signal_rows(model, hidden, heads, first, labels)
     if window is not None:
         rows += window.rows(step, model, losses)
     if train_seq is not None:
-        rows += behaviour_rows(model, train_seq, n_answer, "train")[0]
+        clock = time.process_time()
+        rows += _cost(behaviour_rows(model, train_seq, n_answer, "train")[0], clock)
+    return rows
+
+
+def _cost(rows: list[dict], since: float) -> list[dict]:
+    """``rows`` with the CPU seconds since ``since`` in each one's settings (``cpu_s``: the
+    cost of computing them together at this checkpoint; the precursor benchmark reports it)."""
+    dt = time.process_time() - since
+    for r in rows:
+        r["settings"] = {**(r.get("settings") or {}), "cpu_s": dt}
     return rows
 
 
@@ -170,9 +183,12 @@ def _row(measure, layer, layer_index, position, variant, n, value, settings) -> 
 def state_signal_rows(model, hidden, heads: dict, first: int, labels) -> list[dict]:
     """ILDR per layer, per-head effective ranks and weight stable ranks at one checkpoint."""
     rows, N = [], len(labels)
+    clock = time.process_time()
     st = {"classes": "first answer token", "definition": "mean centroid distance / mean distance to own centroid"}
     for li, (name, h) in enumerate(zip(model.layer_names(), hidden)):
         rows.append(_row("ildr", name, li, "first", "", N, sig.ildr(h[:, first, :], labels), st))
+    _cost(rows, clock)
+    clock, n0 = time.process_time(), len(rows)
     H = model.cfg.n_head
     per = {"sv": [], "sv2": []}
     for i, Y in sorted(heads.items()):
@@ -184,6 +200,8 @@ def state_signal_rows(model, hidden, heads: dict, first: int, labels) -> list[di
     for v, vals in per.items():
         rows.append(_row("head_erank", "all_heads", -1, "first", v, N, float(np.mean(vals)),
                          {"convention": v, "mean_over": f"{len(vals)} heads"}))
+    _cost(rows[n0:], clock)
+    clock, n0 = time.process_time(), len(rows)
     allv = []
     for i, b in enumerate(model.blocks):
         mats = [b.attn.c_attn.weight, b.attn.c_proj.weight, b.mlp.c_fc.weight, b.mlp.c_proj.weight]
@@ -193,6 +211,7 @@ def state_signal_rows(model, hidden, heads: dict, first: int, labels) -> list[di
                          {"mean_over": "c_attn, attn.c_proj, c_fc, mlp.c_proj weights"}))
     rows.append(_row("stable_rank", "all_blocks", -1, "none", "", 0, float(np.mean(allv)),
                      {"mean_over": f"{len(allv)} block weight matrices"}))
+    _cost(rows[n0:], clock)
     return rows
 
 
@@ -205,6 +224,7 @@ class SignalWindow:
         self.example_rows: list[dict] = []
 
     def rows(self, step: int, model, losses: np.ndarray) -> list[dict]:
+        clock = time.process_time()
         theta = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).double().cpu().numpy()
         self.params = (self.params + [(int(step), theta)])[-(self.size + 1):]
         self.losses = (self.losses + [losses])[-self.size:]
@@ -213,16 +233,19 @@ class SignalWindow:
         gap = heat = pr = float("nan")
         if len(self.params) == self.size + 1:
             gap = sig.update_gap(np.stack([t for _, t in self.params]), [s for s, _ in self.params])
+        t_gap = time.process_time() - clock
+        clock = time.process_time()
         if len(self.losses) == self.size:
             cov = sig.loss_covariance(np.stack(self.losses))
             heat, pr = cov["heat_capacity"], cov["participation_ratio"]
+        t_cov = time.process_time() - clock
         n = len(losses)
         return [_row("update_gap", "all_params", -1, "none", "window", 0, gap,
-                     {**w, "updates": "per optimiser step between consecutive checkpoints"}),
+                     {**w, "updates": "per optimiser step between consecutive checkpoints", "cpu_s": t_gap}),
                 _row("loss_cov_heat", "output", -1, "answer", "window", n, heat,
-                     {**w, "losses": "per-example held-out answer loss"}),
+                     {**w, "losses": "per-example held-out answer loss", "cpu_s": t_cov}),
                 _row("loss_cov_pr", "output", -1, "answer", "window", n, pr,
-                     {**w, "losses": "per-example held-out answer loss"})]
+                     {**w, "losses": "per-example held-out answer loss", "cpu_s": t_cov})]
 
 
 def write_example_losses(path: Path, run: str, steps: list[int], losses: list[np.ndarray]) -> None:
