@@ -232,7 +232,9 @@ def test_study_grid_is_the_documented_design_with_classes_fixed_on_disjoint_seed
     assert len(cells) == 32 and all(s == {0, 1} for s in cells.values())
     assert {(t, lv) for t, lv, z in cells if z == "nano"} == {(t, lv) for t in TASKS for lv in ("L1", "L2", "L3")}
     assert {t for t, lv, z in cells if z == "micro" and lv == "L3"} == set(TASKS)
-    assert sorted(r["size"] for r in runs if r["control"]) == ["micro", "nano"]
+    # one shuffled-answer control per task at nano (the benchmark's negatives) and mod L1 at micro
+    ctrl = sorted((r["task"], r["level"], r["size"]) for r in runs if r["control"])
+    assert ctrl == sorted([(t, "L1", "nano") for t in TASKS] + [("mod", "L1", "micro")])
     cal_runs = [parse_run_name(r) for r in run_names(cal)]
     assert {(r["task"], r["level"], r["size"]) for r in cal_runs} == set(cells)
     assert not {r["seed"] for r in cal_runs} & {r["seed"] for r in runs}

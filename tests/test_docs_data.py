@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 PAGES = [(REPO / "docs" / "study.md", REPO / "docs" / "study" / "data"),
          (REPO / "docs" / "validation.md", REPO / "docs" / "validation" / "data")]
 PAGES = [(p, d) for p, d in PAGES if d.is_dir()]
-RECOMPUTED = ("tables", "scale", "prediction", "verdict")      # in order: verdict reads the others' JSON
+RECOMPUTED = ("tables", "scale", "prediction", "benchmark", "verdict")   # in order: verdict reads the others' JSON
 
 
 @pytest.mark.parametrize("page,data", PAGES, ids=lambda x: x.name)
@@ -59,9 +59,10 @@ def test_the_committed_summary_is_recomputed_from_the_committed_runs(page, data,
     for f in ("verdict_power.csv", "verdict_power.csv-metadata.json"):
         shutil.copy2(summary / f, out / f)
     pres = sorted(str(p) for p in data.glob("*/precursor.json"))
+    curves = sorted(str(p) for p in data.glob("*/signal_curves.csv"))     # the benchmark's (where committed)
     st = summary_settings()
     for part in RECOMPUTED:
-        summarize_part(part, pres, out, st, log=lambda *a: None)
+        summarize_part(part, pres, out, st, log=lambda *a: None, curves=curves)
     files = [f for part in RECOMPUTED for f in BY_NAME[part].files() if not f.endswith(".png")]
     files += [f + "-metadata.json" for f in files if f.endswith(".csv")]
     assert files

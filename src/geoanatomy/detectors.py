@@ -18,6 +18,11 @@ matched events (``matched_events``, the default detector for every curve)
     onset / extreme / return of a falling or rising curve, measured as progress from a
     start level to the run's extreme (module function doc); ``curve_entry`` names them
     collapse / floor / recovery or rise / peak / settle.
+change-point events (``pelt_fit``; ``detector: pelt``)
+    A second detector family for the robustness check: the curve is segmented by PELT
+    (ruptures, least-squares cost, penalty 2 sigma^2 ln K with sigma from the median absolute
+    first difference), each segment replaced by its mean, and the matched definitions read on
+    that piecewise-constant curve with persist 1: every event falls on a change point.
 legacy events (``curve_events``, ``rise_events``, ``plateau_exit_step``)
     The first version's rules: floor = argmin, collapse = half-drop point, recovery
     relative to the floor value; plateau exit = training loss below the input-blind loss
@@ -179,6 +184,27 @@ def matched_events(steps, values, direction: str, start: float | None = None, on
     return out
 
 
+def pelt_fit(steps, values) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, piecewise-constant values) of a curve segmented by PELT (module doc): the
+    ruptures package's Pelt with the least-squares cost, minimum segment 2 checkpoints,
+    penalty 2 sigma^2 ln K (sigma: the noise level of the first differences, MAD-estimated)."""
+    import ruptures
+    s, v = _clean(steps, values)
+    if len(v) < 4:
+        return s, v
+    d = np.diff(v)
+    sigma = float(np.median(np.abs(d - np.median(d)))) / 0.6745 / np.sqrt(2.0)
+    sigma = sigma if sigma > 0 else float(np.std(v)) * 1e-3 + 1e-12
+    bkps = ruptures.Pelt(model="l2", min_size=2, jump=1).fit(v.reshape(-1, 1)).predict(
+        pen=2.0 * sigma ** 2 * np.log(len(v)))
+    fit = np.empty_like(v)
+    start = 0
+    for end in bkps:
+        fit[start:end] = v[start:end].mean()
+        start = end
+    return s, fit
+
+
 COLLAPSE_KEYS = {"onset": "collapse", "extreme": "floor", "return": "recovery"}
 RISE_KEYS = {"onset": "rise", "extreme": "peak", "return": "settle"}
 
@@ -207,11 +233,15 @@ def curve_entry(steps, values, direction: str, cfg_events: dict, start: float | 
         out = fn(steps, values, e["collapse_drop"], e["collapse_half"], e["recovery_rise"], e["persist"])
         out["detector"] = "legacy"
         return out
+    persist = e["persist"]
+    if e.get("detector", "matched") == "pelt":
+        steps, values = pelt_fit(steps, values)
+        persist = 1
     m = matched_events(steps, values, direction, start=start, onset_frac=e["onset_frac"],
                        extreme_tol=e["extreme_tol"], return_frac=e["return_frac"],
-                       min_change=e["collapse_drop"], persist=e["persist"], before=before)
+                       min_change=e["collapse_drop"], persist=persist, before=before)
     flag = "collapsed" if direction == "down" else "risen"
-    out = {"detector": "matched", "init": m["start"], names["extreme"]: m["extreme"],
+    out = {"detector": e.get("detector", "matched"), "init": m["start"], names["extreme"]: m["extreme"],
            f"{names['extreme']}_step": m["extreme_step"], flag: m["changed"],
            f"{names['onset']}_step": m["onset_step"], f"{names['return']}_step": m["return_step"],
            "half_step": m["half_step"], "argextreme_step": m["extreme_argstep"], "final": m["final"],

@@ -130,3 +130,26 @@ def test_registry_entries_are_curves_some_stage_writes():
     assert set(monitorable()) == {"loss_cov_heat", "loss_cov_pr", "ildr", "update_gap", "head_erank_sv",
                                   "head_erank_sv2", "stable_rank", "rankme_uncentred", "rankme_centred",
                                   "mean_share"}
+
+
+def test_metrics_window_equals_the_formula_on_the_same_checkpoints():
+    """The metrics stage keeps the update Gram one row at a time and the losses of a trailing
+    window: its rows equal update_gap and loss_covariance on the last checkpoints."""
+    from geoanatomy.model import GPT, ModelConfig
+    from geoanatomy.stages.metrics import SignalWindow
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(n_layer=1, d_model=16, n_head=2, vocab_size=12, block_size=8))
+    w = SignalWindow(3)
+    steps, thetas, losses = [0, 1, 3, 7, 15, 31], [], []
+    rng = np.random.default_rng(0)
+    for s in steps:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.01 * torch.randn_like(p) * (1 + s % 3))
+        thetas.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]).double().numpy())
+        losses.append(rng.random(20))
+        rows = {r["measure"]: r["value"] for r in w.rows(s, model, losses[-1])}
+    assert rows["update_gap"] == pytest.approx(sig.update_gap(np.stack(thetas[-4:]), steps[-4:]), rel=1e-4)
+    cov = sig.loss_covariance(np.stack(losses[-3:]))
+    assert rows["loss_cov_heat"] == pytest.approx(cov["heat_capacity"])
+    assert rows["loss_cov_pr"] == pytest.approx(cov["participation_ratio"])

@@ -94,7 +94,12 @@ STATISTICS = tuple(f for p in (TABLES, SCALE, PREDICTION) for f in p.files() if 
 POWER = Part("power", (PRECURSORS,), _tables(
     ("verdict_power.csv", "verdict_power", "power and false rate of every claim on this grid's design"),
 ), "write_power", runtime=60)
-VERDICT = Part("verdict", (PRECURSORS, Input("json", STATISTICS + tuple(POWER.files()), "summary")),
+CURVES = Input("curves", ("signal_curves.csv",), "unit", "--curves")
+BENCHMARK = Part("benchmark", (PRECURSORS, CURVES), (
+    Output("precursor_benchmark.csv", "precursor_benchmark", "0 Verdict", {"table": "precursor benchmark"}),
+    Output("figures/precursor_benchmark.png", "precursor_benchmark_figure", "1 Figures",
+           {"figure": "precursor benchmark"})), "write_benchmark", runtime=30)
+VERDICT = Part("verdict", (PRECURSORS, CURVES, Input("json", STATISTICS + tuple(POWER.files()), "summary")),
                (Output("verdict.csv", "verdict", "0 Verdict", {"table": "verdict per claim"}),), "write_verdict")
 PROTOCOLS = Part("protocols", (PRECURSORS,), _tables(
     ("protocols.csv", "protocols", "single-task vs mixture protocol"),
@@ -125,13 +130,14 @@ CLAIM_FIGURES = Part("claims", (Input("verdict", ("verdict.csv",), "summary"),),
     for fam in FIGURE_FAMILIES), "write_claim_figures")
 
 # tables.html: the verdict first, then the protocol tables, the other tables, the JSON files
-HTML_SECTIONS = (tuple(f for p in (VERDICT, POWER, PROTOCOLS, TABLES) for f in p.files() if f.endswith(".csv"))
+HTML_SECTIONS = (tuple(f for p in (VERDICT, BENCHMARK, POWER, PROTOCOLS, TABLES) for f in p.files()
+                       if f.endswith(".csv"))
                  + STATISTICS)
 HTML = Part("html", (Input("tables", HTML_SECTIONS, "summary"),), _tables(
     ("tables.html", "tables_html", "all tables on one page"),
 ), "write_html", settings=False)
 
-PARTS = (TABLES, SCALE, PREDICTION, POWER, VERDICT, PROTOCOLS, FIGURES, CLAIM_FIGURES, HTML)
+PARTS = (TABLES, SCALE, PREDICTION, POWER, BENCHMARK, VERDICT, PROTOCOLS, FIGURES, CLAIM_FIGURES, HTML)
 BY_NAME = {p.name: p for p in PARTS}
 MIXTURE_FILES = frozenset(f for p in PARTS if p.mixtures_only for f in p.files())
 

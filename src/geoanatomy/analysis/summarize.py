@@ -18,7 +18,7 @@ from pathlib import Path
 from ..files import atomic_write_json, atomic_write_text
 from . import (behaviour, figures_runs, figures_summary, floors, parts, power, prediction, protocols, rates, scale,
                topdown)
-from . import figures_verdict, verdict
+from . import benchmark, figures_benchmark, figures_verdict, verdict
 from .load import check_pooling, class_counts, load_precursors, settings_mix
 from .tables import header_lines, read_table, tables_html, write_csv
 
@@ -36,6 +36,7 @@ class Job:
     metrics: tuple = ()
     pythia: str | None = None
     scale_json: str | None = None
+    curves: tuple = ()
 
 
 def machines_line(pres) -> str:
@@ -237,6 +238,69 @@ def write_power(job: Job) -> list[str]:
     return [str(out / "verdict_power.csv")]
 
 
+def _curves_of(job: Job) -> dict:
+    """{run: (curves, costs)} of the single-task runs' signal_curves.csv files given."""
+    names = {p["run"] for p in job.pres}
+    return {k: v for k, v in benchmark.read_curves(job.curves).items() if k in names}
+
+
+def write_benchmark(job: Job) -> list[str]:
+    """precursor_benchmark.csv and figures/precursor_benchmark.png (analysis.benchmark): every
+    signal of the registry scored as a detector on the runs whose signal_curves.csv is given."""
+    out, st = Path(job.out), job.st
+    curves = _curves_of(job)
+    table = benchmark.benchmark_table([p for p in job.pres if p["run"] in curves], curves, st)
+    runs = benchmark.run_table(job.pres)
+    n_neg = int(runs["negative"].sum()) if len(runs) else 0
+    n_ctrl = int(runs["control"].sum()) if len(runs) else 0
+    write_csv(table, out / "precursor_benchmark.csv", "geoanatomy summary: precursor_benchmark.csv", [
+        "one row per signal x event kind (onset, extreme of the matched detector; direction fixed in the signal "
+        "registry): " + " ".join(benchmark.__doc__.split("\n\n")[1].split()),
+        f"runs with curves: {len(curves)} of {len(job.pres)}; negatives: {n_neg} runs ({n_ctrl} shuffled-answer "
+        f"controls, {n_neg - n_ctrl} runs that never acquire); intervals: {st['n_bootstrap']} cell-bootstrap "
+        f"resamples (lead, AUROC), Clopper-Pearson over negative runs (false alarms), Fisher-z one-sided 95% bounds "
+        f"(gain); detector settings: " + "; ".join(f"{k} {v or 'defaults'}" for k, v in benchmark.SETTINGS.items()),
+        "cpu_ms_per_checkpoint: median CPU milliseconds per checkpoint recorded by the stage that computed the "
+        "signal (signals computed together share one figure: the forward pass for loss and log-prob, every layer's "
+        "RankMe together); NaN: not recorded.", machines_line(job.pres)])
+    fig = figures_benchmark.draw(table, out / "figures" / "precursor_benchmark.png",
+                                 f"precursor benchmark: {len(curves)} runs, {n_neg} negatives; onset events, "
+                                 f"ranked by AUROC; (x) = reading changes with the detector")
+    return [str(out / "precursor_benchmark.csv"), *fig]
+
+
+def robust_column(job: Job, v, power):
+    """verdict.csv's ``robust`` and ``robust_words`` columns: each timing row recomputed with
+    every event re-detected under the benchmark's other detector settings (analysis.benchmark:
+    SETTINGS; the curves of signal_curves.csv); robust = the same word under all of them.
+    Other rows and grids without curves: empty."""
+    from .claims import CLAIMS
+    v = v.copy()
+    v["robust"], v["robust_words"] = None, ""
+    curves = _curves_of(job)
+    timing = {c.name for c in CLAIMS if c.figure == "timing"}
+    is_t = v["claim"].isin(timing) & (v["protocol"] == "single-task")
+    if not curves or len(curves) < len(job.pres) or not is_t.any():
+        v.loc[is_t, "robust_words"] = "not computed: signal_curves.csv missing for some runs"
+        return v
+    st = job.st
+    key = verdict.ROW_KEY
+    words = {}
+    for setting in benchmark.SETTINGS:
+        if setting == "matched":
+            continue
+        alt = [benchmark.redetect(p, curves[p["run"]][0], setting) for p in job.pres]
+        rows = rates.measure_rows(alt, st["coincide_log10_tol"])
+        t = verdict.finish(verdict.precursor_claims(rows, st), st, power)
+        words[setting] = {tuple(r[k] for k in key): r["verdict"] for _, r in t.iterrows()}
+    for i in v.index[is_t]:
+        k = tuple(v.loc[i, c] for c in key)
+        got = {s: w.get(k, "absent") for s, w in words.items()}
+        v.loc[i, "robust_words"] = "; ".join(f"{s} {w}" for s, w in got.items())
+        v.loc[i, "robust"] = all(w == v.loc[i, "verdict"] for w in got.values())
+    return v
+
+
 def write_verdict(job: Job) -> list[str]:
     """verdict.csv (analysis.verdict): the precursor and behaviour claims from the runs, the
     floors / scale / top-down / prediction claims from the JSON files the other parts wrote;
@@ -250,6 +314,7 @@ def write_verdict(job: Job) -> list[str]:
     v = verdict.verdict_table(pres, rows, st, extra, pw,
                               rows_of_runs=lambda sub: rates.measure_rows(sub, st["coincide_log10_tol"]),
                               json_of_runs=lambda sub, per_run: statistics_of(sub, st, per_run))
+    v = robust_column(job, v, pw)
     st_rows = v["stable"].dropna()
     write_csv(v, out / "verdict.csv", "geoanatomy summary: verdict.csv",
               ["one row per claim of the study (per measure, RankMe variant and event kind where it applies):"
@@ -263,6 +328,10 @@ def write_verdict(job: Job) -> list[str]:
                f" ({st['headline_variant']}); 'mean-direction' in detail: an uncentred RankMe whose"
                f" curve follows the mean share (median rank correlation >= {st['mean_direction_rho']}).",
                "shuffled-label control runs and diverged runs are left out (controls.csv reports the controls).",
+               "robust / robust_words (timing rows): the row recomputed with every event re-detected under the "
+               "precursor benchmark's other detector settings (" + ", ".join(k for k in benchmark.SETTINGS
+                                                                             if k != "matched")
+               + "; the measures whose curves signal_curves.csv holds); robust = the same word under each.",
                "stable / stability: each single-task row (the summary JSON rows from those files recomputed on the"
                " subset) recomputed on disjoint halves of the seeds (within a cell,"
                " seeds in order: even positions half A, odd half B; one-seed cells only in A) and leaving one seed"
@@ -352,12 +421,14 @@ def write_html(job: Job) -> list[str]:
 
 
 # each part's writer (parts.Part.writer names it; the registry is standard-library only)
-WRITERS = {f.__name__: f for f in (write_tables, write_scale, write_prediction, write_power, write_verdict,
+WRITERS = {f.__name__: f for f in (write_tables, write_scale, write_prediction, write_power, write_benchmark,
+                                   write_verdict,
                                    write_protocols, write_figures, write_claim_figures, write_html)}
 assert set(WRITERS) == {p.writer for p in parts.PARTS}, "one writer per summary part"
 
 
-def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_json=None, log=print) -> list[str]:
+def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_json=None, log=print,
+        curves=()) -> list[str]:
     """Run one part (``analysis.parts``) with its writer; the files written."""
     t0 = time.time()
     p = parts.BY_NAME[part]
@@ -366,7 +437,8 @@ def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_jso
         raise ValueError("summarize: no precursor.json files given")
     check_pooling(units, bool(st["allow_mixed_settings"]))   # refuses a silent mix of settings
     pres, mix = protocols.split(units)            # mixture units: verdict and protocols only
-    files = WRITERS[p.writer](Job(units, pres, mix, Path(out), st, tuple(metrics or ()), pythia, scale_json))
+    files = WRITERS[p.writer](Job(units, pres, mix, Path(out), st, tuple(metrics or ()), pythia, scale_json,
+                                  tuple(curves or ())))
     if p.reads_runs:
         log(f"[summarize {part}] {_n_line(pres)}" + (f"; {_mix_line(mix)}" if mix else ""))
     log(f"[summarize {part}] wrote {len(files)} files in {time.time() - t0:.2f} s")

@@ -3,7 +3,8 @@
     geoanatomy summarize tables     --precursors results/*/precursor.json --out results/summary
     geoanatomy summarize scale      --precursors ... [--pythia results/summary/pythia_scale.json] --out ...
     geoanatomy summarize prediction --precursors ... --out ...
-    geoanatomy summarize verdict    --precursors ... --out ...     (reads the JSON files the parts above wrote)
+    geoanatomy summarize benchmark  --precursors ... --curves results/*/signal_curves.csv --out ...
+    geoanatomy summarize verdict    --precursors ... [--curves ...] --out ...  (reads the parts above)
     geoanatomy summarize protocols  --precursors ... --out ...     (single-task vs mixture units; needs mixture units)
     geoanatomy summarize figures    --precursors ... --metrics results/*/metrics.csv
                                     [--scale-json results/summary/scale_invariance.json] --out ...
@@ -43,6 +44,8 @@ def main(argv=None) -> int:
     ap.add_argument("part", choices=PARTS)
     ap.add_argument("--precursors", nargs="*", default=None, help="per-run precursor.json files")
     ap.add_argument("--metrics", nargs="*", default=None, help="per-run metrics.csv files (figures)")
+    ap.add_argument("--curves", nargs="*", default=None,
+                    help="per-run signal_curves.csv files (precursor benchmark, verdict's robust column)")
     ap.add_argument("--results", default=None, help="instead of file lists: glob RESULTS/*/precursor.json etc.")
     ap.add_argument("--pythia", default=None, help="pythia_scale.json of the Pythia branch (optional)")
     ap.add_argument("--scale-json", default=None, help="scale_invariance.json for the rho-matrix figure")
@@ -64,13 +67,14 @@ def main(argv=None) -> int:
     except (ValueError, json.JSONDecodeError) as e:
         print(f"geoanatomy summarize: --settings: {e}", file=sys.stderr)
         return 2
-    pre, met = args.precursors, args.metrics
+    pre, met, cur = args.precursors, args.metrics, args.curves
     if args.results:
         root = Path(args.results)
         # single-task runs results/RUN/, mixture units results/MIXTURE/COMBINATION/
         pre = pre if pre is not None else sorted(str(p) for p in [*root.glob("*/precursor.json"),
                                                                    *root.glob("mix*/*/precursor.json")])
         met = met if met is not None else sorted(str(p) for p in root.glob("*/metrics.csv"))
+        cur = cur if cur is not None else sorted(str(p) for p in root.glob("*/signal_curves.csv"))
         args.out = args.out or str(root / "summary")
         if args.pythia is None and (root / "summary" / "pythia_scale.json").exists():
             args.pythia = str(root / "summary" / "pythia_scale.json")
@@ -95,13 +99,14 @@ def main(argv=None) -> int:
             return 2
         pre = [p for p in pre if str(Path(p).parent) in kept]
         met = [m for m in (met or []) if str(Path(m).parent) in kept]
+        cur = [c for c in (cur or []) if str(Path(c).parent) in kept]
         print(f"geoanatomy summarize: seed half {args.seed_half}: {len(pre)} runs", file=sys.stderr)
     out = Path(args.out)
     try:
         parts = PARTS[:-1] if args.part == "all" else [args.part]
         for part in parts:
             scale_json = args.scale_json or (str(out / "scale_invariance.json") if args.part == "all" else None)
-            run(part, pre, out, st, metrics=met or [], pythia=args.pythia, scale_json=scale_json)
+            run(part, pre, out, st, metrics=met or [], pythia=args.pythia, scale_json=scale_json, curves=cur or [])
     except (SummaryInputError, ValueError, OSError) as e:
         print(f"geoanatomy summarize: {' '.join(str(e).split())}", file=sys.stderr)
         return 2

@@ -117,6 +117,15 @@ def ildr(Z, labels) -> float:
 
 
 # ------------------------------------------------------- update-Gram gap
+def gap_of_gram(gram) -> float:
+    """sigma_1 / sigma_2 from the Gram matrix U U^T of the updates (``update_gap``)."""
+    lam = np.sort(np.clip(np.linalg.eigvalsh(np.asarray(gram, dtype=np.float64)), 0.0, None))[::-1]
+    if lam[0] <= 0:
+        return float("nan")
+    # below 1e-14 of the top eigenvalue the Gram's rounding dominates: one direction only
+    return float(math.sqrt(lam[0] / lam[1])) if lam[1] > 1e-14 * lam[0] else float("inf")
+
+
 def update_gap(thetas, steps) -> float:
     """sigma_1 / sigma_2 of the per-step updates between W + 1 consecutive flattened parameter
     vectors thetas (W + 1, P) at checkpoint steps (W + 1,) (module doc); inf when the updates
@@ -129,11 +138,7 @@ def update_gap(thetas, steps) -> float:
     if (ds <= 0).any():
         raise ValueError(f"update_gap: steps must increase, got {s.tolist()}")
     U = np.diff(T, axis=0) / ds[:, None]
-    lam = np.sort(np.clip(np.linalg.eigvalsh(U @ U.T), 0.0, None))[::-1]
-    if lam[0] <= 0:
-        return float("nan")
-    # below 1e-14 of the top eigenvalue the Gram's rounding dominates: one direction only
-    return float(math.sqrt(lam[0] / lam[1])) if lam[1] > 1e-14 * lam[0] else float("inf")
+    return gap_of_gram(U @ U.T)
 
 
 # --------------------------------------------------------- effective ranks
@@ -155,9 +160,13 @@ def effective_ranks(Z) -> dict:
 
 
 def stable_rank(W) -> float:
-    """||W||_F^2 / ||W||_2^2 of a matrix (NaN for an all-zero one)."""
-    s = _svdvals(W)
-    return float((s ** 2).sum() / s[0] ** 2) if s[0] > 0 else float("nan")
+    """||W||_F^2 / ||W||_2^2 of a matrix (NaN for an all-zero one): the top eigenvalue of the
+    smaller Gram matrix W^T W or W W^T in float64 (the same number as the SVD's, cheaper)."""
+    import torch
+    A = (W.detach() if hasattr(W, "detach") else torch.as_tensor(np.asarray(W))).to(torch.float64).cpu()
+    G = A.T @ A if A.shape[0] >= A.shape[1] else A @ A.T
+    top = float(torch.linalg.eigvalsh(G)[-1])
+    return float(torch.trace(G)) / top if top > 0 else float("nan")
 
 
 # ------------------------------------------------------ commutator defect

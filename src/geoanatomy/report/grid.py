@@ -58,7 +58,9 @@ def _events_table(rows: list[dict], out: list) -> None:
 
 
 def _measures_table(rows: list[dict], out: list) -> None:
-    names = tuple(TABLE_MEASURES)
+    # the registry's measures that some run of the grid measured (a grid made before a measure
+    # was added has no column for it)
+    names = tuple(n for n in TABLE_MEASURES if any(n in d["measures"] for d in rows))
     out.append("\n| run | checkpoints measured | " + " | ".join(f"{n}: onset / extreme / return (precursor)" for n in
                                                                 names)
           + " |")

@@ -216,23 +216,42 @@ def state_signal_rows(model, hidden, heads: dict, first: int, labels) -> list[di
 
 
 class SignalWindow:
-    """The windowed signals of one run: the last ``size`` + 1 checkpoints' flattened parameters
-    and the last ``size`` checkpoints' per-example losses, fed in checkpoint order."""
+    """The windowed signals of one run, fed in checkpoint order: the per-step updates between
+    the last ``size`` + 1 checkpoints (float32, with their Gram matrix in float64 kept up to date
+    one row at a time) and the last ``size`` checkpoints' per-example losses."""
 
     def __init__(self, size: int = DEFAULT_WINDOW):
-        self.size, self.params, self.losses = int(size), [], []
-        self.example_rows: list[dict] = []
+        self.size = int(size)
+        self.prev: tuple[int, torch.Tensor] | None = None
+        self.updates: list[torch.Tensor] = []
+        self.gram = np.zeros((0, 0))
+        self.losses: list[np.ndarray] = []
+        self.example_rows: list[np.ndarray] = []
+
+    def _add_update(self, step: int, theta: torch.Tensor) -> None:
+        if self.prev is not None:
+            u = (theta - self.prev[1]) / float(step - self.prev[0])
+            if len(self.updates) == self.size:
+                self.updates.pop(0)
+                self.gram = self.gram[1:, 1:]
+            dots = np.array([float(torch.dot(u.double(), x.double())) for x in self.updates + [u]])
+            k = len(self.updates)
+            g = np.zeros((k + 1, k + 1))
+            g[:k, :k] = self.gram
+            g[k, :] = g[:, k] = dots
+            self.gram = g
+            self.updates.append(u)
+        self.prev = (int(step), theta)
 
     def rows(self, step: int, model, losses: np.ndarray) -> list[dict]:
         clock = time.process_time()
-        theta = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).double().cpu().numpy()
-        self.params = (self.params + [(int(step), theta)])[-(self.size + 1):]
+        self._add_update(step, torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().clone())
         self.losses = (self.losses + [losses])[-self.size:]
         self.example_rows.append(losses.astype(np.float32))
         w = {"window": self.size, "trailing": True}
         gap = heat = pr = float("nan")
-        if len(self.params) == self.size + 1:
-            gap = sig.update_gap(np.stack([t for _, t in self.params]), [s for s, _ in self.params])
+        if len(self.updates) == self.size:
+            gap = sig.gap_of_gram(self.gram)
         t_gap = time.process_time() - clock
         clock = time.process_time()
         if len(self.losses) == self.size:
