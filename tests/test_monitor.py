@@ -639,3 +639,26 @@ def test_a_scan_figure_names_no_curve_it_does_not_draw(monkeypatch, tmp_path):
     labels = [t.get_text() for t in figs[0].axes[0].get_legend().get_texts()]
     assert not any("mean scoring" in x for x in labels), labels
     assert any(x.startswith("accuracy (sum") for x in labels)
+
+
+def test_monitor_offers_the_registry_signals_and_they_equal_the_metrics_stage(tmp_path):
+    """Every signal a monitor can compute (by registry name) is in its table, with the values the
+    metrics stage's formulas give on the same probe rows; an unknown name is refused."""
+    from geoanatomy.measures import signals as sig
+    from geoanatomy.measures.signal_registry import monitorable
+    model, data = _task_model()
+    probe = Probe.from_task(data, 32)
+    names = [n for n in monitorable() if not n.startswith(("rankme", "mean_share"))]
+    mon = Monitor(probe, every=1, out_dir=tmp_path, log=None, signals=names)
+    _train(model, data, mon, 8)
+    mon.close()
+    df = read_table(tmp_path / "metrics.csv")
+    for m in ("ildr", "head_erank", "stable_rank", "update_gap", "loss_cov_heat", "loss_cov_pr"):
+        assert (df["measure"] == m).any(), m
+    last = df[df["step"] == df["step"].max()]
+    val = lambda m, layer: float(last[(last["measure"] == m) & (last["layer"] == layer)]["value"].iloc[0])  # noqa
+    assert val("stable_rank", "all_blocks") == pytest.approx(
+        np.mean([r["value"] for r in sig.stable_rank_rows(model) if r["layer"] != "all_blocks"]), rel=1e-6)
+    assert np.isfinite(val("update_gap", "all_params")) and np.isfinite(val("loss_cov_heat", "output"))
+    with pytest.raises(ValueError, match="cannot be computed by a monitor"):
+        Monitor(probe, signals=["commutator"], log=None)

@@ -391,3 +391,24 @@ def test_probe_file_errors_name_the_file_and_unknown_tokens_are_warned(tmp_path,
     f.write_text("the cat\ncat the\n")
     said.clear()
     assert load_probe_set(str(f), word_tok, log=said.append).unknown_share == 0 and not said
+
+
+def test_scan_adds_the_weight_signals_of_the_registry(gpt2_dir, prompt_file, tmp_path):
+    """--signals stable_rank update_gap: every checkpoint gets the stable ranks of its blocks'
+    weights (equal to the formula on the loaded model) and the update gap once the window is full;
+    a signal a scan cannot compute is refused before any model is loaded."""
+    from geoanatomy.hf import load_causal_lm
+    from geoanatomy.measures import signals as sig
+    from geoanatomy.measures.signal_registry import DEFAULT_WINDOW
+    out = tmp_path / "out"
+    scan(gpt2_dir, str(prompt_file), out, device="cpu", log=lambda *a: None, signals=["stable_rank", "update_gap"])
+    df = read_table(out / "metrics.csv")
+    sr = df[(df.measure == "stable_rank") & (df.layer == "all_blocks")].sort_values("step")
+    assert len(sr) == len(STEPS)
+    m = load_causal_lm(gpt2_dir, "checkpoint-64")
+    want = [r for r in sig.stable_rank_rows(m) if r["layer"] == "all_blocks"][0]["value"]
+    assert sr["value"].iloc[-1] == pytest.approx(want, rel=1e-6)
+    gap = df[df.measure == "update_gap"].sort_values("step")["value"].to_numpy()
+    assert np.isnan(gap[:DEFAULT_WINDOW]).all() and np.isfinite(gap[DEFAULT_WINDOW:]).all()
+    with pytest.raises(ScanError, match="a scan computes"):
+        scan(gpt2_dir, str(prompt_file), tmp_path / "x", device="cpu", log=lambda *a: None, signals=["ildr"])

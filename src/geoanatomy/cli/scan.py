@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0, help="seed of the generated deduction puzzles")
     ap.add_argument("--layer", default=None, help="headline layer (default: final_ln_post, the last)")
     ap.add_argument("--scoring", choices=["sum", "mean"], default="sum", help="benchmark accuracy scoring")
+    ap.add_argument("--signals", nargs="*", default=[],
+                    help="registry signals of the weights added to every checkpoint: stable_rank, update_gap")
     ap.add_argument("--device", type=device_arg, default="auto", help="auto | cpu | cuda[:N]")
     ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                     help="dtype the checkpoints are loaded in (default float32)")
@@ -57,7 +59,7 @@ def main(argv=None) -> int:
             cfg_events = load_config(args.config)["events"]
         scan(args.dir, args.probe, args.out, run=args.run, tokenizer=args.tokenizer, n_items=args.n_items,
              seed=args.seed, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
-             scoring=args.scoring, layer=args.layer, cfg_events=cfg_events)
+             scoring=args.scoring, layer=args.layer, cfg_events=cfg_events, signals=args.signals)
     except (ScanError, ScanLoadError, ValueError) as e:
         print(f"geoanatomy scan: {e}", file=sys.stderr)
         return 2

@@ -48,8 +48,11 @@ stable rank (``stable_rank``)
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
+
+from .signal_registry import DEFAULT_WINDOW
 
 
 def _svdvals(x) -> np.ndarray:
@@ -185,3 +188,157 @@ def commutator_defect(grad, theta, eta: float = 1e-3) -> dict:
     value = float(torch.linalg.vector_norm(delta.double())) / (eta ** 2 * na * nb)
     return {"value": value, "eta": eta, "grad_cos": float((ga.double() @ gb.double()) / (na * nb)),
             "norm_a": na, "norm_b": nb}
+
+
+# ------------------------------------------------------------ rows of a model
+def _row(measure, layer, layer_index, position, variant, n, value, settings) -> dict:
+    return {"measure": measure, "layer": layer, "layer_index": layer_index, "position": position,
+            "variant": variant, "n_samples": int(n), "value": float(value), "settings": settings}
+
+
+EMBEDDING_NAMES = ("wte", "wpe", "embed", "lm_head", "embed_out")
+
+
+def block_matrices(model) -> dict:
+    """{block index: [2-D weight matrices]} of a transformer: the parameters under ``blocks.i.``
+    (this project's GPT), ``h.i.`` (GPT-2) or ``layers.i.`` (GPT-NeoX/Pythia), embeddings and
+    the head left out."""
+    import re
+    out: dict = {}
+    for name, p in model.named_parameters():
+        m = re.search(r"(?:^|\.)(?:blocks|h|layers)\.(\d+)\.", name)
+        if p.ndim == 2 and m and not any(e in name for e in EMBEDDING_NAMES):
+            out.setdefault(int(m.group(1)), []).append(p)
+    return dict(sorted(out.items()))
+
+
+def stable_rank_rows(model) -> list[dict]:
+    """stable_rank rows: per block (mean over its 2-D weights) and ``all_blocks`` (mean over every
+    block matrix), with their CPU seconds (``cpu_s``)."""
+    clock = time.process_time()
+    rows, allv = [], []
+    for i, mats in block_matrices(model).items():
+        vals = [stable_rank(W) for W in mats]
+        allv += vals
+        rows.append(_row("stable_rank", f"block{i}", i + 1, "none", "", 0, float(np.mean(vals)),
+                         {"mean_over": f"the block's {len(vals)} weight matrices"}))
+    if allv:
+        rows.append(_row("stable_rank", "all_blocks", -1, "none", "", 0, float(np.mean(allv)),
+                         {"mean_over": f"{len(allv)} block weight matrices"}))
+    dt = time.process_time() - clock
+    for r in rows:
+        r["settings"]["cpu_s"] = dt
+    return rows
+
+
+def head_rank_rows(heads: dict, n_head: int, position: str) -> list[dict]:
+    """head_erank rows of captured head outputs (``capture_heads``): each head of each block and
+    ``all_heads`` (their mean), in both conventions."""
+    clock = time.process_time()
+    rows, per = [], {"sv": [], "sv2": []}
+    for i, Y in sorted(heads.items()):
+        N = Y.shape[0]
+        for h, Z in enumerate(Y.reshape(N, n_head, -1).unbind(1)):
+            for v, val in effective_ranks(Z).items():
+                per[v].append(val)
+                rows.append(_row("head_erank", f"block{i}.head{h}", i + 1, position, v, N, val,
+                                 {"convention": v, "what": "attention output of the head (before c_proj)"}))
+    n = next(iter(heads.values())).shape[0] if heads else 0
+    for v, vals in per.items():
+        if vals:
+            rows.append(_row("head_erank", "all_heads", -1, position, v, n, float(np.mean(vals)),
+                             {"convention": v, "mean_over": f"{len(vals)} heads"}))
+    dt = time.process_time() - clock
+    for r in rows:
+        r["settings"]["cpu_s"] = dt
+    return rows
+
+
+class capture_heads:
+    """Context manager: each attention layer's output per head, captured at the input of its
+    output projection (heads concatenated there), at position ``first`` (an int, or a (B,)
+    tensor of positions per row). The layers are the modules named ``*.attn.c_proj`` (this
+    project's GPT and GPT-2 style models); ``{block index: (B, d_model)}``."""
+
+    def __init__(self, model, first):
+        self.model, self.first, self.out, self.handles = model, first, {}, []
+
+    def __enter__(self) -> dict:
+        import torch
+        mods = [m for n, m in self.model.named_modules() if n.endswith("attn.c_proj")]
+        for i, m in enumerate(mods):
+            def hook(mod, args, i=i):
+                x = args[0]
+                if isinstance(self.first, int):
+                    self.out[i] = x[:, self.first, :].detach()
+                else:
+                    self.out[i] = x[torch.arange(x.shape[0], device=x.device), self.first.to(x.device)].detach()
+            self.handles.append(m.register_forward_pre_hook(hook))
+        return self.out
+
+    def __exit__(self, *exc) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+
+class SignalWindow:
+    """The windowed signals of one run, fed in checkpoint order: the per-step updates between
+    the last ``size`` + 1 checkpoints (float32, with their Gram matrix in float64 kept up to date
+    one row at a time) and the last ``size`` checkpoints' per-example losses."""
+
+    def __init__(self, size: int = DEFAULT_WINDOW):
+        self.size = int(size)
+        self.prev = None
+        self.updates: list = []
+        self.gram = np.zeros((0, 0))
+        self.losses: list[np.ndarray] = []
+        self.example_rows: list[np.ndarray] = []
+
+    def _add_update(self, step: int, theta) -> None:
+        import torch
+        if self.prev is not None:
+            u = (theta - self.prev[1]) / float(step - self.prev[0])
+            if len(self.updates) == self.size:
+                self.updates.pop(0)
+                self.gram = self.gram[1:, 1:]
+            dots = np.array([float(torch.dot(u.double(), x.double())) for x in self.updates + [u]])
+            k = len(self.updates)
+            g = np.zeros((k + 1, k + 1))
+            g[:k, :k] = self.gram
+            g[k, :] = g[:, k] = dots
+            self.gram = g
+            self.updates.append(u)
+        self.prev = (int(step), theta)
+
+    def rows(self, step: int, model, losses: np.ndarray | None) -> list[dict]:
+        """The update_gap row and (with per-example ``losses``) the two loss-covariance rows at
+        this checkpoint (NaN until the window is full)."""
+        import torch
+        clock = time.process_time()
+        self._add_update(step, torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().clone())
+        if losses is not None:
+            self.losses = (self.losses + [losses])[-self.size:]
+            self.example_rows.append(losses.astype(np.float32))
+        w = {"window": self.size, "trailing": True}
+        gap = heat = pr = float("nan")
+        if len(self.updates) == self.size:
+            gap = gap_of_gram(self.gram)
+        t_gap = time.process_time() - clock
+        clock = time.process_time()
+        if len(self.losses) == self.size:
+            cov = loss_covariance(np.stack(self.losses))
+            heat, pr = cov["heat_capacity"], cov["participation_ratio"]
+        t_cov = time.process_time() - clock
+        gap_row = _row("update_gap", "all_params", -1, "none", "window", 0, gap,
+                       {**w, "updates": "per optimiser step between consecutive checkpoints", "cpu_s": t_gap})
+        if losses is None:
+            return [gap_row]
+        n = len(losses)
+        return [gap_row,
+                _row("loss_cov_heat", "output", -1, "answer", "window", n, heat,
+                     {**w, "losses": "per-example held-out answer loss", "cpu_s": t_cov}),
+                _row("loss_cov_pr", "output", -1, "answer", "window", n, pr,
+                     {**w, "losses": "per-example held-out answer loss", "cpu_s": t_cov})]
+
+

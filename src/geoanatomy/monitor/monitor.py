@@ -69,6 +69,23 @@ def check_events(events: dict | None) -> dict | None:
     return events
 
 
+def check_signals(signals, probe) -> tuple[str, ...]:
+    """The requested signals, each a registry name a monitor can compute (ValueError naming the
+    allowed ones otherwise; the label-reading ones need a labelled probe)."""
+    from ..measures.signal_registry import monitorable
+    names = (signals,) if isinstance(signals, str) else tuple(signals or ())
+    allowed = monitorable()
+    bad = [n for n in names if n not in allowed]
+    if bad:
+        raise ValueError(f"Monitor(signals=...): {bad} cannot be computed by a monitor; allowed: {allowed}")
+    labelled = getattr(probe, "labels", None) is not None
+    need = [n for n in names if n in ("ildr", "loss_cov_heat", "loss_cov_pr")]
+    if need and not labelled:
+        raise ValueError(f"Monitor(signals=...): {need} need a labelled probe (Probe(..., labels=...) or "
+                         f"Probe.from_task); this probe has no labels")
+    return names
+
+
 # ------------------------------------------------------------------------------ the monitor
 class Monitor:
     """Records RankMe per layer and the probe loss every ``every`` steps and reports the
@@ -88,6 +105,11 @@ class Monitor:
                  step measured now are dropped), e.g. after restarting from a checkpoint;
                  refused when that table is another run's or another probe's
     log          one line per event (None: silent)
+    signals      names from the signal registry (``measures.signal_registry.monitorable()``)
+                 computed at every measurement besides RankMe and the mean share: ildr,
+                 head_erank_sv / head_erank_sv2 (GPT-style ``attn.c_proj`` modules),
+                 stable_rank, update_gap, loss_cov_heat / loss_cov_pr (a trailing window of
+                 measurements); ildr and the loss covariance need a labelled probe
     strict       False (default): the monitor never raises into the training loop: a failed
                  measurement (the probe's forward pass, a hidden size that changed) or a failed
                  write becomes a warning (``warnings`` and the ``geoanatomy.monitor`` logger),
@@ -98,8 +120,10 @@ class Monitor:
                  | None = None,
                  run: str = "monitor", events: dict | None = None, track: str = "headline", eps: float = 1e-7,
                  forward_fn: Callable | None = None, flush_every: int = 10, resume: bool = False,
-                 log: Callable[[str], None] | None = None, strict: bool = False):
+                 log: Callable[[str], None] | None = None, strict: bool = False, signals: Iterable[str] = ()):
         self.strict = bool(strict)
+        self.signals = check_signals(signals, probe)
+        self._window = None
         self.problems: list[str] = []                 # what went wrong and was warned about
         self._warned_order = False
         self._d: int | None = None
@@ -264,8 +288,16 @@ class Monitor:
         am = None if p.attention_mask is None else p.attention_mask.to(device)
         was = model.training
         model.eval()
+        from ..measures import signals as sig
+        idx_pos = next(((n, w) for n, (k, w) in p.positions.items() if k == "index"), None)
+        heads_wanted = any(x.startswith("head_erank") for x in self.signals) and idx_pos is not None
         try:
-            logits, names, hidden = self.forward_fn(model, ids, am)
+            if heads_wanted:
+                with sig.capture_heads(model, idx_pos[1].to(device)) as heads:
+                    logits, names, hidden = self.forward_fn(model, ids, am)
+            else:
+                heads = {}
+                logits, names, hidden = self.forward_fn(model, ids, am)
         finally:
             model.train(was)
         d_now = int(hidden[0].shape[-1])
@@ -306,6 +338,38 @@ class Monitor:
                 rows += matrix_rows(Z, eps=self.eps, key={**base, "layer": name, "layer_index": li, "position": pos},
                                     settings={"eps": self.eps, "max_rank": min(B, d), "source": "monitor", **flag},
                                     share_settings=flag, quiet=True)               # the N < d cap, logged once
+        if self.signals:
+            rows += [{**base, **r} for r in self._signal_rows(model, step, logits, hidden, heads, idx_pos, ids)]
+        return rows
+
+    def _signal_rows(self, model, step, logits, hidden, heads, idx_pos, ids) -> list[dict]:
+        """The requested registry signals at this measurement (``signals``)."""
+        from ..measures import signals as sig
+        want, p, rows = set(self.signals), self.probe, []
+        if "ildr" in want and idx_pos is not None:
+            tgt = p.labels.to(ids.device)[:, 1:]
+            first = (tgt != -100).float().argmax(1)                              # first labelled position
+            y = tgt[torch.arange(len(tgt), device=tgt.device), first].cpu().numpy()
+            Z = hidden[-1][torch.arange(len(tgt), device=tgt.device), idx_pos[1].to(ids.device)]
+            rows.append(sig._row("ildr", self.names[-1], len(hidden) - 1, idx_pos[0], "", len(y), sig.ildr(Z, y),
+                                 {"classes": "first labelled token"}))
+        if heads:
+            n_head = (getattr(getattr(model, "cfg", None), "n_head", None)
+                      or getattr(getattr(model, "config", None), "n_head", None)
+                      or getattr(getattr(model, "config", None), "num_attention_heads", None))
+            rows += sig.head_rank_rows(heads, int(n_head), idx_pos[0])
+        if "stable_rank" in want:
+            rows += sig.stable_rank_rows(model)
+        if want & {"update_gap", "loss_cov_heat", "loss_cov_pr"}:
+            losses = None
+            if want & {"loss_cov_heat", "loss_cov_pr"}:
+                tgt = p.labels.to(ids.device)[:, 1:]
+                sel = tgt != -100
+                lp = torch.log_softmax(logits[:, :-1].double(), -1).gather(-1, tgt.clamp(min=0)[..., None])[..., 0]
+                losses = (-(lp * sel).sum(1) / sel.sum(1).clamp(min=1)).detach().cpu().numpy()
+            if self._window is None:
+                self._window = sig.SignalWindow()
+            rows += [r for r in self._window.rows(step, model, losses) if r["measure"] in want]
         return rows
 
     def _behaviour_rows(self, logits, ids, am, base) -> list[dict]:

@@ -206,11 +206,21 @@ def _load_partial(path: Path, key: str, ident: list) -> dict | None:
     return d
 
 
+# the registry's signals a scan reads off the weights (measures.signal_registry)
+SCAN_SIGNALS = ("stable_rank", "update_gap")
+
+
 def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run: str | None = None,
          tokenizer: str | None = None, n_items: int | None = None, seed: int = 0, device: str = "auto",
          dtype: str = "float32", batch_size: int = 16, eps: float = 1e-7, scoring: str = "sum",
-         layer: str | None = None, cfg_events: dict | None = None, log=print) -> dict:
-    """Scan a checkpoint folder (module doc); returns the precursor dict."""
+         layer: str | None = None, cfg_events: dict | None = None, log=print, signals=()) -> dict:
+    """Scan a checkpoint folder (module doc); returns the precursor dict. ``signals``: registry
+    signals read off the weights alone (``SCAN_SIGNALS``) added to every checkpoint's rows."""
+    signals = tuple(signals or ())
+    bad = [x for x in signals if x not in SCAN_SIGNALS]
+    if bad:
+        raise ScanError(f"--signals {bad}: a scan computes {list(SCAN_SIGNALS)} (the signals of the weights alone; "
+                        f"the monitor offers the probe-reading ones)")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
@@ -238,7 +248,9 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
     tok = load_tokenizer_for(root, ckpts[-1][1], tokenizer)
     probe_set = load_probe_set(probe, tok, n_items, seed, log=log)
     key = settings_hash({"probe": probe_set.identity(), "dtype": dtype, "batch_size": batch_size, "eps": eps,
-                         "scoring": scoring, "version": SCAN_VERSION})
+                         "scoring": scoring, "version": SCAN_VERSION, **({"signals": list(signals)} if signals else {})})
+    from ..measures import signals as sig
+    window = sig.SignalWindow()
     part_dir = out_dir / "partial"
     log(f"[scan] {run}: {len(ckpts)} checkpoints in {root}, probe set {probe_set.name} ({probe_set.kind}, "
         f"{len(probe_set.encoded)} {_UNIT[probe_set.kind]}), device {device}")
@@ -251,6 +263,7 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
         ident = weights_identity(root / folder)
         part = _load_partial(part_dir / f"{folder}.json", key, ident)
         if part is not None:
+            window = sig.SignalWindow()      # the update window restarts after a reused checkpoint
             rows += part["rows"]
             timing[folder] = part["timing"]
             model_info = model_info or part.get("model")
@@ -274,6 +287,10 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
         t0 = time.time()
         r = measure_model(model, probe_set, run=run, step=step, batch_size=batch_size, device=device, eps=eps,
                           scoring=scoring)
+        if "stable_rank" in signals:
+            r += [{"run": run, "step": step, **x} for x in sig.stable_rank_rows(model)]
+        if "update_gap" in signals:
+            r += [{"run": run, "step": step, **x} for x in window.rows(step, model, None)]
         t_meas = time.time() - t0
         del model
         gc.collect()

@@ -75,7 +75,7 @@ from ..baselines import training_baselines
 from ..checkpoints import iter_checkpoints, read_train_log, recorded_hashes
 from ..measures import signals as sig
 from ..measures.geometry import matrix_rows
-from ..measures.signal_registry import DEFAULT_WINDOW
+from ..measures.signals import SignalWindow, capture_heads
 from ..spec import RunSpec
 from ..table import stamp_checkpoints, write_table
 from .common import checkpoint_identity, open_run, progress, training_dir
@@ -156,115 +156,17 @@ def _cost(rows: list[dict], since: float) -> list[dict]:
 
 
 # --------------------------------------------------------------- signals
-class capture_heads:
-    """Context manager: each block's attention output per head at position ``first``,
-    captured at the input of the attention's output projection (heads concatenated there)."""
-
-    def __init__(self, model, first: int):
-        self.model, self.first, self.out, self.handles = model, first, {}, []
-
-    def __enter__(self) -> dict:
-        for i, b in enumerate(self.model.blocks):
-            def hook(mod, args, i=i):
-                self.out[i] = args[0][:, self.first, :].detach()
-            self.handles.append(b.attn.c_proj.register_forward_pre_hook(hook))
-        return self.out
-
-    def __exit__(self, *exc) -> None:
-        for h in self.handles:
-            h.remove()
-
-
-def _row(measure, layer, layer_index, position, variant, n, value, settings) -> dict:
-    return {"measure": measure, "layer": layer, "layer_index": layer_index, "position": position,
-            "variant": variant, "n_samples": int(n), "value": float(value), "settings": settings}
-
-
 def state_signal_rows(model, hidden, heads: dict, first: int, labels) -> list[dict]:
     """ILDR per layer, per-head effective ranks and weight stable ranks at one checkpoint."""
     rows, N = [], len(labels)
     clock = time.process_time()
     st = {"classes": "first answer token", "definition": "mean centroid distance / mean distance to own centroid"}
     for li, (name, h) in enumerate(zip(model.layer_names(), hidden)):
-        rows.append(_row("ildr", name, li, "first", "", N, sig.ildr(h[:, first, :], labels), st))
+        rows.append(sig._row("ildr", name, li, "first", "", N, sig.ildr(h[:, first, :], labels), st))
     _cost(rows, clock)
-    clock, n0 = time.process_time(), len(rows)
-    H = model.cfg.n_head
-    per = {"sv": [], "sv2": []}
-    for i, Y in sorted(heads.items()):
-        for h, Z in enumerate(Y.reshape(Y.shape[0], H, -1).unbind(1)):
-            for v, val in sig.effective_ranks(Z).items():
-                per[v].append(val)
-                rows.append(_row("head_erank", f"block{i}.head{h}", i + 1, "first", v, N, val,
-                                 {"convention": v, "what": "attention output of the head (before c_proj)"}))
-    for v, vals in per.items():
-        rows.append(_row("head_erank", "all_heads", -1, "first", v, N, float(np.mean(vals)),
-                         {"convention": v, "mean_over": f"{len(vals)} heads"}))
-    _cost(rows[n0:], clock)
-    clock, n0 = time.process_time(), len(rows)
-    allv = []
-    for i, b in enumerate(model.blocks):
-        mats = [b.attn.c_attn.weight, b.attn.c_proj.weight, b.mlp.c_fc.weight, b.mlp.c_proj.weight]
-        vals = [sig.stable_rank(W) for W in mats]
-        allv += vals
-        rows.append(_row("stable_rank", f"block{i}", i + 1, "none", "", 0, float(np.mean(vals)),
-                         {"mean_over": "c_attn, attn.c_proj, c_fc, mlp.c_proj weights"}))
-    rows.append(_row("stable_rank", "all_blocks", -1, "none", "", 0, float(np.mean(allv)),
-                     {"mean_over": f"{len(allv)} block weight matrices"}))
-    _cost(rows[n0:], clock)
+    rows += sig.head_rank_rows(heads, model.cfg.n_head, "first")
+    rows += sig.stable_rank_rows(model)
     return rows
-
-
-class SignalWindow:
-    """The windowed signals of one run, fed in checkpoint order: the per-step updates between
-    the last ``size`` + 1 checkpoints (float32, with their Gram matrix in float64 kept up to date
-    one row at a time) and the last ``size`` checkpoints' per-example losses."""
-
-    def __init__(self, size: int = DEFAULT_WINDOW):
-        self.size = int(size)
-        self.prev: tuple[int, torch.Tensor] | None = None
-        self.updates: list[torch.Tensor] = []
-        self.gram = np.zeros((0, 0))
-        self.losses: list[np.ndarray] = []
-        self.example_rows: list[np.ndarray] = []
-
-    def _add_update(self, step: int, theta: torch.Tensor) -> None:
-        if self.prev is not None:
-            u = (theta - self.prev[1]) / float(step - self.prev[0])
-            if len(self.updates) == self.size:
-                self.updates.pop(0)
-                self.gram = self.gram[1:, 1:]
-            dots = np.array([float(torch.dot(u.double(), x.double())) for x in self.updates + [u]])
-            k = len(self.updates)
-            g = np.zeros((k + 1, k + 1))
-            g[:k, :k] = self.gram
-            g[k, :] = g[:, k] = dots
-            self.gram = g
-            self.updates.append(u)
-        self.prev = (int(step), theta)
-
-    def rows(self, step: int, model, losses: np.ndarray) -> list[dict]:
-        clock = time.process_time()
-        self._add_update(step, torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().clone())
-        self.losses = (self.losses + [losses])[-self.size:]
-        self.example_rows.append(losses.astype(np.float32))
-        w = {"window": self.size, "trailing": True}
-        gap = heat = pr = float("nan")
-        if len(self.updates) == self.size:
-            gap = sig.gap_of_gram(self.gram)
-        t_gap = time.process_time() - clock
-        clock = time.process_time()
-        if len(self.losses) == self.size:
-            cov = sig.loss_covariance(np.stack(self.losses))
-            heat, pr = cov["heat_capacity"], cov["participation_ratio"]
-        t_cov = time.process_time() - clock
-        n = len(losses)
-        return [_row("update_gap", "all_params", -1, "none", "window", 0, gap,
-                     {**w, "updates": "per optimiser step between consecutive checkpoints", "cpu_s": t_gap}),
-                _row("loss_cov_heat", "output", -1, "answer", "window", n, heat,
-                     {**w, "losses": "per-example held-out answer loss", "cpu_s": t_cov}),
-                _row("loss_cov_pr", "output", -1, "answer", "window", n, pr,
-                     {**w, "losses": "per-example held-out answer loss", "cpu_s": t_cov})]
 
 
 def write_example_losses(path: Path, run: str, steps: list[int], losses: list[np.ndarray]) -> None:
