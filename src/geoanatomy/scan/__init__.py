@@ -248,7 +248,8 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
     tok = load_tokenizer_for(root, ckpts[-1][1], tokenizer)
     probe_set = load_probe_set(probe, tok, n_items, seed, log=log)
     key = settings_hash({"probe": probe_set.identity(), "dtype": dtype, "batch_size": batch_size, "eps": eps,
-                         "scoring": scoring, "version": SCAN_VERSION, **({"signals": list(signals)} if signals else {})})
+                         "scoring": scoring, "version": SCAN_VERSION,
+                         **({"signals": list(signals)} if signals else {})})
     from ..measures import signals as sig
     window = sig.SignalWindow()
     part_dir = out_dir / "partial"
