@@ -108,3 +108,22 @@ def test_pelt_finds_a_step_where_it_is():
     assert ent["collapse_step"] == 250 and ent["floor_step"] == 250
     fit = ev.pelt_fit(s, v)[1]
     assert len(np.unique(fit)) == 2
+
+
+def test_the_figure_draws_the_table(table, tmp_path):
+    """Each panel's dots are the table's onset rows, ranked by AUROC, at the table's values."""
+    from geoanatomy.analysis import figures_benchmark as fb
+    want = fb.plotted(table)
+    assert list(want["signal"]) == list(table[table["event"] == "onset"].sort_values(
+        "auroc", ascending=False)["signal"])
+    fig = fb.figure(table, "test")
+    labels = [t.get_text().split()[0] for t in fig.axes[0].get_yticklabels()]
+    assert labels == list(want["signal"])[::-1] or labels == list(want["signal"])     # bottom-up tick order
+    for ax, col in zip(fig.axes, ("auroc", "lead", "gain_r")):
+        dots = {round(float(ln.get_ydata()[0])): float(ln.get_xdata()[0]) for ln in ax.get_lines()
+                if ln.get_marker() == "o"}
+        n = len(want)
+        for i, v in enumerate(want[col]):
+            if v is not None and np.isfinite(float(v)):
+                assert dots[n - 1 - i] == pytest.approx(float(v))
+    assert fb.draw(table, tmp_path / "b.png", "test") == [str(tmp_path / "b.png")]

@@ -26,10 +26,15 @@ def plotted(table: pd.DataFrame, event: str = "onset") -> pd.DataFrame:
 
 
 def draw(table: pd.DataFrame, png, title: str, event: str = "onset") -> list[str]:
-    """The figure (module doc); a placeholder when the table is empty."""
+    """The figure (module doc), saved; a placeholder when the table is empty."""
     if not len(table) or not (table["event"] == event).any():
         return figstyle.placeholder(png, "precursor benchmark", "no signal curves in this grid's runs "
                                     "(signal_curves.csv: written by the events stage)")
+    return figstyle.save(figure(table, title, event), png)
+
+
+def figure(table: pd.DataFrame, title: str, event: str = "onset"):
+    """The matplotlib figure of ``draw`` (not saved)."""
     plt = figstyle.plt()
     t = plotted(table, event)
     n = len(t)
@@ -53,10 +58,10 @@ def draw(table: pd.DataFrame, png, title: str, event: str = "onset") -> list[str
         ax.axvline(null, color="0.4", ls="--", lw=0.9)
         if col == "auroc" and len(ref["loss"]):
             ax.axvline(float(ref["loss"]["auroc"].iloc[0]), color="tab:red", ls=":", lw=1.0, label="loss curve")
-            ax.legend(loc="lower right", fontsize=7, frameon=False)
+            ax.legend(loc="best", fontsize=7, frameon=True, framealpha=0.8)
         if col == "lead" and len(ref["loss"]) and np.isfinite(float(ref["loss"]["lead"].iloc[0])):
             ax.axvline(float(ref["loss"]["lead"].iloc[0]), color="tab:red", ls=":", lw=1.0, label="loss curve")
-            ax.legend(loc="lower right", fontsize=7, frameon=False)
+            ax.legend(loc="best", fontsize=7, frameon=True, framealpha=0.8)
         ax.set_xlabel(label, fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(axis="x", alpha=0.3)
@@ -66,4 +71,4 @@ def draw(table: pd.DataFrame, png, title: str, event: str = "onset") -> list[str
     axes[0].set_xlim(-0.02, 1.02)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
-    return figstyle.save(fig, png)
+    return fig
