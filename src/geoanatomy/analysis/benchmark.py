@@ -57,6 +57,11 @@ SETTINGS = {
     "matched_strict": {"onset_frac": 0.2, "collapse_drop": 0.4, "extreme_tol": 0.02},
     "pelt": {"detector": "pelt"},
 }
+COLUMNS = ["signal", "event", "kind", "direction", "needs", "source", "cpu_ms_per_checkpoint", "n_cells", "n_runs",
+           "n_cells_event", "lead", "lead_lo", "lead_hi", "n_negatives", "false_alarms", "false_alarm_rate", "fa_lo",
+           "fa_hi", "auroc", "auroc_lo", "auroc_hi", "threshold_at_fa", "fa_achieved", "detect_at_fa", "lead_at_fa",
+           "gain_r", "gain_lo", "gain_hi", "gain_p_holm", "gain_n_cells", "reading", "agreement_min", "agreement",
+           "robust", "readings"]
 NAMES = {"down": {"onset": "collapse_step", "extreme": "floor_step"},
          "up": {"onset": "rise_step", "extreme": "peak_step"}}
 
@@ -333,7 +338,7 @@ def benchmark_table(pres: list[dict], curves: dict, st: dict) -> pd.DataFrame:
     """precursor_benchmark.csv: one row per signal x event kind (module doc)."""
     runs = run_table(pres)
     if not len(runs):
-        return pd.DataFrame()
+        return pd.DataFrame(columns=COLUMNS)
     n_boot, rng = int(st.get("n_bootstrap", 2000)), np.random.default_rng(int(st.get("seed", 0)))
     persist = int(pres[0]["events_settings"]["persist"])
     events = {k: event_table(runs, curves, pres, k) for k in SETTINGS}
@@ -396,7 +401,7 @@ def benchmark_table(pres: list[dict], curves: dict, st: dict) -> pd.DataFrame:
                 "agreement": "; ".join(f"{k} {v:.2f}" for k, v in agree.items()),
                 "robust": len(set(readings.values())) == 1,
                 "readings": "; ".join(f"{k} {v}" for k, v in readings.items())})
-    out = pd.DataFrame(rows)
+    out = pd.DataFrame(rows, columns=COLUMNS)
     return out.sort_values(["event", "auroc"], ascending=[False, False], na_position="last").reset_index(drop=True)
 
 

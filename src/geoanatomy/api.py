@@ -1,0 +1,214 @@
+"""Results as Python objects, for a notebook: ``open_run`` and ``open_summary``.
+
+    import geoanatomy
+    run = geoanatomy.open_run("results/mod_L3_nano")
+    run.events.acquisition_step, run.events.curves["rankme_centred"].floor_step
+    run.metrics                       # metrics.csv as a DataFrame, checked against its manifest
+    run.curve("rankme", layer="ln_final", position="first", variant="centred")
+    model = run.model(run.steps[-1])  # the project's GPT at that checkpoint (hf=True: GPT-2)
+    summary = geoanatomy.open_summary("results/summary")
+    summary.verdict, summary.benchmark
+
+Read-only: every file is read through the checks the stages use (a table against its manifest
+and, for per-run tables, every row's checkpoint hash against train.json; precursor.json and
+train.json against their seals; a checkpoint's weights against the hash train.json records), so
+what a notebook shows is what the workflow wrote, and a refusal carries the stage's message.
+The worked example: docs/python-api.md (run by tests/test_api.py).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+RUN_TABLES = ("metrics", "measures", "probes")
+NAMES = {"down": ("collapse", "floor", "recovery"), "up": ("rise", "peak", "settle")}
+
+
+@dataclass(frozen=True)
+class CurveEvents:
+    """The events of one curve of a run (precursor.json's ``measures`` entry): onset, extreme
+    and return steps under the matched detector (None: the curve did not get there)."""
+    name: str
+    layer: str
+    position: str
+    variant: str
+    direction: str               # "down" (a collapse: onset = collapse, extreme = floor) or "up" (a rise)
+    changed: bool
+    onset_step: int | None
+    extreme_step: int | None
+    return_step: int | None
+    precursor: bool | None
+    raw: dict = field(repr=False, compare=False, default_factory=dict)
+
+    @classmethod
+    def from_entry(cls, name: str, e: dict) -> "CurveEvents":
+        d = "down" if e.get("direction", "collapse") == "collapse" else "up"
+        on, ex, ret = NAMES[d]
+        return cls(name, str(e.get("layer")), str(e.get("position")), str(e.get("variant")), d,
+                   bool(e.get("collapsed" if d == "down" else "risen")), e.get(f"{on}_step"), e.get(f"{ex}_step"),
+                   e.get(f"{ret}_step"), e.get("precursor"), e)
+
+    @property
+    def floor_step(self) -> int | None:
+        return self.extreme_step
+
+
+@dataclass(frozen=True)
+class Events:
+    """A run's events (precursor.json): behaviour, the loss curve's, and every curve's."""
+    acquired: bool
+    acquisition_step: int | None
+    difficulty: str
+    loss_onset_step: int | None
+    loss_half_step: int | None
+    loss_extreme_step: int | None
+    curves: dict
+    settings: dict = field(repr=False)
+
+
+class Run:
+    """One run folder written by the workflow (module doc). Opened by ``open_run``."""
+
+    def __init__(self, path):
+        from .files import read_json
+        from .precursor.seal import SEAL_KEY, seal_problem
+        from .errors import CheckpointError
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise FileNotFoundError(f"{self.path}: no such run folder (results/<task>_<level>_<size>)")
+        tj = self.path / "train.json"
+        self.train = read_json(tj, CheckpointError, ": not a trained run folder (no train.json)", "")
+        if SEAL_KEY in self.train and seal_problem(self.train):
+            raise CheckpointError(f"{tj}: {seal_problem(self.train)}; recompute the run")
+        self.name = str(self.train.get("run", self.path.name))
+
+    def __repr__(self) -> str:
+        e = self.events if (self.path / "precursor.json").exists() else None
+        acq = "" if e is None else f", acquisition {e.acquisition_step}"
+        return f"Run({self.name!r}, {len(self.steps)} checkpoints{acq})"
+
+    @property
+    def steps(self) -> list[int]:
+        """The checkpoint steps train.json records."""
+        return [int(s) for s in self.train.get("checkpoint_steps", [])]
+
+    @cached_property
+    def precursor(self) -> dict:
+        """precursor.json, strictly parsed, its seal and fields checked."""
+        from .analysis.load import load_precursor
+        return load_precursor(self.path / "precursor.json")
+
+    @cached_property
+    def events(self) -> Events:
+        p = self.precursor
+        le = p.get("loss_events") or {}
+        return Events(bool(p["acquired"]), p.get("acquisition_step"), p["difficulty"], le.get("onset_step"),
+                      le.get("half_step"), le.get("extreme_step"),
+                      {k: CurveEvents.from_entry(k, v) for k, v in p["measures"].items()}, p["events_settings"])
+
+    def table(self, name: str):
+        """A per-run table (metrics, measures, probes) as a DataFrame, read through its manifest
+        and the checkpoint hashes train.json records; example_losses and signal_curves as plain
+        DataFrames."""
+        import pandas as pd
+        if name in RUN_TABLES:
+            from .table import read_table
+            return read_table(self.path / f"{name}.csv", checkpoints=self.train.get("checkpoint_sha256") or {})
+        if name in ("example_losses", "signal_curves"):
+            p = self.path / f"{name}.csv"
+            if not p.is_file():
+                raise FileNotFoundError(f"{p}: not written (runs made before the precursor benchmark have none)")
+            return pd.read_csv(p)
+        raise ValueError(f"unknown table {name!r}; a run has {list(RUN_TABLES) + ['example_losses', 'signal_curves']}")
+
+    metrics = property(lambda self: self.table("metrics"))
+    measures = property(lambda self: self.table("measures"))
+    probes = property(lambda self: self.table("probes"))
+
+    def curve(self, measure: str, layer: str | None = None, position: str | None = None, variant: str | None = None,
+              table: str = "metrics"):
+        """(steps, values) of one curve of a table (a filter left None must be unique)."""
+        df = self.table(table)
+        sel = df[df["measure"] == measure]
+        for col, v in (("layer", layer), ("position", position), ("variant", variant)):
+            if v is not None:
+                sel = sel[sel[col].fillna("").astype(str) == v]
+        keys = sel[["layer", "position", "variant"]].fillna("").drop_duplicates()
+        if len(keys) != 1:
+            raise ValueError(f"{measure}: {len(keys)} curves match; give layer/position/variant "
+                             f"(e.g. {keys.head(3).to_dict('records')})")
+        sel = sel.sort_values("step")
+        return sel["step"].to_numpy(), sel["value"].to_numpy(float)
+
+    def model(self, step: int, hf: bool = False, device: str = "cpu"):
+        """The model at checkpoint ``step``: the project's GPT (weights checked against the hash
+        train.json records) or, with ``hf=True``, the same weights as a transformers GPT-2."""
+        from .checkpoints import checkpoint_dir, ckpt_path, load_weights, pruned_record
+        from .errors import CheckpointError
+        from .model import GPT, ModelConfig
+        if int(step) not in self.steps:
+            raise CheckpointError(f"{self.name}: no checkpoint at step {step}; its steps: {self.steps[:6]} ... "
+                                  f"{self.steps[-1] if self.steps else ''}")
+        path = ckpt_path(checkpoint_dir(self.path), int(step))
+        if not path.is_file():
+            why = "removed after its stages finished (keep_checkpoints: final)" if pruned_record(self.path).exists() \
+                else "missing"
+            raise CheckpointError(f"{path}: {why}")
+        from .checkpoints import read_meta
+        meta = read_meta(path)
+        want = (self.train.get("checkpoint_sha256") or {}).get(str(step))
+        if want and not str(meta["_sha256"]).startswith(want[:16]):
+            raise CheckpointError(f"{path}: its weights' hash {meta['_sha256'][:16]} is not the one train.json "
+                                  f"records ({want[:16]}); not this run's checkpoint")
+        cfg = ModelConfig(**json.loads(meta["model_config"]))
+        model = GPT(cfg)
+        load_weights(path, model)
+        model.eval()
+        if not hf:
+            return model.to(device)
+        import transformers
+        from .export import gpt2_config, gpt2_state_dict
+        m = transformers.GPT2LMHeadModel(gpt2_config(model))
+        m.load_state_dict(gpt2_state_dict(model), strict=False)
+        m.tie_weights()
+        return m.eval().to(device)
+
+
+class Summary:
+    """A summary folder (results/summary/): its tables read through their manifests."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        if not (self.path / "verdict.csv").is_file():
+            raise FileNotFoundError(f"{self.path}: no verdict.csv (run the summary first: snakemake, or "
+                                    f"geoanatomy summarize all --results RESULTS)")
+
+    def __repr__(self) -> str:
+        return f"Summary({str(self.path)!r}: {', '.join(self.tables)})"
+
+    @property
+    def tables(self) -> list[str]:
+        return sorted(p.stem for p in self.path.glob("*.csv"))
+
+    def table(self, name: str):
+        from .analysis.tables import read_table
+        p = self.path / f"{name}.csv"
+        if not p.is_file():
+            raise FileNotFoundError(f"{p}: no such table; this summary has {self.tables}")
+        return read_table(p)
+
+    verdict = property(lambda self: self.table("verdict"))
+    benchmark = property(lambda self: self.table("precursor_benchmark"))
+    power = property(lambda self: self.table("verdict_power"))
+
+
+def open_run(path) -> Run:
+    """A run folder as a ``Run`` (module doc)."""
+    return Run(path)
+
+
+def open_summary(path) -> Summary:
+    """A summary folder as a ``Summary`` (module doc)."""
+    return Summary(path)

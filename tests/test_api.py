@@ -1,0 +1,71 @@
+"""The notebook API (geoanatomy.open_run, open_summary): the page docs/python-api.md runs as
+written on a trained run and the committed default-grid summary; what it returns equals the
+files; a tampered file is refused with the stage's message."""
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import geoanatomy
+from conftest import quiet
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def run_with_events(trained_run, tmp_path_factory):
+    from geoanatomy.config import job_spec
+    from geoanatomy.stages.events import run as events_run
+    cfg, spec, run_dir = trained_run
+    d = tmp_path_factory.mktemp("api") / run_dir.name
+    shutil.copytree(run_dir, d)
+    events_run(job_spec(cfg, spec.name, "events").run, d, cfg["events"], log=quiet)
+    return d
+
+
+def test_the_page_runs_as_written(run_with_events):
+    page = (REPO / "docs" / "python-api.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert len(blocks) == 2
+    code = "\n".join(blocks).replace('"results/mod_L3_nano"', repr(str(run_with_events))).replace(
+        '"results/summary"', repr(str(REPO / "docs" / "validation" / "data" / "summary")))
+    ns: dict = {}
+    exec(compile(code, "docs/python-api.md", "exec"), ns)
+    assert ns["rm"].direction == "down" and len(ns["headline"]) >= 1
+    assert "precursor_benchmark" in ns["summary"].tables and list(ns["bench"].columns)[:2] == ["signal", "event"]
+
+
+def test_objects_equal_the_files(run_with_events):
+    import json
+    run = geoanatomy.open_run(run_with_events)
+    pre = json.loads((run_with_events / "precursor.json").read_text())
+    assert run.events.acquisition_step == pre["acquisition_step"]
+    assert run.events.curves["rankme"].extreme_step == pre["measures"]["rankme"]["floor_step"]
+    s, v = run.curve("rankme", layer="ln_final", position="first", variant="uncentred")
+    df = run.metrics
+    want = df[(df.measure == "rankme") & (df.layer == "ln_final") & (df.position == "first")
+              & (df.variant == "uncentred")].sort_values("step")
+    assert np.array_equal(v, want["value"].to_numpy()) and list(s) == run.steps
+    m, hf = run.model(run.steps[-1]), run.model(run.steps[-1], hf=True)
+    x = torch.randint(0, m.cfg.vocab_size, (2, 8))
+    with torch.no_grad():
+        assert torch.allclose(m(x), hf(x).logits, atol=1e-5)
+
+
+def test_a_tampered_table_or_unknown_step_is_refused(run_with_events, tmp_path):
+    from geoanatomy.errors import CheckpointError
+    from geoanatomy.table import TableError
+    d = tmp_path / run_with_events.name
+    shutil.copytree(run_with_events, d)
+    p = d / "metrics.csv"
+    p.write_text(p.read_text().replace(",rankme,", ",rankmx,", 1))
+    run = geoanatomy.open_run(d)
+    with pytest.raises(TableError, match="metrics.csv"):
+        run.metrics
+    with pytest.raises(CheckpointError, match="no checkpoint at step 7777"):
+        run.model(7777)
+    with pytest.raises(FileNotFoundError, match="no verdict.csv"):
+        geoanatomy.open_summary(tmp_path)
