@@ -69,3 +69,35 @@ def test_a_tampered_table_or_unknown_step_is_refused(run_with_events, tmp_path):
         run.model(7777)
     with pytest.raises(FileNotFoundError, match="no verdict.csv"):
         geoanatomy.open_summary(tmp_path)
+
+
+def test_layers_join_a_transformer_lens_cache(trained_run, run_with_events, tmp_path):
+    """RankMe computed from a TransformerLens 4 cache of the exported run, at the hook the table's
+    ``hook`` column names, equals the table's value for every residual layer."""
+    pytest.importorskip("transformer_lens")
+    from transformer_lens.model_bridge import TransformerBridge
+
+    from geoanatomy.export import export_run
+    from geoanatomy.measures.rankme import rankme
+    from geoanatomy.stages.common import task_data
+    spec = trained_run[1]
+    run = geoanatomy.open_run(run_with_events)
+    step = run.steps[-1]
+    export_run(run_with_events, tmp_path / "hf", steps=[step], log=quiet)
+    bridge = TransformerBridge.boot_transformers(str(tmp_path / "hf" / f"checkpoint-{step}"), device="cpu")
+    df = run.metrics
+    rows = df[(df.measure == "rankme") & (df.step == step) & (df.position == "first") & (df.variant == "uncentred")
+              & (df.hook != "")]
+    assert set(rows["layer"]) >= {"embed", "block0", "ln_final"}
+    seq = torch.as_tensor(task_data(spec).eval_set(int(rows["n_samples"].iloc[0])))
+    first = seq.shape[1] - 1 - task_data(spec).spec.n_answer
+    with torch.no_grad():
+        _, cache = bridge.run_with_cache(seq[:, :-1])
+    checked = 0
+    for _, r in rows.iterrows():
+        if r["layer"] == "embed":
+            continue                        # the same token at the same position in every row: rank one
+        got = rankme(cache[r["hook"]][:, first, :].detach(), eps=1e-7)
+        assert got == pytest.approx(r["value"], rel=1e-4), r["layer"]
+        checked += 1
+    assert checked >= 2

@@ -110,12 +110,17 @@ class Run:
 
     def table(self, name: str):
         """A per-run table (metrics, measures, probes) as a DataFrame, read through its manifest
-        and the checkpoint hashes train.json records; example_losses and signal_curves as plain
-        DataFrames."""
+        and the checkpoint hashes train.json records, with a ``hook`` column: the TransformerLens
+        hook name of the row's layer (``sizes.transformer_lens_hook``); example_losses and
+        signal_curves as plain DataFrames."""
         import pandas as pd
         if name in RUN_TABLES:
+            from .sizes import transformer_lens_hook
             from .table import read_table
-            return read_table(self.path / f"{name}.csv", checkpoints=self.train.get("checkpoint_sha256") or {})
+            df = read_table(self.path / f"{name}.csv", checkpoints=self.train.get("checkpoint_sha256") or {})
+            # the TransformerLens hook of each row's layer (sizes.transformer_lens_hook): joins a cache
+            df["hook"] = df["layer"].fillna("").astype(str).map(transformer_lens_hook)
+            return df
         if name in ("example_losses", "signal_curves"):
             p = self.path / f"{name}.csv"
             if not p.is_file():

@@ -24,6 +24,22 @@ def layer_names(n_layer: int) -> list[str]:
     return ["embed"] + [f"block{i}" for i in range(n_layer)] + ["ln_final"]
 
 
+def transformer_lens_hook(layer: str) -> str:
+    """The TransformerLens hook name of a layer of this project's tables, for a run exported
+    to GPT-2 (``geoanatomy export``) and loaded in TransformerLens (``TransformerBridge`` or
+    ``HookedTransformer``): ``embed`` -> ``blocks.0.hook_resid_pre`` (token + position
+    embedding), ``block{i}`` -> ``blocks.{i}.hook_resid_post``, ``ln_final`` ->
+    ``ln_final.hook_out`` (after the final LayerNorm's affine map, what the head reads);
+    "" for rows that are not a residual-stream layer (output, all_params, heads, ...)."""
+    if layer == "embed":
+        return "blocks.0.hook_resid_pre"
+    if layer == "ln_final":
+        return "ln_final.hook_out"
+    if layer.startswith("block") and layer[5:].isdigit():
+        return f"blocks.{int(layer[5:])}.hook_resid_post"
+    return ""
+
+
 def n_params(size: str, vocab_size: int, block_size: int = 64) -> int:
     """Parameter count of a size without building it: L(12d^2 + 13d) + 2d + (V + T)d, for a
     vocabulary of ``vocab_size`` tokens (the tasks' one: ``tasks.VOCAB_SIZE``)."""
