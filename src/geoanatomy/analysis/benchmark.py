@@ -97,12 +97,18 @@ def run_table(pres: list[dict]) -> pd.DataFrame:
                      "difficulty_fixed": bool((p.get("difficulty_source") or {}).get("fixed_before_outcome"))
                      if isinstance(p.get("difficulty_source"), dict) else False,
                      "calibration_step": calibration_step(p),
-                     "blind_loss": -float(p["baselines"]["train_logprob_per_token"])})
+                     "blind_loss": _blind_loss(p)})
     df = pd.DataFrame(rows)
     if len(df):
         df["negative"] = (df["control"] | ~df["acquired"]) & ~df["diverged"]
         df["positive"] = df["acquired"] & ~df["diverged"]
     return df
+
+
+def _blind_loss(p: dict) -> float:
+    """The input-blind loss of a run (the loss curve's start); NaN when the record lacks it."""
+    b = (p.get("baselines") or {}).get("train_logprob_per_token")
+    return -float(b) if b is not None else float("nan")
 
 
 def _events_cfg(pres: list[dict], setting: str) -> dict:
@@ -161,13 +167,14 @@ def event_table(runs: pd.DataFrame, curves: dict, pres: list[dict], setting: str
         if r["run"] not in curves:
             continue
         c = curves[r["run"]][0]
-        le = loss_events(c, r["blind_loss"], e) if "loss" in c else {"onset": None, "half": None, "extreme": None}
+        blind = r["blind_loss"] if np.isfinite(r["blind_loss"]) else None
+        le = loss_events(c, blind, e) if "loss" in c else {"onset": None, "half": None, "extreme": None}
         window = le["onset"] if e.get("floor_window", "loss_onset") == "loss_onset" else None
         base = {"run": r["run"], **{f"loss_{k}": (np.nan if v is None else float(v)) for k, v in le.items()}}
         for s in SIGNALS:
             if s.name not in c:
                 continue
-            start = r["blind_loss"] if s.name == "loss" else None
+            start = r["blind_loss"] if (s.name == "loss" and np.isfinite(r["blind_loss"])) else None
             before = window if (s.direction == "down" and s.name != "loss") else None
             rows.append({**base, "signal": s.name, **signal_events(c, s.name, s.direction, e, start, before)})
         t = clock[r["run"]]
@@ -413,8 +420,8 @@ def redetect(pre: dict, curves: pd.DataFrame, setting: str) -> dict:
     e = dict(pre["events_settings"])
     e.update(SETTINGS[setting])
     out = copy.deepcopy(pre)
-    blind = -float(pre["baselines"]["train_logprob_per_token"])
-    le = loss_events(curves, blind, e)
+    blind = _blind_loss(pre)
+    le = loss_events(curves, blind if np.isfinite(blind) else None, e)
     out["loss_events"].update({f"{k}_step": v for k, v in le.items()})
     out["loss_plateau_exit_step"] = le["onset"]
     window = le["onset"] if e.get("floor_window", "loss_onset") == "loss_onset" else None

@@ -260,9 +260,9 @@ def write_benchmark(job: Job) -> list[str]:
         f"controls, {n_neg - n_ctrl} runs that never acquire); intervals: {st['n_bootstrap']} cell-bootstrap "
         f"resamples (lead, AUROC), Clopper-Pearson over negative runs (false alarms), Fisher-z one-sided 95% bounds "
         f"(gain); detector settings: " + "; ".join(f"{k} {v or 'defaults'}" for k, v in benchmark.SETTINGS.items()),
-        "cpu_ms_per_checkpoint: median CPU milliseconds per checkpoint recorded by the stage that computed the "
-        "signal (signals computed together share one figure: the forward pass for loss and log-prob, every layer's "
-        "RankMe together); NaN: not recorded.", machines_line(job.pres)])
+        "cpu_ms_per_checkpoint: median over runs of the CPU milliseconds per checkpoint the stage that computed the "
+        "signal recorded (signals computed together share one figure: the forward pass for loss and log-prob, every "
+        "layer's RankMe together); NaN: not recorded.", machines_line(job.pres)])
     fig = figures_benchmark.draw(table, out / "figures" / "precursor_benchmark.png",
                                  f"precursor benchmark: {len(curves)} runs, {n_neg} negatives; onset events, "
                                  f"ranked by AUROC; (x) = reading changes with the detector")

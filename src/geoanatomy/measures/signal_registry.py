@@ -36,6 +36,7 @@ class Signal:
     needs: str            # state | window | gradients | training
     source: str
     what: str
+    cost_key: str = ""    # the timing the stage that computes it records (signal_timings_*.json)
 
     def select(self, df):
         """The rows of a run's table that are this signal's curve."""
@@ -53,46 +54,50 @@ SIGNALS: tuple[Signal, ...] = (
     # ---- candidates from the field (cheap: every checkpoint, metrics stage)
     Signal("loss_cov_heat", "metrics", "loss_cov_heat", "output", "answer", "window", "up", "candidate", "window",
            "arXiv 2603.29805 (2-datapoint reduced density matrix)",
-           "heat capacity of the covariance of per-example held-out losses over a trailing window"),
+           "heat capacity of the covariance of per-example held-out losses over a trailing window",
+           cost_key="loss_cov"),
     Signal("loss_cov_pr", "metrics", "loss_cov_pr", "output", "answer", "window", "down", "candidate", "window",
-           "arXiv 2603.29805", "participation ratio of the same covariance (a low-dimensional reorganisation)"),
+           "arXiv 2603.29805", "participation ratio of the same covariance (a low-dimensional reorganisation)",
+           cost_key="loss_cov"),
     Signal("ildr", "metrics", "ildr", *_H, "", "up", "candidate", "state", "arXiv 2604.20923",
-           "inter/intra-class distance ratio of the final-layer state, classes = first answer token"),
+           "inter/intra-class distance ratio of the final-layer state, classes = first answer token", cost_key="ildr"),
     Signal("update_gap", "metrics", "update_gap", "all_params", "none", "window", "up", "candidate", "window",
            "arXiv 2603.28964 (spectral edge)",
-           "sigma_1/sigma_2 of the per-step parameter updates of a trailing window"),
+           "sigma_1/sigma_2 of the per-step parameter updates of a trailing window", cost_key="update_gap"),
     Signal("head_erank_sv", "metrics", "head_erank", "all_heads", "first", "sv", "down", "candidate", "state",
            "skydancerosel/spectral-probe-circuits",
-           "per-head effective rank of attention outputs, RankMe's convention, mean over heads"),
+           "per-head effective rank of attention outputs, RankMe's convention, mean over heads", cost_key="head_erank"),
     Signal("head_erank_sv2", "metrics", "head_erank", "all_heads", "first", "sv2", "down", "candidate", "state",
            "skydancerosel/spectral-probe-circuits",
-           "the same in the squared-singular-value convention of per-head work"),
+           "the same in the squared-singular-value convention of per-head work", cost_key="head_erank"),
     Signal("stable_rank", "metrics", "stable_rank", "all_blocks", "none", "", "down", "candidate", "state",
            "weight spectra (stable rank; WeightWatcher's family)",
-           "mean stable rank ||W||_F^2/||W||_2^2 of the blocks' weight matrices"),
+           "mean stable rank ||W||_F^2/||W||_2^2 of the blocks' weight matrices", cost_key="stable_rank"),
     # ---- candidates at the fixed 20 checkpoints (expensive measures; nano only in the study)
     Signal("commutator", "measures", "commutator", "all_params", "answer", "defect", "up", "candidate", "gradients",
-           "arXiv 2602.16967", "commutator defect of two gradient steps on fixed training batches"),
+           "arXiv 2602.16967", "commutator defect of two gradient steps on fixed training batches",
+           cost_key="commutator"),
     Signal("grad_erank", "measures", "grad_erank", "all_params", "answer", "roy_vetterli", "down", "candidate",
-           "gradients", "the study (per-sample gradient effective rank)", "effective rank of per-sample gradients"),
+           "gradients", "the study (per-sample gradient effective rank)", "effective rank of per-sample gradients",
+           cost_key="grad_rank"),
     Signal("hessian_top", "measures", "hessian_top", "all_params", "answer", "top_eigenvalue", "up", "candidate",
-           "gradients", "the study (sharpness)", "top Hessian eigenvalue"),
+           "gradients", "the study (sharpness)", "top Hessian eigenvalue", cost_key="hessian"),
     Signal("llc", "measures", "llc", "all_params", "answer", "sgld", "up", "candidate", "gradients",
-           "the study (local learning coefficient)", "local learning coefficient (SGLD)"),
+           "the study (local learning coefficient)", "local learning coefficient (SGLD)", cost_key="llc"),
     # ---- the study's representation measures
     Signal("rankme_uncentred", "metrics", "rankme", *_H, "uncentred", "down", "candidate", "state",
-           "Garrido et al. 2023; the study", "RankMe as defined"),
+           "Garrido et al. 2023; the study", "RankMe as defined", cost_key="geometry"),
     Signal("rankme_centred", "metrics", "rankme", *_H, "centred", "down", "candidate", "state",
-           "the project's centred variant", "RankMe of the centred matrix"),
+           "the project's centred variant", "RankMe of the centred matrix", cost_key="geometry"),
     Signal("mean_share", "metrics", "mean_share", *_H, "", "up", "candidate", "state",
-           "the project", "share of the squared norm carried by the mean row"),
+           "the project", "share of the squared norm carried by the mean row", cost_key="geometry"),
     # ---- references: behaviour and a probe
     Signal("loss", "metrics", "loss", "output", "answer", "train", "down", "reference", "state",
-           "the loss curve", "answer loss on the fixed training sample"),
+           "the loss curve", "answer loss on the fixed training sample", cost_key="behaviour_train"),
     Signal("logprob", "metrics", "logprob_per_token", "output", "answer", "", "up", "reference", "state",
-           "behaviour", "held-out per-token answer log-probability"),
+           "behaviour", "held-out per-token answer log-probability", cost_key="behaviour"),
     Signal("probe", "probes", "probe_accuracy", *_H, "", "up", "reference", "state",
-           "linear probe", "held-out accuracy of a linear probe of the first answer token"),
+           "linear probe", "held-out accuracy of a linear probe of the first answer token", cost_key=""),
 )
 SIGNAL_BY_NAME = {s.name: s for s in SIGNALS}
 # the clock: an event at a fixed step for every run (the benchmark builds it; no curve)

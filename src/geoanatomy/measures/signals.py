@@ -89,6 +89,8 @@ def loss_covariance(losses) -> dict:
     L = _as_np(losses)
     if L.ndim != 2 or L.shape[0] < 2:
         raise ValueError(f"loss_covariance needs a (W >= 2, N) matrix of losses, got shape {L.shape}")
+    if not np.isfinite(L).all():
+        return {"participation_ratio": float("nan"), "heat_capacity": float("nan")}
     X = L - L.mean(0, keepdims=True)
     lam = np.linalg.eigvalsh(X @ X.T / (L.shape[0] - 1))
     return spectrum_stats(lam)
@@ -101,6 +103,8 @@ def ildr(Z, labels) -> float:
     Z, y = _as_np(Z), np.asarray(labels).reshape(-1)
     if Z.ndim != 2 or len(y) != Z.shape[0]:
         raise ValueError(f"ildr needs Z (N, d) and N labels, got {Z.shape} and {y.shape}")
+    if not np.isfinite(Z).all():
+        return float("nan")
     classes, counts = np.unique(y, return_counts=True)
     keep = classes[counts >= 2]
     if len(keep) < 2:
@@ -121,7 +125,10 @@ def ildr(Z, labels) -> float:
 
 # ------------------------------------------------------- update-Gram gap
 def gap_of_gram(gram) -> float:
-    """sigma_1 / sigma_2 from the Gram matrix U U^T of the updates (``update_gap``)."""
+    """sigma_1 / sigma_2 from the Gram matrix U U^T of the updates (``update_gap``); NaN when it
+    is not finite (a diverged run)."""
+    if not np.isfinite(np.asarray(gram, dtype=np.float64)).all():
+        return float("nan")
     lam = np.sort(np.clip(np.linalg.eigvalsh(np.asarray(gram, dtype=np.float64)), 0.0, None))[::-1]
     if lam[0] <= 0:
         return float("nan")
@@ -167,6 +174,8 @@ def stable_rank(W) -> float:
     smaller Gram matrix W^T W or W W^T in float64 (the same number as the SVD's, cheaper)."""
     import torch
     A = (W.detach() if hasattr(W, "detach") else torch.as_tensor(np.asarray(W))).to(torch.float64).cpu()
+    if not bool(torch.isfinite(A).all()):
+        return float("nan")
     G = A.T @ A if A.shape[0] >= A.shape[1] else A @ A.T
     top = float(torch.linalg.eigvalsh(G)[-1])
     return float(torch.trace(G)) / top if top > 0 else float("nan")
@@ -214,8 +223,7 @@ def block_matrices(model) -> dict:
 
 def stable_rank_rows(model) -> list[dict]:
     """stable_rank rows: per block (mean over its 2-D weights) and ``all_blocks`` (mean over every
-    block matrix), with their CPU seconds (``cpu_s``)."""
-    clock = time.process_time()
+    block matrix)."""
     rows, allv = [], []
     for i, mats in block_matrices(model).items():
         vals = [stable_rank(W) for W in mats]
@@ -225,16 +233,12 @@ def stable_rank_rows(model) -> list[dict]:
     if allv:
         rows.append(_row("stable_rank", "all_blocks", -1, "none", "", 0, float(np.mean(allv)),
                          {"mean_over": f"{len(allv)} block weight matrices"}))
-    dt = time.process_time() - clock
-    for r in rows:
-        r["settings"]["cpu_s"] = dt
     return rows
 
 
 def head_rank_rows(heads: dict, n_head: int, position: str) -> list[dict]:
     """head_erank rows of captured head outputs (``capture_heads``): each head of each block and
     ``all_heads`` (their mean), in both conventions."""
-    clock = time.process_time()
     rows, per = [], {"sv": [], "sv2": []}
     for i, Y in sorted(heads.items()):
         N = Y.shape[0]
@@ -248,9 +252,6 @@ def head_rank_rows(heads: dict, n_head: int, position: str) -> list[dict]:
         if vals:
             rows.append(_row("head_erank", "all_heads", -1, position, v, n, float(np.mean(vals)),
                              {"convention": v, "mean_over": f"{len(vals)} heads"}))
-    dt = time.process_time() - clock
-    for r in rows:
-        r["settings"]["cpu_s"] = dt
     return rows
 
 
@@ -294,6 +295,7 @@ class SignalWindow:
         self.gram = np.zeros((0, 0))
         self.losses: list[np.ndarray] = []
         self.example_rows: list[np.ndarray] = []
+        self.last_seconds: dict = {}
 
     def _add_update(self, step: int, theta) -> None:
         import torch
@@ -330,15 +332,18 @@ class SignalWindow:
             cov = loss_covariance(np.stack(self.losses))
             heat, pr = cov["heat_capacity"], cov["participation_ratio"]
         t_cov = time.process_time() - clock
+        # CPU seconds of this checkpoint's windowed signals (timings stay out of the tables: a
+        # table is the same bytes for the same config and seed)
+        self.last_seconds = {"update_gap": t_gap, "loss_cov": t_cov}
         gap_row = _row("update_gap", "all_params", -1, "none", "window", 0, gap,
-                       {**w, "updates": "per optimiser step between consecutive checkpoints", "cpu_s": t_gap})
+                       {**w, "updates": "per optimiser step between consecutive checkpoints"})
         if losses is None:
             return [gap_row]
         n = len(losses)
         return [gap_row,
                 _row("loss_cov_heat", "output", -1, "answer", "window", n, heat,
-                     {**w, "losses": "per-example held-out answer loss", "cpu_s": t_cov}),
+                     {**w, "losses": "per-example held-out answer loss"}),
                 _row("loss_cov_pr", "output", -1, "answer", "window", n, pr,
-                     {**w, "losses": "per-example held-out answer loss", "cpu_s": t_cov})]
+                     {**w, "losses": "per-example held-out answer loss"})]
 
 

@@ -128,30 +128,31 @@ def check_table_against_spec(df, path: Path, n_samples: int) -> None:
                          f"snakemake), or read it with the config it was made with")
 
 
-def signal_curves(tables: dict):
+def signal_curves(tables: dict, run_dir: Path | None = None):
     """The curves the precursor benchmark scores, one column per registry signal
     (``measures.signal_registry``; NaN where a run's tables lack it or at steps it was not
     measured), one row per checkpoint step of metrics.csv: a wide DataFrame; and each signal's
-    median CPU seconds per checkpoint where its rows record them (``cpu_s``), else None."""
-    import json
-
+    CPU seconds per checkpoint from the timings the metrics and measures stages wrote beside
+    their tables (``signal_timings_*.json``; None where not recorded)."""
     import pandas as pd
 
+    from ..files import read_json
     from ..measures.signal_registry import SIGNALS
+    timed: dict = {}
+    for stage in ("metrics", "measures"):
+        p = None if run_dir is None else Path(run_dir) / f"signal_timings_{stage}.json"
+        if p is not None and p.is_file():
+            timed.update(read_json(p, ValueError, "", "").get("cpu_seconds_per_checkpoint") or {})
     steps = sorted(set(int(x) for x in tables["metrics"]["step"]))
     out, costs = pd.DataFrame({"step": steps}), {}
     for s in SIGNALS:
         df = tables.get(s.table)
-        vals, cpu = {}, []
+        vals = {}
         if df is not None and len(df):
             sel = s.select(df)
             vals = dict(zip(sel["step"].astype(int), sel["value"].astype(float)))
-            for text in sel["settings"]:
-                c = json.loads(text or "{}").get("cpu_s") if isinstance(text, str) else None
-                if c is not None:
-                    cpu.append(float(c))
         out[s.name] = [vals.get(t, float("nan")) for t in steps]
-        costs[s.name] = float(np.median(cpu)) if cpu else None
+        costs[s.name] = timed.get(s.cost_key) if s.cost_key else None
     return out, costs
 
 
@@ -160,8 +161,8 @@ def write_signal_curves(path: Path, curves, costs: dict) -> None:
     checkpoint}), atomically (floats written exactly: repr)."""
     from ..files import atomic_write_json, atomic_write_text
     atomic_write_json(path.with_name("signal_costs.json"), {
-        "what": "median CPU seconds per checkpoint of each signal (the rows' cpu_s: signals computed together "
-                "share one figure); null: not recorded", "cpu_seconds_per_checkpoint": costs})
+        "what": "CPU seconds per checkpoint of each signal, from the stages' signal_timings_*.json (signals computed "
+                "together share one figure); null: not recorded", "cpu_seconds_per_checkpoint": costs})
     cols = list(curves.columns)
     lines = [",".join(cols)]
     for row in curves.itertuples(index=False):
@@ -176,7 +177,7 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_events: dict, log=print) -> dict
     from ..plots import plot_run
     run_dir = Path(run_dir)
     pre, df, tables = precursor_of_run(spec, run_dir, cfg_events)
-    curves, costs = signal_curves(tables)
+    curves, costs = signal_curves(tables, run_dir)
     write_signal_curves(run_dir / "signal_curves.csv", curves, costs)
     pre = write_sealed(run_dir / "precursor.json", pre)
     plot_run(df, pre, run_dir / "trajectory.png")

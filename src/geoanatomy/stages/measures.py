@@ -84,8 +84,6 @@ def measure_checkpoint(model, pools: dict, n_answer: int, cfg: dict, seeds: dict
         new = m.rows(model, pools[m.config_key], n_answer, cfg[m.config_key],
                      seeds[kind] if m.seeded else None, given)
         dt = time.process_time() - t
-        for r in new:
-            r["settings"] = {**r["settings"], "cpu_s": dt}    # this kind's CPU seconds at this checkpoint
         rows += new
         if timings is not None:
             timings[kind] = timings.get(kind, 0.0) + dt
@@ -128,6 +126,8 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_measures: dict, device: str = "a
             r.update(run=spec.name, step=step)
             rows.append(r)
     write_table(out_csv, stamp_checkpoints(rows, recorded_hashes(ckdir)))
+    from .metrics import write_timings
+    write_timings(run_dir / "signal_timings_measures.json", timings, len(sel))
     cpu, wall = time.process_time() - t0, time.time() - w0
     per = ", ".join(f"{k} {v / len(sel):.2f}" for k, v in timings.items())
     log(f"[measures] {spec.name}: {len(sel)} of {len(steps)} checkpoints {sel} (fixed schedule); "

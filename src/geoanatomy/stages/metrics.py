@@ -125,57 +125,83 @@ def geometry_rows(hidden, names: list[str], first: int, eps: float = 1e-7) -> li
 
 def measure_checkpoint(model, seq: torch.Tensor, n_answer: int, eps: float = 1e-7,
                        train_seq: torch.Tensor | None = None, window: SignalWindow | None = None,
-                       step: int | None = None) -> list[dict]:
+                       step: int | None = None, timings: dict | None = None) -> list[dict]:
     """All per-checkpoint rows (without run/step): behaviour, geometry and the state signals on
     the evaluation sequences seq (N, S), the loss on the training sample train_seq (M, S) if
-    given, and with ``window`` (fed this checkpoint at ``step``) the windowed signals."""
+    given, and with ``window`` (fed this checkpoint at ``step``) the windowed signals.
+    ``timings`` (optional dict): incremented with each piece's CPU seconds (``TIMING_KEYS``)."""
+    t = timings if timings is not None else {}
     first = seq.shape[1] - 1 - n_answer
-    clock = time.process_time()
+    clock = _tick(t, None, None)
     with capture_heads(model, first) as heads:
         rows, hidden, losses = behaviour_rows(model, seq, n_answer, "heldout")
-    _cost(rows, clock)
-    clock = time.process_time()
-    rows += _cost(geometry_rows(hidden, model.layer_names(), first, eps), clock)
+    clock = _tick(t, "behaviour", clock)
+    rows += geometry_rows(hidden, model.layer_names(), first, eps)
+    clock = _tick(t, "geometry", clock)
     labels = seq[:, first + 1].cpu().numpy()                               # the first answer token
-    rows += state_signal_rows(model, hidden, heads, first, labels)
+    rows += state_signal_rows(model, hidden, heads, first, labels, t)
     if window is not None:
         rows += window.rows(step, model, losses)
+        for k, v in window.last_seconds.items():
+            t[k] = t.get(k, 0.0) + v
     if train_seq is not None:
-        clock = time.process_time()
-        rows += _cost(behaviour_rows(model, train_seq, n_answer, "train")[0], clock)
+        clock = _tick(t, None, None)
+        rows += behaviour_rows(model, train_seq, n_answer, "train")[0]
+        _tick(t, "behaviour_train", clock)
     return rows
 
 
-def _cost(rows: list[dict], since: float) -> list[dict]:
-    """``rows`` with the CPU seconds since ``since`` in each one's settings (``cpu_s``: the
-    cost of computing them together at this checkpoint; the precursor benchmark reports it)."""
-    dt = time.process_time() - since
-    for r in rows:
-        r["settings"] = {**(r.get("settings") or {}), "cpu_s": dt}
-    return rows
+# what the metrics stage times (CPU seconds, signal_timings_metrics.json); the signal registry's
+# entries name theirs (Signal.cost_key)
+TIMING_KEYS = ("behaviour", "geometry", "ildr", "head_erank", "stable_rank", "update_gap", "loss_cov",
+               "behaviour_train")
 
 
-# --------------------------------------------------------------- signals
-def state_signal_rows(model, hidden, heads: dict, first: int, labels) -> list[dict]:
+def _tick(timings: dict, key: str | None, since: float | None) -> float:
+    """Add the CPU seconds since ``since`` to ``timings[key]``; the time now."""
+    now = time.process_time()
+    if key is not None:
+        timings[key] = timings.get(key, 0.0) + now - since
+    return now
+
+
+def state_signal_rows(model, hidden, heads: dict, first: int, labels, timings: dict | None = None) -> list[dict]:
     """ILDR per layer, per-head effective ranks and weight stable ranks at one checkpoint."""
+    t = timings if timings is not None else {}
     rows, N = [], len(labels)
-    clock = time.process_time()
+    clock = _tick(t, None, None)
     st = {"classes": "first answer token", "definition": "mean centroid distance / mean distance to own centroid"}
     for li, (name, h) in enumerate(zip(model.layer_names(), hidden)):
         rows.append(sig._row("ildr", name, li, "first", "", N, sig.ildr(h[:, first, :], labels), st))
-    _cost(rows, clock)
+    clock = _tick(t, "ildr", clock)
     rows += sig.head_rank_rows(heads, model.cfg.n_head, "first")
+    clock = _tick(t, "head_erank", clock)
     rows += sig.stable_rank_rows(model)
+    _tick(t, "stable_rank", clock)
     return rows
 
 
 def write_example_losses(path: Path, run: str, steps: list[int], losses: list[np.ndarray]) -> None:
-    """example_losses.csv (run, step, example, loss; float32 values), atomically."""
-    from ..files import atomic_write_text
+    """example_losses.csv (run, step, example, loss; float32 values) and its manifest, atomically."""
+    from ..manifest import write_with_manifest
     lines = ["run,step,example,loss"]
     for step, v in zip(steps, losses):
         lines += [f"{run},{step},{i},{repr(float(x))}" for i, x in enumerate(v)]
-    atomic_write_text(path, "\n".join(lines) + "\n")
+    write_with_manifest(Path(path), "\n".join(lines) + "\n", title="geoanatomy per-run table example_losses.csv: "
+                        "per-example held-out answer losses", columns=["run", "step", "example", "loss"],
+                        rows=len(lines) - 1, types={"run": "string", "step": "integer", "example": "integer",
+                                                    "loss": "number"},
+                        notes=["one row per checkpoint x evaluation example; loss: mean cross-entropy over the "
+                               "example's answer tokens, computed in float64, stored as float32"])
+
+
+def write_timings(path: Path, timings: dict, n_checkpoints: int) -> None:
+    """A stage's CPU seconds per checkpoint of each piece it times (a side file, not a table:
+    timings differ from run to run, tables must not)."""
+    from ..files import atomic_write_json
+    atomic_write_json(path, {"what": "CPU seconds per checkpoint (process time), mean over the checkpoints",
+                             "checkpoints": int(n_checkpoints),
+                             "cpu_seconds_per_checkpoint": {k: v / max(n_checkpoints, 1) for k, v in timings.items()}})
 
 
 def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> dict:
@@ -197,11 +223,12 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> 
     rows: list[dict] = []
     window = SignalWindow()
     done: list[int] = []
+    timings: dict = {}
     for step in progress(iter_checkpoints(ckdir, model, steps, checkpoint_identity(spec)), len(steps), "metrics",
                          spec.name, log):
         with warnings.catch_warnings():  # the N < d cap is reported once above
             warnings.simplefilter("ignore")
-            ck_rows = measure_checkpoint(model, seq, na, eps, train_seq, window, step)
+            ck_rows = measure_checkpoint(model, seq, na, eps, train_seq, window, step, timings)
         done.append(step)
         for r in ck_rows:
             r.update(run=spec.name, step=step)
@@ -222,6 +249,7 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> 
                     **rows[-1]["settings"], "mixture": spec.train_name,
                     "batch": "the mixture's batches (every combination), not this combination's alone"})
     write_example_losses(run_dir / "example_losses.csv", spec.name, done, window.example_rows)
+    write_timings(run_dir / "signal_timings_metrics.json", timings, len(done))
     write_table(run_dir / "metrics.csv", stamp_checkpoints(rows, recorded_hashes(ckdir)))
     dt = time.time() - t0
     log(f"[metrics] {spec.name}: {len(steps)} checkpoints, {len(rows)} rows, {dt:.1f} s "
