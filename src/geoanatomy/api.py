@@ -113,7 +113,6 @@ class Run:
         and the checkpoint hashes train.json records, with a ``hook`` column: the TransformerLens
         hook name of the row's layer (``sizes.transformer_lens_hook``); example_losses and
         signal_curves as plain DataFrames."""
-        import pandas as pd
         if name in RUN_TABLES:
             from .sizes import transformer_lens_hook
             from .table import read_table
@@ -122,10 +121,11 @@ class Run:
             df["hook"] = df["layer"].fillna("").astype(str).map(transformer_lens_hook)
             return df
         if name in ("example_losses", "signal_curves"):
+            from .analysis.tables import read_table as read_checked_table
             p = self.path / f"{name}.csv"
             if not p.is_file():
                 raise FileNotFoundError(f"{p}: not written (runs made before the precursor benchmark have none)")
-            return pd.read_csv(p)
+            return read_checked_table(p)
         raise ValueError(f"unknown table {name!r}; a run has {list(RUN_TABLES) + ['example_losses', 'signal_curves']}")
 
     metrics = property(lambda self: self.table("metrics"))

@@ -68,7 +68,9 @@ NAMES = {"down": {"onset": "collapse_step", "extreme": "floor_step"},
 
 # ------------------------------------------------------------------ inputs
 def read_curves(paths) -> dict:
-    """{run folder name: (curves DataFrame, costs dict or None)} of signal_curves.csv files."""
+    """{run folder name: (curves DataFrame, costs dict or None)} of signal_curves.csv files,
+    each read through its manifest (a hand-edited curve is refused, naming the file)."""
+    from .tables import read_table
     out = {}
     for p in paths:
         p = Path(p)
@@ -78,7 +80,7 @@ def read_curves(paths) -> dict:
         cj = p.with_name("signal_costs.json")
         if cj.is_file():
             costs = json.loads(cj.read_text()).get("cpu_seconds_per_checkpoint")
-        out[p.parent.name] = (pd.read_csv(p), costs)
+        out[p.parent.name] = (read_table(p), costs)
     return out
 
 

@@ -41,7 +41,8 @@ STAGES = {
 # stages that read tables and files only, never a model: they start without importing torch
 TABLE_STAGES = ("events", "prune")
 RUN_FILES = ("metrics.csv", "example_losses.csv", "measures.csv", "probes.csv", "precursor.json",
-             "signal_curves.csv", "signal_costs.json", "trajectory.png", "train.json")
+             "signal_curves.csv", "signal_costs.json", "signal_timings_metrics.json", "signal_timings_measures.json",
+             "trajectory.png", "train.json")
 
 
 def _job(args):

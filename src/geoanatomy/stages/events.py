@@ -157,9 +157,10 @@ def signal_curves(tables: dict, run_dir: Path | None = None):
 
 
 def write_signal_curves(path: Path, curves, costs: dict) -> None:
-    """signal_curves.csv and beside it signal_costs.json ({signal: median CPU seconds per
-    checkpoint}), atomically (floats written exactly: repr)."""
-    from ..files import atomic_write_json, atomic_write_text
+    """signal_curves.csv with its manifest (floats written exactly: repr) and beside it
+    signal_costs.json ({signal: CPU seconds per checkpoint}), atomically."""
+    from ..files import atomic_write_json
+    from ..manifest import write_with_manifest
     atomic_write_json(path.with_name("signal_costs.json"), {
         "what": "CPU seconds per checkpoint of each signal, from the stages' signal_timings_*.json (signals computed "
                 "together share one figure); null: not recorded", "cpu_seconds_per_checkpoint": costs})
@@ -167,7 +168,11 @@ def write_signal_curves(path: Path, curves, costs: dict) -> None:
     lines = [",".join(cols)]
     for row in curves.itertuples(index=False):
         lines.append(",".join(str(int(v)) if c == "step" else repr(float(v)) for c, v in zip(cols, row)))
-    atomic_write_text(path, "\n".join(lines) + "\n")
+    write_with_manifest(path, "\n".join(lines) + "\n", title="geoanatomy per-run table signal_curves.csv: the "
+                        "precursor benchmark's curves", columns=cols, rows=len(lines) - 1,
+                        types={c: ("integer" if c == "step" else "number") for c in cols},
+                        notes=["one row per checkpoint step; one column per signal of the registry "
+                               "(geoanatomy.measures.signal_registry); NaN: not measured at that step"])
 
 
 def run(spec: RunSpec, run_dir: str | Path, cfg_events: dict, log=print) -> dict:
