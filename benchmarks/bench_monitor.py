@@ -14,7 +14,8 @@ Timed separately in the same loop: the training steps and the monitor's calls (a
 ``monitor.step`` on every step, measuring when due). Overhead = monitor seconds / training
 seconds, in CPU seconds of this process (``time.process_time``: on a shared machine wall time
 also counts other jobs' turns; wall seconds are printed too). ``close()`` (precursor.json and
-the PNG, once per run) is reported on its own line, not in the fraction. The goal: <= 5%.
+the PNG, once per run) is reported on its own line, not in the fraction, with its parts (the
+report, precursor.json, the figure). The goal: <= 5%.
 """
 from __future__ import annotations
 
@@ -83,7 +84,8 @@ def bench_size(size: str, steps: int, batch: int, task: str, level: str, every: 
             "train_wall_s": round(train_wall, 3), "monitor_wall_s": round(mon_wall, 3),
             "fraction_cpu": round(mon_cpu / train_cpu, 4), "fraction_wall": round(mon_wall / train_wall, 4),
             "cpu_s_per_step": round(train_cpu / steps, 4), "cpu_s_per_measurement": round(mon_cpu / n_meas, 4),
-            "close_cpu_s": round(c_close, 3), "close_wall_s": round(w_close, 3)}
+            "close_cpu_s": round(c_close, 3), "close_wall_s": round(w_close, 3),
+            "close_parts_cpu_s": {k: round(v, 3) for k, v in mon.close_parts.items()}}
 
 
 def main(argv=None) -> int:
@@ -109,7 +111,9 @@ def main(argv=None) -> int:
               f"probe {args.probe_n} rows, {r['measurements']} measurements: monitor {r['monitor_cpu_s']:.2f} CPU s / "
               f"training {r['train_cpu_s']:.2f} CPU s = {100 * r['fraction_cpu']:.1f}% "
               f"(wall {100 * r['fraction_wall']:.1f}%); {1000 * r['cpu_s_per_step']:.0f} ms/step, "
-              f"{1000 * r['cpu_s_per_measurement']:.0f} ms/measurement; close() {r['close_cpu_s']:.2f} CPU s once",
+              f"{1000 * r['cpu_s_per_measurement']:.0f} ms/measurement; close() {r['close_cpu_s']:.2f} CPU s once "
+              f"({', '.join(f'{k} {v:.2f}' for k, v in r['close_parts_cpu_s'].items())}; the figure's share is "
+              f"mostly importing matplotlib, paid once per process: Monitor(figure=False) leaves it out)",
               flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"results": res, "torch": torch.__version__,

@@ -662,3 +662,12 @@ def test_monitor_offers_the_registry_signals_and_they_equal_the_metrics_stage(tm
     assert np.isfinite(val("update_gap", "all_params")) and np.isfinite(val("loss_cov_heat", "output"))
     with pytest.raises(ValueError, match="cannot be computed by a monitor"):
         Monitor(probe, signals=["commutator"], log=None)
+
+
+def test_figure_false_writes_the_report_without_the_png(tmp_path):
+    model, data = _task_model()
+    mon = Monitor(Probe.from_task(data, 32), every=2, out_dir=tmp_path, log=None, figure=False)
+    _train(model, data, mon, 4)
+    mon.close()
+    assert (tmp_path / "precursor.json").exists() and not (tmp_path / "trajectory.png").exists()
+    assert set(mon.close_parts) == {"report", "precursor_json"}

@@ -110,6 +110,8 @@ class Monitor:
                  head_erank_sv / head_erank_sv2 (GPT-style ``attn.c_proj`` modules),
                  stable_rank, update_gap, loss_cov_heat / loss_cov_pr (a trailing window of
                  measurements); ildr and the loss covariance need a labelled probe
+    figure       True (default): close() draws trajectory.png (matplotlib: its import is most
+                 of close()'s time in a fresh process; False leaves the figure out)
     strict       False (default): the monitor never raises into the training loop: a failed
                  measurement (the probe's forward pass, a hidden size that changed) or a failed
                  write becomes a warning (``warnings`` and the ``geoanatomy.monitor`` logger),
@@ -120,8 +122,11 @@ class Monitor:
                  | None = None,
                  run: str = "monitor", events: dict | None = None, track: str = "headline", eps: float = 1e-7,
                  forward_fn: Callable | None = None, flush_every: int = 10, resume: bool = False,
-                 log: Callable[[str], None] | None = None, strict: bool = False, signals: Iterable[str] = ()):
+                 log: Callable[[str], None] | None = None, strict: bool = False, signals: Iterable[str] = (),
+                 figure: bool = True):
         self.strict = bool(strict)
+        self.figure = bool(figure)
+        self.close_parts: dict = {}                   # CPU seconds of close()'s parts (report, files, figure)
         self.signals = check_signals(signals, probe)
         self._window = None
         self.problems: list[str] = []                 # what went wrong and was warned about
@@ -668,7 +673,9 @@ class Monitor:
                 self._problem(f"the final measurement at step {step} failed ({type(e).__name__}: {e})", e)
         if not self.rows:
             return None
+        c = time.process_time()
         pre = self.report()
+        self.close_parts["report"] = time.process_time() - c
         for w in pre.get("warnings") or []:
             self._problem(w)
         for name, st in pre["online"]["final"].items():
@@ -677,8 +684,13 @@ class Monitor:
             from ..precursor.seal import write_sealed
             from ..scan.report import plot_report
             try:
+                c = time.process_time()
                 pre = write_sealed(self.out_dir / "precursor.json", pre)
-                plot_report(self.table(), pre, self.out_dir / "trajectory.png")
+                self.close_parts["precursor_json"] = time.process_time() - c
+                if self.figure:
+                    c = time.process_time()
+                    plot_report(self.table(), pre, self.out_dir / "trajectory.png")
+                    self.close_parts["figure"] = time.process_time() - c
             except OSError as e:
                 self._problem(f"could not write the report into {self.out_dir} ({e}); monitor.report() returns it", e)
         return pre
