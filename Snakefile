@@ -49,6 +49,15 @@ onstart:
             raise SystemExit(f"geoanatomy: invalid configuration: {e}")
         if _disk:
             print(f"geoanatomy: {_disk}", file=sys.stderr)
+        # a confirmation grid (summary.frozen_rules): the rules must be the frozen ones before
+        # anything trains (the summary checks again before it reads a run)
+        if CFG["summary"].get("frozen_rules"):
+            from geoanatomy.analysis.freeze import check as check_frozen
+
+            try:
+                print(f"geoanatomy: {check_frozen(CFG)}", file=sys.stderr)
+            except ValueError as e:
+                raise SystemExit(f"geoanatomy: {e}")
 
 
 RESULTS = CFG["results_dir"]

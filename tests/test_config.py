@@ -753,3 +753,23 @@ def test_a_plan_whose_checkpoints_cannot_fit_the_disk_is_refused_with_both_figur
     (ck / "step_000000.safetensors").write_bytes(b"\0" * int(0.8 * need))
     assert check_disk(cfg, free_bytes=int(0.5 * need)) is None
     assert "already written" in check_disk(cfg, free_bytes=int(0.22 * need))
+
+
+def test_confirmation_grid_is_the_study_on_fresh_seeds_with_frozen_rules():
+    """config/study_confirm.yaml: the study's cells, controls, settings and classes file on seeds
+    2 and 3 (disjoint from the study's 0, 1 and the calibration's 100), summarised with the rules
+    frozen in config/study_frozen.json."""
+    from geoanatomy.spec import parse_run_name
+    study = load_config(REPO / "config" / "study.yaml", workdir=REPO)
+    conf = load_config(REPO / "config" / "study_confirm.yaml", workdir=REPO)
+    key = lambda r: (r["task"], r["level"], r["size"], r["control"])     # noqa: E731
+    s_runs = [parse_run_name(r) for r in run_names(study)]
+    c_runs = [parse_run_name(r) for r in run_names(conf)]
+    assert sorted({key(r) for r in s_runs}) == sorted({key(r) for r in c_runs})
+    assert {r["seed"] for r in c_runs if not r["control"]} == {2, 3}
+    assert {r["seed"] for r in c_runs} & ({r["seed"] for r in s_runs} | {100}) == set()
+    for block in ("train", "data", "eval", "events", "measures", "probes", "model", "tasks"):
+        assert conf[block] == study[block], block
+    assert {k: v for k, v in conf["summary"].items() if k != "frozen_rules"} == \
+        {k: v for k, v in study["summary"].items() if k != "frozen_rules"}
+    assert conf["summary"]["frozen_rules"] == "config/study_frozen.json"

@@ -62,7 +62,8 @@ DEFAULTS: dict = {
                 "n_bootstrap": 2000, "verdict_min_units": 5, "headline_variant": "centred",
                 "equivalence_decades": 0.1, "slope_equivalence": 0.1, "mod_floor_reference": 2.0,
                 "mean_direction_rho": 0.9, "min_power": 0.8, "power_populations": 200,
-                "power_multiples": [0.25, 0.5, 0.75, 0.9, 1, 2, 4], "allow_mixed_settings": False},
+                "power_multiples": [0.25, 0.5, 0.75, 0.9, 1, 2, 4], "allow_mixed_settings": False,
+                "frozen_rules": None, "allow_unfrozen": False},
     # Pythia validation branch (geoanatomy.config.pythia documents every key).
     "pythia": {
         "enabled": False, "models": [], "revisions": "all", "benchmarks": list(PYTHIA_BENCHMARKS),

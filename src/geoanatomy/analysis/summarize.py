@@ -315,6 +315,10 @@ def write_verdict(job: Job) -> list[str]:
                               rows_of_runs=lambda sub: rates.measure_rows(sub, st["coincide_log10_tol"]),
                               json_of_runs=lambda sub, per_run: statistics_of(sub, st, per_run))
     v = robust_column(job, v, pw)
+    from .freeze import check
+    frozen = check({"summary": st, "events": pres[0]["events_settings"]}) if pres else ""
+    if frozen:                                   # only a grid whose config names a frozen-rules file
+        v["frozen"] = frozen
     st_rows = v["stable"].dropna()
     write_csv(v, out / "verdict.csv", "geoanatomy summary: verdict.csv",
               ["one row per claim of the study (per measure, RankMe variant and event kind where it applies):"
@@ -437,6 +441,9 @@ def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_jso
         raise ValueError("summarize: no precursor.json files given")
     check_pooling(units, bool(st["allow_mixed_settings"]))   # refuses a silent mix of settings
     pres, mix = protocols.split(units)            # mixture units: verdict and protocols only
+    if part in ("verdict", "benchmark") and pres:   # a confirmation grid: the frozen rules, checked first
+        from .freeze import check
+        check({"summary": st, "events": pres[0]["events_settings"]})
     files = WRITERS[p.writer](Job(units, pres, mix, Path(out), st, tuple(metrics or ()), pythia, scale_json,
                                   tuple(curves or ())))
     if p.reads_runs:

@@ -158,6 +158,15 @@ def _parser() -> argparse.ArgumentParser:
                        epilog="example: geoanatomy clean-run results/mod_L3_nano")
     p.add_argument("run_dir", help="a run folder, results/TASK_LEVEL_SIZE")
     p.add_argument("--checkpoints", action="store_true", help="also delete checkpoints (retrain from scratch)")
+    p = sub.add_parser("freeze", help="write the frozen-rules file of a config (before a confirmation grid)",
+                       description="write the sha256 of every rule that decides a verdict word (claims, the "
+                                   "verdict's rule, the precursor benchmark, the summary and events settings) with "
+                                   "the date and commit; a config whose summary.frozen_rules names the file is "
+                                   "summarised only with those rules (geoanatomy.analysis.freeze)",
+                       epilog="example: geoanatomy freeze --config config/study.yaml --out config/study_frozen.json")
+    p.add_argument("--config", required=True, help="the config whose settings are frozen")
+    p.add_argument("--out", required=True, help="the file to write (JSON)")
+    p.add_argument("--check", action="store_true", help="compare instead of writing: exit 1 and list what differs")
     for name, what in DELEGATED.items():  # listed here; parsed by their own modules
         sub.add_parser(name, help=f"{what} (geoanatomy {name} --help)", add_help=False)
     return ap
@@ -227,6 +236,20 @@ def _dispatch(args) -> int:
         return 0
     if args.cmd == "clean-run":
         return clean_run(Path(args.run_dir), args.checkpoints)
+    if args.cmd == "freeze":
+        import json as _json
+
+        from ..analysis.freeze import differences, fingerprints, freeze
+        from ..config import load_config
+        cfg = load_config(args.config)
+        if args.check:
+            diff = differences(_json.loads(Path(args.out).read_text()), fingerprints(cfg))
+            print("\n".join(diff) if diff else f"{args.out}: the rules are the frozen ones")
+            return 1 if diff else 0
+        rec = freeze(cfg, args.out, args.config)
+        print(f"{args.out}: {len(rec['claims'])} claims, verdict rule, benchmark, summary and events settings "
+              f"frozen on {rec['date']} (commit {str(rec['commit'])[:10]})")
+        return 0
     job = _job(args)
     out = run_stage(job, args.threads)
     if job.stage == "train":

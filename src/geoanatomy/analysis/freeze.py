@@ -1,0 +1,120 @@
+"""Rules frozen before a confirmation grid: the fingerprint of every rule that decides a word.
+
+``geoanatomy freeze --config config/study.yaml --out config/study_frozen.json`` writes, with the
+date and the commit, the sha256 of:
+
+* every claim's definition (``analysis.claims``: its fields - statement, test, null, inputs,
+  design, effect of interest and its reason, figure - and the source of its rows function);
+* the verdict's rule (``analysis.verdict.word`` and the gates: their source);
+* the precursor benchmark's rules (its detector settings, event kinds, false-alarm target, and
+  every signal's curve and direction in the registry);
+* the ``summary:`` and ``events:`` settings of the config (the classes file by its sha256).
+
+A summary whose config names the file (``summary.frozen_rules``) compares the rules it runs
+with it before any work (``check``) and refuses on a difference, naming what differs, unless
+``summary.allow_unfrozen`` is true: then every verdict row says so in its ``frozen`` column.
+Helper functions the rows call are not hashed (their known-answer tests pin them); a change to
+one that changes a number is caught by the confirmation grid's data tests instead.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import inspect
+import json
+import subprocess
+from pathlib import Path
+
+FROZEN_KEYS = ("claims", "verdict_rule", "benchmark", "summary_settings", "events_settings")
+
+
+def _sha(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _src(fn) -> str:
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return repr(fn)
+
+
+def fingerprints(cfg: dict) -> dict:
+    """{key: sha256 or {name: sha256}} of every rule that decides a word (module doc); ``cfg``
+    holds the ``summary`` and ``events`` blocks (a resolved config, or those of a summary job)."""
+    from . import benchmark, verdict
+    from ..measures.signal_registry import SIGNALS
+    from .claims import CLAIMS
+    claims = {}
+    for c in CLAIMS:
+        fields = {k: v for k, v in c.__dict__.items() if k != "rows"}
+        claims[c.name] = _sha({"fields": fields, "rows": _src(c.rows)})
+    gates = getattr(verdict, "GATES", None)
+    events = dict(cfg["events"])
+    return {
+        "claims": claims,
+        "verdict_rule": _sha({"word": _src(verdict.word), "finish": _src(verdict.finish), "gates": repr(gates)}),
+        "benchmark": _sha({"settings": benchmark.SETTINGS, "events": benchmark.EVENT_KINDS, "fa": benchmark.FA_TARGET,
+                           "signals": [(s.name, s.table, s.measure, s.layer, s.position, s.variant, s.direction)
+                                       for s in SIGNALS], "score": _src(benchmark.auroc_block),
+                           "gain": _src(benchmark.gain_rows)}),
+        "summary_settings": _sha({k: v for k, v in dict(cfg["summary"]).items()
+                                  if k not in ("frozen_rules", "allow_unfrozen")}),
+        "events_settings": _sha({k: v for k, v in events.items() if k != "classes_file"}),
+    }
+
+
+def _commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                              cwd=Path(__file__).parent).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def freeze(cfg: dict, out, config_name: str = "") -> dict:
+    """Write the frozen-rules file ``out`` (module doc); the dict written."""
+    from ..files import atomic_write_json
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    rec = {"what": "sha256 of every rule that decides a verdict word, frozen before a confirmation grid "
+                   "(geoanatomy.analysis.freeze)", "date": now,
+           "commit": _commit(), "config": config_name, **fingerprints(cfg)}
+    atomic_write_json(Path(out), rec)
+    return rec
+
+
+def differences(frozen: dict, now: dict) -> list[str]:
+    """What differs between a frozen-rules file and the rules now (empty: none)."""
+    out = []
+    for k in FROZEN_KEYS:
+        a, b = frozen.get(k), now.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            for name in sorted(set(a) | set(b)):
+                if a.get(name) != b.get(name):
+                    out.append(f"claim {name!r} " + ("added" if name not in a else "removed" if name not in b
+                                                     else "changed"))
+        elif a != b:
+            out.append(f"{k} changed")
+    return out
+
+
+def check(cfg: dict) -> str:
+    """'' when the config names no frozen file; else the ``frozen`` note of every verdict row
+    ("rules as frozen on DATE" or, with allow_unfrozen, what differs). Raises ValueError naming
+    the differences otherwise, before any summary work."""
+    path = (cfg.get("summary") or {}).get("frozen_rules")
+    if not path:
+        return ""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"summary.frozen_rules: {p} does not exist (write it with geoanatomy freeze before the "
+                         f"confirmation grid trains)")
+    frozen = json.loads(p.read_text())
+    diff = differences(frozen, fingerprints(cfg))
+    if not diff:
+        return f"rules as frozen in {p.name} on {frozen.get('date')}"
+    if cfg["summary"].get("allow_unfrozen"):
+        return f"NOT the frozen rules ({p.name}, {frozen.get('date')}): " + "; ".join(diff)
+    raise ValueError(f"the rules differ from the frozen ones in {p} ({frozen.get('date')}): {'; '.join(diff[:6])}"
+                     f"{' ...' if len(diff) > 6 else ''}; a confirmation is read with the frozen rules (set "
+                     f"summary.allow_unfrozen: true to run anyway, every row then says so)")
