@@ -318,15 +318,16 @@ def test_uncentred_rankme_that_follows_the_mean_share_is_flagged():
 
 def test_docs_claim_table_is_generated_from_the_list(tmp_path):
     docs = Path(__file__).resolve().parents[1] / "docs" / "analysis.md"
-    block = verdict.docs_block(docs.read_text())
-    assert block == verdict.claims_markdown(), "stale: python -m geoanatomy.analysis.verdict docs/analysis.md"
+    from geoanatomy.report import claims as claims_doc
+    block = claims_doc.docs_block(docs.read_text())
+    assert block == claims_doc.claims_markdown(), "stale: python -m geoanatomy.report.claims docs/analysis.md"
     for c in CLAIMS:
         assert f"| {c.name} |" in block
     stale = tmp_path / "analysis.md"
-    stale.write_text(f"intro\n{verdict.DOCS_BEGIN}\nold table\n{verdict.DOCS_END}\nrest\n")
-    assert verdict.write_docs(stale) and not verdict.write_docs(stale)
+    stale.write_text(f"intro\n{claims_doc.DOCS_BEGIN}\nold table\n{claims_doc.DOCS_END}\nrest\n")
+    assert claims_doc.write_docs(stale) and not claims_doc.write_docs(stale)
     text = stale.read_text()
-    assert text.startswith("intro\n") and text.endswith("rest\n") and verdict.docs_block(text) == block
+    assert text.startswith("intro\n") and text.endswith("rest\n") and claims_doc.docs_block(text) == block
 
 
 def test_verdict_names_where_the_classes_came_from():

@@ -1,6 +1,6 @@
 """The ``Monitor``: measures a fixed probe every few steps of a training loop, records the
-pipeline's long table and reports the events online (package doc), and its measurement
-schedules (``LogThenEvery``)."""
+pipeline's long table and reports the events online (package doc). Its settings (schedules,
+events, signals): ``monitor.settings``; the rows of one measurement: ``monitor.rows``."""
 from __future__ import annotations
 
 import io
@@ -20,70 +20,8 @@ from ..measures.geometry import matrix_rows
 from ..precursor import precursor_verdict
 from .callback import trainer_callback
 from .online import PROVISIONAL_NOTE, OnlineAcquisition, OnlineCollapse
-from .probe import Probe, _nll64, model_forward
-
-DEFAULT_EVERY = 100         # steps between measurements (overhead <= 5%: docs/monitor.md)
-
-
-# ------------------------------------------------------------------------------ schedules
-class LogThenEvery:
-    """A measurement schedule: step 0, log-spaced steps below ``k`` (floor(ratio^i): 1, 2, 3,
-    5, 7, 11, 17, 25, 38, 57, 86 for ratio 1.5 and k 100), then every ``k`` steps. Events
-    early in training (the project's tasks collapse within the first 50 steps) need the dense
-    start; it costs a fixed number of extra measurements per run."""
-
-    def __init__(self, k: int = DEFAULT_EVERY, ratio: float = 1.5):
-        if k < 1 or ratio <= 1:
-            raise ValueError(f"need k >= 1 and ratio > 1, got k={k}, ratio={ratio}")
-        self.k, self.ratio = int(k), float(ratio)
-        self.early, i = set(), 0
-        while int(self.ratio ** i) < self.k:
-            self.early.add(int(self.ratio ** i))
-            i += 1
-
-    def __call__(self, step: int) -> bool:
-        return step % self.k == 0 or step in self.early
-
-    def __repr__(self) -> str:
-        return f"LogThenEvery(k={self.k}, ratio={self.ratio:g})"
-
-
-def log_then_every(k: int = DEFAULT_EVERY, ratio: float = 1.5) -> LogThenEvery:
-    """``LogThenEvery(k, ratio)``: pass it as ``Monitor(every=...)``."""
-    return LogThenEvery(k, ratio)
-
-
-def check_events(events: dict | None) -> dict | None:
-    """The monitor's ``events`` settings checked like the config's ``events`` block (unknown
-    keys and wrong types are a ValueError naming the key; the schema is the config's)."""
-    if not events:
-        return events
-    if not isinstance(events, dict):
-        raise ValueError(f"Monitor(events=...) must be a dict of events settings, got {type(events).__name__}")
-    from ..config.schema import validate_block
-    from ..errors import ConfigError
-    try:
-        validate_block("events", events)
-    except ConfigError as e:
-        raise ValueError(f"Monitor(events=...): {str(e).replace('config field ', '')}") from None
-    return events
-
-
-def check_signals(signals, probe) -> tuple[str, ...]:
-    """The requested signals, each a registry name a monitor can compute (ValueError naming the
-    allowed ones otherwise; the label-reading ones need a labelled probe)."""
-    from ..measures.signal_registry import monitorable
-    names = (signals,) if isinstance(signals, str) else tuple(signals or ())
-    allowed = monitorable()
-    bad = [n for n in names if n not in allowed]
-    if bad:
-        raise ValueError(f"Monitor(signals=...): {bad} cannot be computed by a monitor; allowed: {allowed}")
-    labelled = getattr(probe, "labels", None) is not None
-    need = [n for n in names if n in ("ildr", "loss_cov_heat", "loss_cov_pr")]
-    if need and not labelled:
-        raise ValueError(f"Monitor(signals=...): {need} need a labelled probe (Probe(..., labels=...) or "
-                         f"Probe.from_task); this probe has no labels")
-    return names
+from .probe import Probe, model_forward
+from .settings import DEFAULT_EVERY, LogThenEvery, check_events, check_signals, log_then_every  # noqa: F401
 
 
 # ------------------------------------------------------------------------------ the monitor
@@ -348,70 +286,17 @@ class Monitor:
         return rows
 
     def _signal_rows(self, model, step, logits, hidden, heads, idx_pos, ids) -> list[dict]:
-        """The requested registry signals at this measurement (``signals``)."""
-        from ..measures import signals as sig
-        want, p, rows = set(self.signals), self.probe, []
-        if "ildr" in want and idx_pos is not None:
-            tgt = p.labels.to(ids.device)[:, 1:]
-            first = (tgt != -100).float().argmax(1)                              # first labelled position
-            y = tgt[torch.arange(len(tgt), device=tgt.device), first].cpu().numpy()
-            Z = hidden[-1][torch.arange(len(tgt), device=tgt.device), idx_pos[1].to(ids.device)]
-            rows.append(sig._row("ildr", self.names[-1], len(hidden) - 1, idx_pos[0], "", len(y), sig.ildr(Z, y),
-                                 {"classes": "first labelled token"}))
-        if heads:
-            n_head = (getattr(getattr(model, "cfg", None), "n_head", None)
-                      or getattr(getattr(model, "config", None), "n_head", None)
-                      or getattr(getattr(model, "config", None), "num_attention_heads", None))
-            rows += sig.head_rank_rows(heads, int(n_head), idx_pos[0])
-        if "stable_rank" in want:
-            rows += sig.stable_rank_rows(model)
-        if want & {"update_gap", "loss_cov_heat", "loss_cov_pr"}:
-            losses = None
-            if want & {"loss_cov_heat", "loss_cov_pr"}:
-                tgt = p.labels.to(ids.device)[:, 1:]
-                sel = tgt != -100
-                lp = torch.log_softmax(logits[:, :-1].double(), -1).gather(-1, tgt.clamp(min=0)[..., None])[..., 0]
-                losses = (-(lp * sel).sum(1) / sel.sum(1).clamp(min=1)).detach().cpu().numpy()
-            if self._window is None:
-                self._window = sig.SignalWindow()
-            rows += [r for r in self._window.rows(step, model, losses) if r["measure"] in want]
-        return rows
+        from .rows import signal_rows
+        if self._window is None and set(self.signals) & {"update_gap", "loss_cov_heat", "loss_cov_pr"}:
+            from ..measures.signals import SignalWindow
+            self._window = SignalWindow()
+        return signal_rows(self.signals, self.probe, self._window, self.names, model, step, logits, hidden, heads,
+                           idx_pos, ids)
 
     def _behaviour_rows(self, logits, ids, am, base) -> list[dict]:
-        p = self.probe
-        B = ids.shape[0]
-        labelled = p.labels is not None
-        if labelled:
-            tgt = p.labels.to(ids.device)[:, 1:]
-        else:
-            tgt = ids[:, 1:].clone()
-            if am is not None:
-                tgt[am[:, 1:] == 0] = -100
-        lg = logits[:, :-1]
-        sel = tgt != -100                                                       # (B, T-1)
-        nll = _nll64(lg[sel], tgt[sel])
-        pos = "answer" if labelled else "tokens"
-        beh = {**base, "layer": "output", "layer_index": -1, "n_samples": B}
-        rows = [{**beh, "measure": "loss", "position": pos, "variant": "probe", "value": float(nll.mean()),
-                 "settings": {"definition": ("mean cross-entropy over the labelled tokens" if labelled else
-                                             "mean next-token loss over every non-padding token")
-                              + " of the probe batch", "dtype": "float64", "n_tokens": int(sel.sum())}}]
-        if not labelled:
-            return rows
-        right = (lg.argmax(-1) == tgt) | ~sel                                   # (B, T-1)
-        has = sel.any(1)
-        acc = float(right.all(1)[has].double().mean())
-        rows += [{**beh, "measure": "accuracy", "position": "answer", "variant": "", "value": acc,
-                  "settings": {"definition": "every labelled token of a row predicted right (argmax)"}},
-                 {**beh, "measure": "token_accuracy", "position": "answer", "variant": "",
-                  "value": float((lg.argmax(-1) == tgt)[sel].double().mean())}]
-        if p.chance is not None:
-            c = float(p.chance)
-            rows.append({**beh, "measure": "accuracy_norm", "position": "answer", "variant": "",
-                         "value": (acc - c) / (1 - c) if c < 1 else float("nan"), "settings": {"chance": c}})
-        return rows
+        from .rows import behaviour_rows
+        return behaviour_rows(self.probe, logits, ids, am, base)
 
-    # -------------------------------------------------------------- events
     def headline(self) -> tuple[str, str]:
         """(layer, position) whose events are logged (``events.layer``; "final" = the last layer)."""
         names = self.names or []
