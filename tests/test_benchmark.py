@@ -64,7 +64,8 @@ def _pre(run, task, level, seed, t_acq, e, control=None):
 @pytest.fixture(scope="module")
 def table():
     pres, curves = simulate()
-    return bm.benchmark_table(pres, curves, {"n_bootstrap": 500, "n_permutations": 999, "seed": 0, "alpha": 0.05})
+    from geoanatomy.analysis.settings import summary_settings
+    return bm.benchmark_table(pres, curves, summary_settings({"n_bootstrap": 500, "n_permutations": 999}))
 
 
 def _row(table, signal, event="onset"):

@@ -44,7 +44,7 @@ import pandas as pd
 from .. import detectors as ev
 from ..measures.signal_registry import CLOCK, SIGNALS
 from ..precursor.rules import precursor_verdict
-from .load import calibration_step, is_control
+from .load import calibration_step, is_control, seed_of
 from .stats import CELLS, holm
 from .timing import partial_rank
 
@@ -92,7 +92,7 @@ def run_table(pres: list[dict]) -> pd.DataFrame:
         ctrl = is_control(p)
         rows.append({"run": p["run"], "task": p["task"], "level": p["level"],
                      "size": p["size"] + ("_shuffled" if ctrl else ""), "family_size": p["size"],
-                     "seed": p.get("seed", 0), "control": ctrl, "diverged": bool(p.get("diverged")),
+                     "seed": seed_of(p), "control": ctrl, "diverged": bool(p.get("diverged")),
                      "acquired": bool(p["acquired"]) and not ctrl,
                      "t_acq": float(p["acquisition_step"]) if p.get("acquisition_step") is not None else np.nan,
                      "budget": float(p.get("steps") or np.nan), "difficulty": p.get("difficulty"),
@@ -171,7 +171,7 @@ def event_table(runs: pd.DataFrame, curves: dict, pres: list[dict], setting: str
         c = curves[r["run"]][0]
         blind = r["blind_loss"] if np.isfinite(r["blind_loss"]) else None
         le = loss_events(c, blind, e) if "loss" in c else {"onset": None, "half": None, "extreme": None}
-        window = le["onset"] if e.get("floor_window", "loss_onset") == "loss_onset" else None
+        window = le["onset"] if e["floor_window"] == "loss_onset" else None
         base = {"run": r["run"], **{f"loss_{k}": (np.nan if v is None else float(v)) for k, v in le.items()}}
         for s in SIGNALS:
             if s.name not in c:
@@ -309,7 +309,7 @@ def _log1(x) -> np.ndarray:
 def gain_rows(runs: pd.DataFrame, events: pd.DataFrame, st: dict) -> pd.DataFrame:
     """Per signal x event kind: the timing test's partial r given the loss curve's events and
     the design, cells as units (module doc)."""
-    n_perm, seed = int(st.get("n_permutations", 10000)), int(st.get("seed", 0))
+    n_perm, seed = int(st["n_permutations"]), int(st["seed"])
     acq = runs[runs["positive"]]
     out = []
     for name, g in events.groupby("signal", sort=False):
@@ -337,7 +337,7 @@ def gain_rows(runs: pd.DataFrame, events: pd.DataFrame, st: dict) -> pd.DataFram
         okp = p.notna()
         df["gain_p_holm"] = np.nan
         df.loc[okp, "gain_p_holm"] = holm(p[okp].tolist())
-        alpha = float(st.get("alpha", 0.05))
+        alpha = float(st["alpha"])
         df["reading"] = np.where((df["gain_p_holm"] < alpha) & (df["gain_r"].astype(float) > 0),
                                  "beyond the loss curve", "not shown")
     return df
@@ -348,7 +348,7 @@ def benchmark_table(pres: list[dict], curves: dict, st: dict) -> pd.DataFrame:
     runs = run_table(pres)
     if not len(runs):
         return pd.DataFrame(columns=COLUMNS)
-    n_boot, rng = int(st.get("n_bootstrap", 2000)), np.random.default_rng(int(st.get("seed", 0)))
+    n_boot, rng = int(st["n_bootstrap"]), np.random.default_rng(int(st["seed"]))
     persist = int(pres[0]["events_settings"]["persist"])
     events = {k: event_table(runs, curves, pres, k) for k in SETTINGS}
     gains = {k: gain_rows(runs, ev_k, st) for k, ev_k in events.items()}
@@ -426,7 +426,7 @@ def redetect(pre: dict, curves: pd.DataFrame, setting: str) -> dict:
     le = loss_events(curves, blind if np.isfinite(blind) else None, e)
     out["loss_events"].update({f"{k}_step": v for k, v in le.items()})
     out["loss_plateau_exit_step"] = le["onset"]
-    window = le["onset"] if e.get("floor_window", "loss_onset") == "loss_onset" else None
+    window = le["onset"] if e["floor_window"] == "loss_onset" else None
     out["floor_window"]["end_step"] = window
     col = {"rankme": "rankme_uncentred", "rankme_centred": "rankme_centred", "grad_erank": "grad_erank",
            "hessian_top": "hessian_top", "llc": "llc"}

@@ -311,31 +311,36 @@ def run_grids(pre: dict) -> dict:
     return g
 
 
-def _half_width(grid, t) -> float:
-    """Half the span, in decades of (step + 1), between the grid steps either side of the grid
-    step ``t`` sits on (an extreme read at the nearest checkpoint: the curve's own lies within
-    it); NaN without a grid or a step."""
-    if grid is None or t is None or not len(grid):
-        return float("nan")
-    lg = np.log10(np.asarray(grid, float) + 1)
-    i = int(np.clip(np.searchsorted(grid, t), 0, len(grid) - 1))
-    lo, hi = lg[max(i - 1, 0)], lg[min(i + 1, len(lg) - 1)]
-    return float((hi - lo) / 4)
+def half_widths(mat: np.ndarray, n: np.ndarray, steps: np.ndarray, quarter: bool) -> np.ndarray:
+    """Per row, in decades of (step + 1): where ``steps[r]`` falls on row r's grid ``mat[r, :n[r]]``
+    (ascending; a ragged grid padded on the right), the span between the grid steps either side
+    of it over 4 (``quarter``: an extreme read at the nearest grid step, the curve's own lies
+    within it), or the span from the grid step before it to it over 2 (a crossing read at the
+    next grid step: the true one lies between them, half a step on average). NaN for a row
+    with an empty grid. One formula for the verdict's lag interval (``lag_resolution``) and the
+    power simulation's (``analysis.power``)."""
+    mat, n, steps = np.asarray(mat, float), np.asarray(n, int), np.asarray(steps, float)
+    rows = np.arange(len(steps))
+    last = np.maximum(n - 1, 0)
+    i = np.minimum((mat < steps[:, None]).sum(axis=1), last)
+    lo = mat[rows, np.maximum(i - 1, 0)]
+    hi = mat[rows, np.minimum(i + 1, last)] if quarter else mat[rows, i]
+    return np.where(n > 0, (np.log10(hi + 1) - np.log10(lo + 1)) / (4 if quarter else 2), np.nan)
 
 
 def lag_resolution(pre: dict, measure: str, t_event, t_acq) -> float:
     """The half-width in decades within which the grids place the lag log10(t_event + 1) -
     log10(t_acq + 1) of one run: the event's on its measure's grid (the checkpoints for a
-    measure taken at every one) plus acquisition's on the checkpoints (a crossing read at the
-    next checkpoint: the true one lies between it and the one before, half a step on average)."""
+    measure taken at every one) plus acquisition's on the checkpoints (``half_widths``)."""
     g = run_grids(pre)
     ck = g.get(CHECKPOINTS)
-    acq = float("nan")
-    if ck is not None and t_acq is not None and len(ck):
-        lg = np.log10(ck + 1)
-        j = int(np.clip(np.searchsorted(ck, t_acq), 0, len(ck) - 1))
-        acq = float((lg[j] - lg[max(j - 1, 0)]) / 2)
-    return _half_width(g.get(measure, ck), t_event) + acq
+
+    def part(grid, t, quarter):
+        if grid is None or t is None or not len(grid):
+            return float("nan")
+        return float(half_widths(np.asarray(grid, float)[None, :], np.array([len(grid)]), np.array([float(t)]),
+                                 quarter)[0])
+    return part(g.get(measure, ck), t_event, True) + part(ck, t_acq, False)
 
 
 def calibration_step(pre: dict) -> float:

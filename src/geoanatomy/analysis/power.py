@@ -68,7 +68,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from .load import CHECKPOINTS, run_grids
+from .load import CHECKPOINTS, half_widths, run_grids
 from . import timing
 from .stats import CELLS
 from .stats import binomial_p
@@ -281,17 +281,9 @@ def on_grid(x: np.ndarray, grid, how: str = "next") -> np.ndarray:
 
 def _lag_resolution(x: np.ndarray, grid, t_acq: np.ndarray, checkpoints) -> np.ndarray:
     """Per run, ``load.lag_resolution`` of a simulated transition at grid step x (its grid:
-    ``_grid_matrix``; NaN without one): half a quarter of the span of its two neighbours plus
-    half the checkpoint step acquisition was read at."""
+    ``_grid_matrix``; NaN without one), by the same formula (``load.half_widths``)."""
     def part(steps, g, quarter):
-        if g is None:
-            return np.full(len(steps), np.nan)
-        mat, n = g
-        rows = np.arange(len(steps))
-        i = np.minimum((mat < steps[:, None]).sum(axis=1), np.maximum(n - 1, 0))
-        lo = mat[rows, np.maximum(i - 1, 0)]
-        hi = mat[rows, np.minimum(i + 1, np.maximum(n - 1, 0))] if quarter else mat[rows, i]
-        return np.where(n > 0, (np.log10(hi + 1) - np.log10(lo + 1)) / (4 if quarter else 2), np.nan)
+        return np.full(len(steps), np.nan) if g is None else half_widths(g[0], g[1], steps, quarter)
     return part(x, grid, True) + part(t_acq, checkpoints, False)
 
 
