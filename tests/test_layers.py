@@ -9,13 +9,14 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "geoanatomy"
 
 # the floors of docs/where-things-go.md ("Layout of src/geoanatomy/"), bottom first
 FLOORS = [
-    {"geoanatomy", "errors", "files", "manifest", "runtime", "spec", "schedule", "tasks", "sizes", "throughput",
+    {"version", "errors", "files", "manifest", "runtime", "spec", "schedule", "tasks", "sizes", "throughput",
      "model", "detectors", "table", "checkpoints", "baselines", "classes"},
     {"measures", "defaults", "precursor", "config", "mixture", "cost"},
     {"stages", "plots", "export", "hf"},
     {"analysis", "report"},
     {"pythia", "monitor", "scan"},
-    {"cli"},
+    {"cli", "api"},
+    {"geoanatomy"},          # the package root: the public facade (open_run, open_summary), imported by none
 ]
 FLOOR = {c: i for i, f in enumerate(FLOORS) for c in f}
 
@@ -49,7 +50,8 @@ def _imports(mods: dict) -> dict:
                 else:
                     mod = node.module or ""
                 if mod.startswith("geoanatomy"):
-                    targets |= {resolve(f"{mod}.{a.name}") for a in node.names} | {resolve(mod)}
+                    # `from pkg import sub` depends on the submodule; `from pkg import name` on pkg
+                    targets |= {f"{mod}.{a.name}" if f"{mod}.{a.name}" in mods else resolve(mod) for a in node.names}
             elif isinstance(node, ast.Import):
                 targets |= {resolve(a.name) for a in node.names if a.name.startswith("geoanatomy")}
         graph[m] = {t for t in targets if t and t != m}

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import quiet, safetensors_content, same_safetensors, tiny_config
-from geoanatomy.checkpoints import list_checkpoints, load_weights
+from geoanatomy.checkpoints import ckpt_path, list_checkpoints, load_weights
 from geoanatomy.config import resolve, run_spec
 from geoanatomy.stages.metrics import run as metrics_run
 from geoanatomy.stages.common import build
@@ -106,18 +106,48 @@ def test_a_foreign_checkpoint_in_a_run_folder_is_refused_and_nothing_is_deleted(
     assert {p.name: p.read_bytes() for p in (d / "checkpoints").glob("step_*.safetensors")} == good
 
 
-@pytest.mark.parametrize("target", ["optim.safetensors", "step_000016.safetensors"])
-def test_a_flipped_bit_in_the_resume_state_is_refused_before_training_resumes(tmp_path, target):
+@pytest.mark.parametrize("damage", ["flip optim.safetensors", "flip step_000016.safetensors",
+                                    "truncate step_000016.safetensors"])
+def test_a_damaged_newest_state_is_resumed_past_from_the_previous_good_one(tmp_path, damage):
+    """A flipped bit or a truncated file in the newest resume state is found by its hash before
+    training resumes; training resumes from the state before it (kept for that), the damaged
+    files are moved aside (never deleted), and the run ends with the uninterrupted run's weights."""
+    spec = run_spec(tiny_cfg(), "add_L1_nano")
+    full = tmp_path / "full"
+    train_run(spec, full, device="cpu", log=quiet)
+    d = tmp_path / "r"
+    train_until(spec, d, 16)
+    how, target = damage.split()
+    f = d / "checkpoints" / target
+    b = bytearray(f.read_bytes())
+    if how == "flip":
+        b[-3] ^= 0x01                               # one bit of the last tensor's data
+    else:
+        b = b[: len(b) // 2]
+    f.write_bytes(bytes(b))
+    lines = []
+    out = train_run(spec, d, device="cpu", log=lines.append)
+    assert out["resumed_from"] < 16 and any("resuming from the previous good one" in ln for ln in lines)
+    assert (d / "superseded" / "damaged" / target).exists()                       # moved aside, not deleted
+    ck = d / "checkpoints"
+    assert list_checkpoints(ck) == list_checkpoints(full / "checkpoints")
+    last = list_checkpoints(ck)[-1]
+    assert same_safetensors(safetensors_content(ckpt_path(ck, last)),
+                            safetensors_content(ckpt_path(full / "checkpoints", last)))
+
+
+def test_no_good_state_is_refused_and_nothing_deleted(tmp_path):
     from geoanatomy.errors import CheckpointError
     spec = run_spec(tiny_cfg(), "add_L1_nano")
     d = tmp_path / "r"
     train_until(spec, d, 16)
-    f = d / "checkpoints" / target
-    b = bytearray(f.read_bytes())
-    b[-3] ^= 0x01                                   # one bit of the last tensor's data
-    f.write_bytes(bytes(b))
+    for name in ("optim.safetensors", "optim.prev.safetensors"):
+        f = d / "checkpoints" / name
+        b = bytearray(f.read_bytes())
+        b[-3] ^= 0x01
+        f.write_bytes(bytes(b))
     steps = list_checkpoints(d / "checkpoints")
-    with pytest.raises(CheckpointError, match="not resuming from it"):
+    with pytest.raises(CheckpointError, match="no good state to resume from"):
         train_run(spec, d, device="cpu", log=quiet)
     assert list_checkpoints(d / "checkpoints") == steps and not (d / "train.json").exists()
 

@@ -2,9 +2,11 @@
 
 Library layout: tasks (data), model (GPT), train (dense checkpoints), measures
 (RankMe, ...), extract (per-checkpoint table), events (acquisition, collapse,
-precursor), plots, cli (what the Snakemake rules call).
+precursor), plots, cli (what the Snakemake rules call); ``open_run`` and ``open_summary``
+(``geoanatomy.api``): the results as Python objects. The package root is the public facade, at
+the top of the layers: no module of the package imports it.
 """
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401  (the public version)
 
 
 def open_run(path):

@@ -25,6 +25,7 @@ import csv
 import hashlib
 import io
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -86,9 +87,9 @@ def save_weights(ckpt_dir: Path, step: int, model: torch.nn.Module, meta: dict, 
     return p
 
 
-RECOVER = ("the optimizer state is kept for the newest checkpoint only, so a run cannot resume from an older"
-           " one: recompute it with `geoanatomy clean-run --checkpoints <run_dir>` and rerun the training job (same"
-           " settings and seed, same numbers; see docs/bad-input.md, 'Recovering a run')")
+RECOVER = ("the optimizer state is kept for the two newest checkpoints only, so a run resumes from one of those;"
+           " if neither is good, recompute it with `geoanatomy clean-run --checkpoints <run_dir>` and rerun the"
+           " training job (same settings and seed, same numbers; see docs/bad-input.md, 'Recovering a run')")
 
 
 def _read(path: Path) -> tuple[dict, dict]:
@@ -144,10 +145,14 @@ def save_optimizer(ckpt_dir: Path, step: int, opt: torch.optim.Optimizer, model:
     except (OSError, ValueError, AttributeError):
         kept = []
     atomic_write_text(rec, json.dumps({"states": kept + [{"step": step, "sha256": content_sha256(flat, meta)}]}))
-    atomic_write_bytes(Path(ckpt_dir) / "optim.safetensors", st_save(flat, metadata=meta))
+    cur = Path(ckpt_dir) / "optim.safetensors"
+    if cur.exists():                 # the previous state stays: a damaged newest one is resumed past
+        os.replace(cur, Path(ckpt_dir) / OPTIM_PREV)
+    atomic_write_bytes(cur, st_save(flat, metadata=meta))
 
 
 OPTIM_HASH = "optim.sha256.json"      # {"states": [{"step", "sha256"}]}: the last two optimizer states written
+OPTIM_PREV = "optim.prev.safetensors"  # the optimizer state before the newest (same format)
 
 
 def header_meta(path: Path) -> dict:
@@ -160,7 +165,7 @@ def header_meta(path: Path) -> dict:
         raise CheckpointError(f"checkpoint {path} is unreadable ({e}); {RECOVER}") from e
 
 
-def check_resume_state(ckpt_dir: Path, step: int, optim_meta: dict) -> None:
+def check_resume_state(ckpt_dir: Path, step: int, optim_meta: dict, optim_name: str = "optim.safetensors") -> None:
     """Before training resumes from ``step``: the optimizer state's content must be what training
     wrote (``OPTIM_HASH``) and the step's weights what the training log recorded; a flipped bit
     is refused here, naming the file, not found after the run has trained to its end."""
@@ -171,7 +176,7 @@ def check_resume_state(ckpt_dir: Path, step: int, optim_meta: dict) -> None:
         want = {int(x["step"]): x["sha256"] for x in states}
         if want.get(step) != optim_meta.get("_sha256"):
             raise CheckpointError(
-                f"{ckpt_dir / 'optim.safetensors'} is not the optimizer state training wrote at step {step}"
+                f"{ckpt_dir / optim_name} is not the optimizer state training wrote at step {step}"
                 f" (sha256 {str(optim_meta.get('_sha256'))[:12]}..., recorded"
                 f" {', '.join(f'{str(h)[:12]}... at step {k}' for k, h in want.items())}); not resuming from it."
                 f" {RECOVER}")
@@ -184,9 +189,9 @@ def check_resume_state(ckpt_dir: Path, step: int, optim_meta: dict) -> None:
                 f" {got[:12]}..., the training log says {logged[step][:12]}...); not resuming from it. {RECOVER}")
 
 
-def load_optimizer(ckpt_dir: Path, opt: torch.optim.Optimizer) -> int:
-    """Restore AdamW state; returns the step it belongs to."""
-    tensors, meta = _read(Path(ckpt_dir) / "optim.safetensors")
+def load_optimizer(ckpt_dir: Path, opt: torch.optim.Optimizer, name: str = "optim.safetensors") -> int:
+    """Restore AdamW state from ``name``; returns the step it belongs to."""
+    tensors, meta = _read(Path(ckpt_dir) / name)
     state: dict[int, dict] = {}
     for key, v in tensors.items():
         if key.startswith("weights."):
@@ -205,9 +210,9 @@ def load_optimizer(ckpt_dir: Path, opt: torch.optim.Optimizer) -> int:
     return int(meta["step"])
 
 
-def load_resume_weights(ckpt_dir: Path, model: torch.nn.Module) -> None:
+def load_resume_weights(ckpt_dir: Path, model: torch.nn.Module, name: str = "optim.safetensors") -> None:
     """Load the full-precision weights stored with the optimizer state (compact checkpoints)."""
-    path = Path(ckpt_dir) / "optim.safetensors"
+    path = Path(ckpt_dir) / name
     tensors, _ = _read(path)
     w = {k[len("weights."):]: v for k, v in tensors.items() if k.startswith("weights.")}
     if not w:
@@ -359,19 +364,19 @@ def resume_state(run_dir: Path, model: torch.nn.Module, opt: torch.optim.Optimiz
     have = list_checkpoints(ckdir)
     if not have:
         return 0, []
-    try:
-        meta = read_meta(ckdir / "optim.safetensors") if (ckdir / "optim.safetensors").exists() else {}
-        hashes = {c: header_meta(ckpt_path(ckdir, c)).get("settings_hash") for c in have}
-    except CheckpointError as e:
-        log(f"[train] {e}")
-        raise
-    foreign = [c for c in have if hashes[c] != settings_hash]
-    if foreign and len(foreign) < len(have):
+    hashes, unreadable = {}, []
+    for c in have:
+        try:
+            hashes[c] = header_meta(ckpt_path(ckdir, c)).get("settings_hash")
+        except CheckpointError:
+            unreadable.append(c)
+    foreign = [c for c in hashes if hashes[c] != settings_hash]
+    if foreign and len(foreign) < len(hashes):
         raise CheckpointError(
             f"{ckdir} holds checkpoints another run wrote (other settings: hash {hashes[foreign[0]]} !="
             f" {settings_hash}): {', '.join(ckpt_path(ckdir, c).name for c in foreign[:5])}"
             f"{' ...' if len(foreign) > 5 else ''}. Nothing was deleted; move them out of the folder and rerun")
-    if foreign:                     # every checkpoint is of other settings: moved aside, never deleted
+    if foreign and not unreadable:  # every checkpoint is of other settings: moved aside, never deleted
         dest = Path(run_dir) / "superseded" / f"checkpoints-{str(hashes[foreign[0]])[:12]}"
         k = 1
         while dest.exists():
@@ -382,17 +387,55 @@ def resume_state(run_dir: Path, model: torch.nn.Module, opt: torch.optim.Optimiz
         log(f"[train] {name}: checkpoints in {ckdir} were made with other settings "
             f"(hash {hashes[foreign[0]]} != {settings_hash}); moved to {dest} (nothing deleted); starting afresh")
         return 0, []
-    if not (meta and int(meta["step"]) in have):
+    # the newest optimizer state whose step's weights are there and both are what training wrote
+    # (hash checked); a damaged newest one is resumed past, from the state before it
+    problems, chosen = [], None
+    for opt_name in ("optim.safetensors", OPTIM_PREV):
+        f = ckdir / opt_name
+        if not f.exists():
+            continue
+        try:
+            meta = read_meta(f)
+            st = int(meta["step"])
+            if st not in hashes:
+                problems.append(f"{ckpt_path(ckdir, st).name} {'unreadable' if st in unreadable else 'missing'}")
+                continue
+            check_resume_state(ckdir, st, meta, opt_name)
+        except CheckpointError as e:
+            problems.append(str(e).split("; not resuming")[0])
+            continue
+        chosen = (st, opt_name)
+        break
+    damaged_older = [c for c in unreadable if chosen is None or c <= chosen[0]]
+    if damaged_older or (chosen is None and problems):
+        raise CheckpointError(f"{ckdir}: no good state to resume from ({'; '.join(problems) or 'unreadable: '}"
+                              f"{', '.join(ckpt_path(ckdir, c).name for c in damaged_older)}); nothing was deleted. "
+                              f"{RECOVER}")
+    if chosen is None:
         return 0, []
-    s = int(meta["step"])
-    check_resume_state(ckdir, s, meta)
+    s, opt_name = chosen
+    if problems:                    # the newest state was damaged: it and what follows are moved aside
+        aside = Path(run_dir) / "superseded" / "damaged"
+        aside.mkdir(parents=True, exist_ok=True)
+        for c in sorted(set(hashes) | set(unreadable)):
+            if c > s:
+                shutil.move(str(ckpt_path(ckdir, c)), str(aside / ckpt_path(ckdir, c).name))
+        if opt_name != "optim.safetensors" and (ckdir / "optim.safetensors").exists():
+            shutil.move(str(ckdir / "optim.safetensors"), str(aside / "optim.safetensors"))
+        log(f"[train] {name}: the newest resume state is damaged ({problems[0]}); resuming from the previous good "
+            f"one at step {s}; the damaged files moved to {aside}")
+    if opt_name == OPTIM_PREV:     # the previous state becomes the current one, its hash the only record
+        os.replace(ckdir / OPTIM_PREV, ckdir / "optim.safetensors")
+        opt_name = "optim.safetensors"
+        atomic_write_text(ckdir / OPTIM_HASH, json.dumps({"states": [
+            {"step": s, "sha256": read_meta(ckdir / opt_name)["_sha256"]}]}))
     if compact:
-        load_resume_weights(ckdir, model)
+        load_resume_weights(ckdir, model, opt_name)
     else:
         load_weights(ckpt_path(ckdir, s), model)
-    load_optimizer(ckdir, opt)
+    load_optimizer(ckdir, opt, opt_name)
     log_rows = [r for r in read_train_log(ckdir) if r["step"] <= s]
-    for extra in (c for c in have if c > s):  # weights written after the last optimizer save
+    for extra in (c for c in have if c > s and ckpt_path(ckdir, c).exists()):  # written after the last optimizer save
         ckpt_path(ckdir, extra).unlink()
     log(f"[train] {name}: resuming from checkpoint step {s}")
     return s, log_rows

@@ -217,12 +217,13 @@ def job_resources(cfg: dict, stage: str, run: str, attempt: int = 1) -> dict:
 
 def _checkpoint_bytes(cfg: dict, run: str) -> tuple[int, int, int, int]:
     """(checkpoints, parameters, bytes per parameter of one analysis checkpoint, bytes per
-    parameter of the resume state) of a run: weights in ``train.checkpoint_dtype`` (4 bytes for
-    float32, 2 for float16/bfloat16); the AdamW state (m, v: 8 bytes), which also holds the
-    float32 weights (4 more) when the checkpoints are compact."""
+    parameter of the resume states) of a run: weights in ``train.checkpoint_dtype`` (4 bytes for
+    float32, 2 for float16/bfloat16); two AdamW states (the newest and the one before it, so a
+    damaged newest one is resumed past; m, v: 8 bytes each), each also holding the float32
+    weights (4 more) when the checkpoints are compact."""
     s = run_shape(cfg, run)
     compact = train_settings(cfg, s["size"]).get("checkpoint_dtype", "float32") != "float32"
-    return s["checkpoints"], n_params(s["size"], VOCAB_SIZE), (2 if compact else 4), (12 if compact else 8)
+    return s["checkpoints"], n_params(s["size"], VOCAB_SIZE), (2 if compact else 4), (24 if compact else 16)
 
 
 def checkpoint_disk_mb(cfg: dict, run: str) -> int:
@@ -239,7 +240,7 @@ def kept_disk_mb(cfg: dict, run: str) -> int:
     if cfg.get("keep_checkpoints", "all") == "all":
         return checkpoint_disk_mb(cfg, run)
     _, n, per_ck, state = _checkpoint_bytes(cfg, run)
-    return math.ceil((per_ck * n + state * n) / 1e6)
+    return math.ceil((per_ck * n + state // 2 * n) / 1e6)     # one resume state: prune drops the previous
 
 
 def proxy_run(spec) -> str:

@@ -262,7 +262,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, steps=None, l
     except ImportError as e:
         raise ExportError(f"geoanatomy export needs transformers and tokenizers: pip install -e '.[pythia]' "
                           f"({e})") from e
-    from . import __version__
+    from .version import __version__
     from .model import GPT, ModelConfig
 
     run_dir = Path(run_dir)

@@ -138,7 +138,7 @@ def code_version() -> dict:
     """Package version and, when run from a git checkout, the commit (with a dirty flag)."""
     import subprocess
 
-    from . import __version__
+    from .version import __version__
     out = {"geoanatomy": __version__, "git_commit": None, "git_dirty": None}
     root = Path(__file__).resolve().parents[2]
     if (root / ".git").exists():

@@ -133,7 +133,7 @@ STAGE_HELP = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .. import __version__
+    from ..version import __version__
     ap = ArgumentParser(prog="geoanatomy", description=USAGE,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--version", action="version", version=f"geoanatomy {__version__}")

@@ -3,7 +3,8 @@
 ``results/{run}/pruned.json`` (what was removed, bytes freed).
 
 Kept: the newest checkpoint's weights, the resume state (``optim.safetensors``, which also
-holds the exact float32 weights when the checkpoints are compact) and the training log. On
+holds the exact float32 weights when the checkpoints are compact) and the training log; the
+previous resume state (``optim.prev.safetensors``) goes with the weights it belongs to. On
 by the config's ``keep_checkpoints: final`` (the paper grid: the analysis checkpoints of
 the large sizes are most of its disk); ``all`` (default) keeps every checkpoint and never
 runs this stage.
@@ -47,7 +48,7 @@ def run(spec: RunSpec, run_dir: str | Path, keep_checkpoints: str | None = None,
     reader of the checkpoints has finished (``READERS``, complete by their manifests): pruning
     by hand before metrics once removed 16 of 17 checkpoints and left a run whose later errors
     said its stages had finished."""
-    from ..checkpoints import checkpoint_dir, ckpt_path, list_checkpoints, pruned_record
+    from ..checkpoints import OPTIM_PREV, checkpoint_dir, ckpt_path, list_checkpoints, pruned_record
     run_dir = Path(run_dir)
     if keep_checkpoints != "final":
         raise ConfigError(f"prune {spec.name}: the config keeps every checkpoint (keep_checkpoints:"
@@ -72,6 +73,10 @@ def run(spec: RunSpec, run_dir: str | Path, keep_checkpoints: str | None = None,
         freed += p.stat().st_size
         p.unlink()
         removed.append(s)
+    prev = ckdir / OPTIM_PREV                # the state before the newest: its weights are gone now
+    if prev.exists():
+        freed += prev.stat().st_size
+        prev.unlink()
     out.update(complete=True, bytes_freed=freed)
     atomic_write_json(pruned_record(run_dir), out)
     log(f"[prune] {spec.name}: removed {len(removed)} analysis checkpoints ({freed / 1e6:.1f} MB); "

@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .. import __version__
+from ..version import __version__
 from ..checkpoints import (checkpoint_dir, list_checkpoints, resume_state, save_optimizer, save_weights,
                            weights_sha256, write_train_log, written_hashes)
 from ..errors import CheckpointError
