@@ -295,8 +295,11 @@ def robust_column(job: Job, v, power):
         words[setting] = {tuple(r[k] for k in key): r["verdict"] for _, r in t.iterrows()}
     for i in v.index[is_t]:
         k = tuple(v.loc[i, c] for c in key)
-        got = {s: w.get(k, "absent") for s, w in words.items()}
-        v.loc[i, "robust_words"] = "; ".join(f"{s} {w}" for s, w in got.items())
+        got = {s: w.get(k) for s, w in words.items()}
+        if all(w is None for w in got.values()):     # a measure whose curve signal_curves.csv does not hold
+            v.loc[i, "robust_words"] = f"not computed: no curve of {v.loc[i, 'measure']} in signal_curves.csv"
+            continue
+        v.loc[i, "robust_words"] = "; ".join(f"{s} {w or 'no row'}" for s, w in got.items())
         v.loc[i, "robust"] = all(w == v.loc[i, "verdict"] for w in got.values())
     return v
 
