@@ -128,3 +128,29 @@ def test_the_figure_draws_the_table(table, tmp_path):
             if v is not None and np.isfinite(float(v)):
                 assert dots[n - 1 - i] == pytest.approx(float(v))
     assert fb.draw(table, tmp_path / "b.png", "test") == [str(tmp_path / "b.png")]
+
+
+def test_redetect_under_the_default_detector_gives_the_recorded_events(trained_run, tmp_path):
+    """The verdict's robust column re-detects events from signal_curves.csv: under the default
+    setting that must give back every event precursor.json records (loss events, floor window,
+    each measure's onset, extreme and return), so only the detector differs between settings."""
+    import json
+    import shutil
+
+    from conftest import quiet
+    from geoanatomy.config import job_spec
+    from geoanatomy.stages.events import run as events_run
+    cfg, spec, run_dir = trained_run
+    d = tmp_path / run_dir.name
+    shutil.copytree(run_dir, d)
+    events_run(job_spec(cfg, spec.name, "events").run, d, cfg["events"], log=quiet)
+    pre = json.loads((d / "precursor.json").read_text())
+    curves = bm.read_curves([d / "signal_curves.csv"])[d.name][0]
+    alt = bm.redetect(pre, curves, "matched")
+    assert alt["loss_events"] == pre["loss_events"] and alt["floor_window"] == pre["floor_window"]
+    assert set(alt["measures"]) == {"rankme", "rankme_centred"}          # the expensive ones were not run here
+    for m, e in alt["measures"].items():
+        keys = [k for k in pre["measures"][m] if k.endswith("_step") or k in ("collapsed", "precursor")]
+        assert {k: e[k] for k in keys} == {k: pre["measures"][m][k] for k in keys}, m
+    other = bm.redetect(pre, curves, "pelt")
+    assert other["measures"]["rankme"]["detector"] == "pelt"
