@@ -543,3 +543,24 @@ def test_a_hand_edited_train_json_is_refused_by_its_seal(copy_of_trained_run):
     (run_dir / "train.json").write_text(json.dumps(rec))
     with pytest.raises(CheckpointError, match=r"train\.json: its content does not match its content_sha256 seal"):
         events_run(spec, run_dir, cfg_events=cfg["events"], log=lambda m: None)
+
+
+def test_a_run_read_from_legacy_tables_says_so_in_its_record_and_the_summary(copy_of_trained_run, monkeypatch):
+    """Tables of the earlier format are read only on request, and then every output says so:
+    precursor.json lists them (legacy_tables) and the summary's run line counts those runs."""
+    import warnings
+
+    from geoanatomy.analysis.summarize import _n_line
+    from geoanatomy.manifest import manifest_path
+    cfg, spec, d = copy_of_trained_run
+    p = d / "metrics.csv"
+    body = p.read_text()
+    p.write_text(body + f"# end of table: {body.count(chr(10)) - 1} rows, sha256 "
+                        f"{hashlib.sha256(body.encode()).hexdigest()}\n")
+    manifest_path(p).unlink()
+    monkeypatch.setenv("GEOANATOMY_LEGACY_TABLES", "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pre = precursor_of_run(spec, d, cfg["events"])[0]
+    assert pre["legacy_tables"] and "metrics.csv" in pre["legacy_tables"][0]
+    assert "without a manifest" in _n_line([{**pre, "run": spec.name}])

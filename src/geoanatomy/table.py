@@ -113,6 +113,8 @@ def read_table(path: str | Path, checkpoints: dict | None = None):
     check_rows(p, len(df), meta, fix, TableError)
     if checkpoints:
         check_checkpoint_column(p, df, checkpoints, fix)
+    if meta.get("legacy"):              # read without a manifest (GEOANATOMY_LEGACY_TABLES=1): outputs say so
+        df.attrs["legacy"] = f"{p.name}: {meta['legacy']} read without a manifest"
     return df
 
 

@@ -60,7 +60,10 @@ def _n_line(pres) -> str:
     return (f"n = {len(pres)} runs ({', '.join(f'{k} {v}' for k, v in c.items())}); "
             f"sizes {sorted({p['size'] for p in pres})}; acquired {sum(bool(p['acquired']) for p in pres)}, "
             f"never acquired {sum(not p['acquired'] for p in pres)}; {machines_line(pres)}"
-            + (f"; settings: MIXED ({'; '.join(mix)})" if (mix := settings_mix(pres)) else ""))
+            + (f"; settings: MIXED ({'; '.join(mix)})" if (mix := settings_mix(pres)) else "")
+            + (f"; {len(old)} runs read from tables of an earlier format without a manifest (legacy_tables: "
+               f"{', '.join(p['run'] for p in old[:5])})" if (old := [p for p in pres if p.get("legacy_tables")])
+               else ""))
 
 
 def _provenance(pres, st) -> dict:

@@ -78,7 +78,11 @@ def precursor_of_run(spec: RunSpec, run_dir: str | Path, cfg_events: dict):
         check_table_against_record(df, run_dir / f"{k}.csv", spec.name, recorded, exact=(k == "metrics"))
     check_table_against_spec(tables["metrics"], run_dir / "metrics.csv", int(spec.eval["n_samples"]))
     extra = {f"{k}_df": tables[k] for k in ("measures", "probes") if k in tables}
-    return build_precursor(spec, summary, tables["metrics"], cfg_events, **extra), tables["metrics"], tables
+    pre = build_precursor(spec, summary, tables["metrics"], cfg_events, **extra)
+    legacy = [df.attrs["legacy"] for df in tables.values() if df.attrs.get("legacy")]
+    if legacy:                          # tables of an earlier format, read on request: the record says so
+        pre["legacy_tables"] = legacy
+    return pre, tables["metrics"], tables
 
 
 def check_table_against_record(df, path: Path, run: str, recorded: list[int], exact: bool) -> None:
