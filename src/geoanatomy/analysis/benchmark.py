@@ -217,8 +217,9 @@ def alarm_step(path, theta: float) -> float:
     return float(s[hit[0]]) if len(hit) else np.nan
 
 
-def alarm_scores(runs: pd.DataFrame, curves: dict, name: str, direction: str, persist: int):
-    """(positive runs' scores at their t_acq, pair table of negatives at those steps, paths)."""
+def alarm_scores(runs: pd.DataFrame, curves: dict, name: str, direction: str, persist: int) -> dict:
+    """{run: alarm path} of every run where the signal was measured (``alarm_path``; the clock's:
+    step / budget)."""
     paths = {}
     for _, r in runs.iterrows():
         if r["run"] not in curves:
@@ -228,7 +229,9 @@ def alarm_scores(runs: pd.DataFrame, curves: dict, name: str, direction: str, pe
             st = c["step"].to_numpy(float)
             paths[r["run"]] = (st, st / r["budget"])
         elif name in c:
-            paths[r["run"]] = alarm_path(c["step"], c[name], direction, persist)
+            path = alarm_path(c["step"], c[name], direction, persist)
+            if len(path[0]) and np.isfinite(path[1]).any():    # runs where the signal was not measured: left out
+                paths[r["run"]] = path
     return paths
 
 
@@ -352,7 +355,7 @@ def benchmark_table(pres: list[dict], curves: dict, st: dict) -> pd.DataFrame:
     persist = int(pres[0]["events_settings"]["persist"])
     events = {k: event_table(runs, curves, pres, k) for k in SETTINGS}
     gains = {k: gain_rows(runs, ev_k, st) for k, ev_k in events.items()}
-    main, cells = events["matched"], _cells(runs)
+    main = events["matched"]
     info = {s.name: s for s in SIGNALS}
     costs = pd.DataFrame([{"signal": k, "cpu": v} for _, (_, c) in curves.items() for k, v in (c or {}).items()])
     rows = []
@@ -368,7 +371,7 @@ def benchmark_table(pres: list[dict], curves: dict, st: dict) -> pd.DataFrame:
             m = runs.merge(g, on="run")
             pos = m[m["positive"] & np.isfinite(m[kind])]
             lead = (pos["t_acq"] - pos[kind]) / pos["t_acq"]
-            per_cell = lead.groupby(cells[pos.index].to_numpy()).mean()
+            per_cell = lead.groupby(_cells(pos).to_numpy()).mean()      # the cell keys of these rows
             med, lo, hi = _boot_median(per_cell.to_numpy(float), n_boot, rng)
             negs = m[m["negative"]]
             k_fa = int((negs["changed"] & np.isfinite(negs[kind])).sum()) if name != CLOCK else int(len(negs))
@@ -394,7 +397,7 @@ def benchmark_table(pres: list[dict], curves: dict, st: dict) -> pd.DataFrame:
                 "signal": name, "event": kind, "kind": s.kind if s else "reference", "direction": direction,
                 "needs": s.needs if s else "none", "source": s.source if s else "a fixed step per size",
                 "cpu_ms_per_checkpoint": float(cost.median() * 1000) if len(cost) else np.nan,
-                "n_cells": int(cells[m.index][m["positive"]].nunique()), "n_runs": int(m["positive"].sum()),
+                "n_cells": int(_cells(m[m["positive"]]).nunique()), "n_runs": int(m["positive"].sum()),
                 "n_cells_event": int(len(per_cell)), "lead": med, "lead_lo": lo, "lead_hi": hi,
                 "n_negatives": int(len(negs)), "false_alarms": k_fa,
                 "false_alarm_rate": k_fa / len(negs) if len(negs) else np.nan, "fa_lo": fa_lo, "fa_hi": fa_hi,
