@@ -368,12 +368,12 @@ def benchmark_table(pres: list[dict], curves: dict, st: dict) -> pd.DataFrame:
         alarm = auroc_block(runs, alarm_scores(runs, curves, name, direction, persist), n_boot, rng)
         cost = costs[(costs["signal"] == name) & costs["cpu"].notna()]["cpu"] if len(costs) else pd.Series([])
         for kind in EVENT_KINDS:
-            m = runs.merge(g, on="run")
+            m = runs.merge(g, on="run")          # present: the run's curve of this signal has points
             pos = m[m["positive"] & np.isfinite(m[kind])]
             lead = (pos["t_acq"] - pos[kind]) / pos["t_acq"]
             per_cell = lead.groupby(_cells(pos).to_numpy()).mean()      # the cell keys of these rows
             med, lo, hi = _boot_median(per_cell.to_numpy(float), n_boot, rng)
-            negs = m[m["negative"]]
+            negs = m[m["negative"] & m["present"].astype(bool)]      # where the signal was measured
             k_fa = int((negs["changed"] & np.isfinite(negs[kind])).sum()) if name != CLOCK else int(len(negs))
             from .claims.base import clopper_pearson
             fa_lo, fa_hi = clopper_pearson(k_fa, len(negs))
@@ -397,7 +397,8 @@ def benchmark_table(pres: list[dict], curves: dict, st: dict) -> pd.DataFrame:
                 "signal": name, "event": kind, "kind": s.kind if s else "reference", "direction": direction,
                 "needs": s.needs if s else "none", "source": s.source if s else "a fixed step per size",
                 "cpu_ms_per_checkpoint": float(cost.median() * 1000) if len(cost) else np.nan,
-                "n_cells": int(_cells(m[m["positive"]]).nunique()), "n_runs": int(m["positive"].sum()),
+                "n_cells": int(_cells(m[m["positive"] & m["present"].astype(bool)]).nunique()),
+                "n_runs": int((m["positive"] & m["present"].astype(bool)).sum()),
                 "n_cells_event": int(len(per_cell)), "lead": med, "lead_lo": lo, "lead_hi": hi,
                 "n_negatives": int(len(negs)), "false_alarms": k_fa,
                 "false_alarm_rate": k_fa / len(negs) if len(negs) else np.nan, "fa_lo": fa_lo, "fa_hi": fa_hi,
