@@ -24,6 +24,9 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+from .benchmark import BEGIN as BENCH_BEGIN
+from .benchmark import END as BENCH_END
+from .benchmark import benchmark_block
 from .findings import BY_CLAIM_BEGIN, BY_CLAIM_END, by_claim, block, findings
 from .grid import grid_tables
 
@@ -41,6 +44,7 @@ BLOCKS = {
     (FINDINGS_BEGIN, FINDINGS_END): lambda data: findings(Path(data) / "summary"),
     (BY_CLAIM_BEGIN, BY_CLAIM_END): lambda data: by_claim(Path(data) / "summary"),
     (GRID_BEGIN, GRID_END): lambda data: grid_tables(data),
+    (BENCH_BEGIN, BENCH_END): benchmark_block,
 }
 
 
