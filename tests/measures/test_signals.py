@@ -125,6 +125,8 @@ def test_registry_entries_are_curves_some_stage_writes():
         assert s.needs in ("state", "window", "gradients", "training")
         if s.table == "measures":
             assert s.measure in TABLE_MEASURES
+        elif s.table == "probes":
+            assert (s.measure, s.variant) == ("probe_accuracy", "logreg")      # stages/probes.py's rows
         elif s.table == "metrics":
             assert s.measure in metrics_measures
     assert set(monitorable()) == {"loss_cov_heat", "loss_cov_pr", "ildr", "update_gap", "head_erank_sv",

@@ -96,7 +96,7 @@ SIGNALS: tuple[Signal, ...] = (
            "the loss curve", "answer loss on the fixed training sample", cost_key="behaviour_train"),
     Signal("logprob", "metrics", "logprob_per_token", "output", "answer", "", "up", "reference", "state",
            "behaviour", "held-out per-token answer log-probability", cost_key="behaviour"),
-    Signal("probe", "probes", "probe_accuracy", *_H, "", "up", "reference", "state",
+    Signal("probe", "probes", "probe_accuracy", *_H, "logreg", "up", "reference", "state",
            "linear probe", "held-out accuracy of a linear probe of the first answer token", cost_key=""),
 )
 SIGNAL_BY_NAME = {s.name: s for s in SIGNALS}
