@@ -154,3 +154,14 @@ def test_redetect_under_the_default_detector_gives_the_recorded_events(trained_r
         assert {k: e[k] for k in keys} == {k: pre["measures"][m][k] for k in keys}, m
     other = bm.redetect(pre, curves, "pelt")
     assert other["measures"]["rankme"]["detector"] == "pelt"
+
+
+def test_a_signal_that_never_fires_in_an_acquiring_run_is_scored_not_an_error():
+    """A signal flat in every run (no event anywhere) gets a row with no lead, no false alarm."""
+    from geoanatomy.analysis.settings import summary_settings
+    pres, curves = simulate(1)
+    for run, (c, costs) in curves.items():
+        c["stable_rank"] = 5.0
+    t = bm.benchmark_table(pres, curves, summary_settings({"n_bootstrap": 100, "n_permutations": 99}))
+    r = t[(t["signal"] == "stable_rank") & (t["event"] == "onset")].iloc[0]
+    assert r["n_cells_event"] == 0 and np.isnan(r["lead"]) and r["false_alarms"] == 0

@@ -236,6 +236,9 @@ def alarm_scores(runs: pd.DataFrame, curves: dict, name: str, direction: str, pe
 
 
 def _cells(runs: pd.DataFrame) -> pd.Series:
+    """The cell key (task/level/size) of each row; an empty Series for no rows."""
+    if not len(runs):
+        return pd.Series([], index=runs.index, dtype=object)
     return runs[list(CELLS)].astype(str).agg("/".join, axis=1)
 
 
