@@ -3,7 +3,8 @@
 ``figures/precursor_benchmark.png``: three panels sharing one row per signal (onset events),
 ranked by AUROC (best at the top): the time-matched AUROC with its cell-bootstrap interval
 (the clock's 0.5 and the loss curve's AUROC as reference lines), the median lead of the
-onset over cells with its interval (the loss curve's lead as a reference line), and the gain
+onset over cells with its interval (the loss curve's lead as a reference line; a lead below
+-2, an event more than two acquisition times late, is drawn as "<" at the edge with its value), and the gain
 beyond the loss curve (partial r with its one-sided 95% bounds). A filled dot: the gain's
 reading is "beyond the loss curve"; a hollow one: not shown; a cross after the name: the
 reading changes with the detector (not robust). ``plotted`` returns what each panel draws,
@@ -15,6 +16,8 @@ import numpy as np
 import pandas as pd
 
 from . import figstyle
+
+LEAD_FLOOR = -2.0     # the lead panel's left edge: an event more than 2 acquisition times late is drawn there
 
 
 def plotted(table: pd.DataFrame, event: str = "onset") -> pd.DataFrame:
@@ -46,15 +49,22 @@ def figure(table: pd.DataFrame, title: str, event: str = "onset"):
               ("gain_r", "gain beyond the loss curve (partial r)", 0.0))
     for ax, (col, label, null) in zip(axes, panels):
         lo, hi = t[f"{col.split('_')[0]}_lo"], t[f"{col.split('_')[0]}_hi"]
+        floor = LEAD_FLOOR if col == "lead" else -np.inf      # leads below it: drawn at its edge, "<"
         for yi, (_, r), a, b in zip(y, t.iterrows(), lo, hi):
             v = r[col]
             if v is None or not np.isfinite(float(v)):
                 continue
             colour = "tab:red" if r["signal"] in ("loss", "clock") else "tab:blue"
             if a is not None and b is not None and np.isfinite(float(a)) and np.isfinite(float(b)):
-                ax.plot([float(a), float(b)], [yi, yi], color=colour, lw=1.6)
+                ax.plot([max(float(a), floor), max(float(b), floor)], [yi, yi], color=colour, lw=1.6)
             filled = r["reading"] == "beyond the loss curve"
+            if float(v) < floor:
+                ax.plot([floor], [yi], "<", color=colour, ms=7)
+                ax.annotate(f"{float(v):.1f}", (floor, yi), xytext=(6, 4), textcoords="offset points", fontsize=6)
+                continue
             ax.plot([float(v)], [yi], "o", color=colour, mfc=colour if filled else "white", ms=6)
+        if col == "lead":
+            ax.set_xlim(LEAD_FLOOR - 0.1, 1.05)
         ax.axvline(null, color="0.4", ls="--", lw=0.9)
         if col == "auroc" and len(ref["loss"]):
             ax.axvline(float(ref["loss"]["auroc"].iloc[0]), color="tab:red", ls=":", lw=1.0, label="loss curve")
