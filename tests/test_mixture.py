@@ -499,6 +499,7 @@ def test_summary_of_a_grid_with_mixtures_only(tmp_path):
     assert "empty table" in (out / "tables.html").read_text()
 
 
+@pytest.mark.slow          # trains, prunes and retrains a mixture (26 s)
 def test_a_pruned_mixture_refuses_its_units_and_retraining_rebuilds_it_identically(tmp_path):
     """keep_checkpoints: final for a mixture: the prune stage runs on the mixture's training run
     (not on a unit), keeps the newest weights, a unit's metrics stops naming the fix, and

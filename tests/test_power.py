@@ -178,6 +178,7 @@ def test_simulated_steps_land_on_each_runs_own_checkpoints():
     assert g["r"]["llc"].tolist() == [0, 4, 8, 1500] and "rankme" not in g["r"] and g["foreign"] == {}
 
 
+@pytest.mark.slow          # a power simulation on a simulated grid (12 s)
 def test_a_lead_finer_than_the_checkpoints_has_no_power_once_steps_fall_on_them():
     # a planted lead of half the acquisition step is found on whole steps; on a schedule whose
     # only checkpoint before the end is the acquisition step itself, every lead is a tie (0 steps)
