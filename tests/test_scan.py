@@ -399,7 +399,7 @@ def test_scan_adds_the_weight_signals_of_the_registry(gpt2_dir, prompt_file, tmp
     a signal a scan cannot compute is refused before any model is loaded."""
     from geoanatomy.hf import load_causal_lm
     from geoanatomy.measures import signals as sig
-    from geoanatomy.measures.signal_registry import DEFAULT_WINDOW
+    from geoanatomy.measures.signals import DEFAULT_WINDOW
     out = tmp_path / "out"
     scan(gpt2_dir, str(prompt_file), out, device="cpu", log=lambda *a: None, signals=["stable_rank", "update_gap"])
     df = read_table(out / "metrics.csv")

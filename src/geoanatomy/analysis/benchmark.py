@@ -435,9 +435,10 @@ def redetect(pre: dict, curves: pd.DataFrame, setting: str) -> dict:
     out["loss_plateau_exit_step"] = le["onset"]
     window = le["onset"] if e["floor_window"] == "loss_onset" else None
     out["floor_window"]["end_step"] = window
-    # precursor.json's measure entries -> their registry curve (grad_cov_erank has none: dropped)
-    col = {"rankme": "rankme_uncentred", "rankme_centred": "rankme_centred", "grad_erank": "grad_erank",
-           "hessian_top": "hessian_top", "llc": "llc", "commutator": "commutator"}
+    # precursor.json's measure entries -> their registry curve: the two RankMe entries, and every
+    # expensive measure the registry scores under its own name (grad_cov_erank has none: dropped)
+    col = {"rankme": "rankme_uncentred", "rankme_centred": "rankme_centred",
+           **{s.name: s.name for s in SIGNALS if s.table == "measures"}}
     t_acq = pre.get("acquisition_step")
     for m in list(out["measures"]):
         c = col.get(m)

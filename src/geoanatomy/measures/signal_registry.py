@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# the trailing window (checkpoints) of the windowed signals; the config's signals.window
-DEFAULT_WINDOW = 6
 
 
 @dataclass(frozen=True)
@@ -50,8 +48,8 @@ class Signal:
 
 
 _H = ("ln_final", "first")       # the headline layer and position of the hidden-state signals
-SIGNALS: tuple[Signal, ...] = (
-    # ---- candidates from the field (cheap: every checkpoint, metrics stage)
+# ---- candidates from the field (cheap: every checkpoint, metrics stage)
+_CHEAP: tuple[Signal, ...] = (
     Signal("loss_cov_heat", "metrics", "loss_cov_heat", "output", "answer", "window", "up", "candidate", "window",
            "arXiv 2603.29805 (2-datapoint reduced density matrix)",
            "heat capacity of the covariance of per-example held-out losses over a trailing window",
@@ -73,18 +71,9 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("stable_rank", "metrics", "stable_rank", "all_blocks", "none", "", "down", "candidate", "state",
            "weight spectra (stable rank; WeightWatcher's family)",
            "mean stable rank ||W||_F^2/||W||_2^2 of the blocks' weight matrices", cost_key="stable_rank"),
-    # ---- candidates at the fixed 20 checkpoints (expensive measures; nano only in the study)
-    Signal("commutator", "measures", "commutator", "all_params", "answer", "defect", "up", "candidate", "gradients",
-           "arXiv 2602.16967", "commutator defect of two gradient steps on fixed training batches",
-           cost_key="commutator"),
-    Signal("grad_erank", "measures", "grad_erank", "all_params", "answer", "roy_vetterli", "down", "candidate",
-           "gradients", "the study (per-sample gradient effective rank)", "effective rank of per-sample gradients",
-           cost_key="grad_rank"),
-    Signal("hessian_top", "measures", "hessian_top", "all_params", "answer", "top_eigenvalue", "up", "candidate",
-           "gradients", "the study (sharpness)", "top Hessian eigenvalue", cost_key="hessian"),
-    Signal("llc", "measures", "llc", "all_params", "answer", "sgld", "up", "candidate", "gradients",
-           "the study (local learning coefficient)", "local learning coefficient (SGLD)", cost_key="llc"),
-    # ---- the study's representation measures
+)
+# ---- the study's representation measures and the references
+_STATE: tuple[Signal, ...] = (
     Signal("rankme_uncentred", "metrics", "rankme", *_H, "uncentred", "down", "candidate", "state",
            "Garrido et al. 2023; the study", "RankMe as defined", cost_key="geometry"),
     Signal("rankme_centred", "metrics", "rankme", *_H, "centred", "down", "candidate", "state",
@@ -99,6 +88,25 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("probe", "probes", "probe_accuracy", *_H, "logreg", "up", "reference", "state",
            "linear probe", "held-out accuracy of a linear probe of the first answer token", cost_key=""),
 )
+# the expensive measures scored (measures.csv, the fixed 20 checkpoints; nano only in the study):
+# curve, direction and variant from their entry in measures.registry, the one home of those facts
+_EXPENSIVE = {
+    "commutator": ("arXiv 2602.16967", "commutator defect of two gradient steps on fixed training batches"),
+    "grad_erank": ("the study (per-sample gradient effective rank)", "effective rank of per-sample gradients"),
+    "hessian_top": ("the study (sharpness)", "top Hessian eigenvalue"),
+    "llc": ("the study (local learning coefficient)", "local learning coefficient (SGLD)"),
+}
+
+
+def _expensive(name: str, source: str, what: str) -> Signal:
+    from .registry import MEASURES, TABLE_MEASURES
+    t = TABLE_MEASURES[name]
+    kind = next(m.name for m in MEASURES.values() if t in m.writes)
+    return Signal(name, "measures", name, "all_params", "answer", t.headline_variant,
+                  "down" if t.direction == "collapse" else "up", "candidate", "gradients", source, what, cost_key=kind)
+
+
+SIGNALS: tuple[Signal, ...] = _CHEAP + tuple(_expensive(n, *v) for n, v in _EXPENSIVE.items()) + _STATE
 SIGNAL_BY_NAME = {s.name: s for s in SIGNALS}
 # the clock: an event at a fixed step for every run (the benchmark builds it; no curve)
 CLOCK = "clock"

@@ -52,7 +52,7 @@ import time
 
 import numpy as np
 
-from .signal_registry import DEFAULT_WINDOW
+DEFAULT_WINDOW = 6      # the trailing window (checkpoints) of the windowed signals (update gap, loss covariance)
 
 
 def _svdvals(x) -> np.ndarray:
@@ -153,20 +153,16 @@ def update_gap(thetas, steps) -> float:
 
 # --------------------------------------------------------- effective ranks
 def effective_ranks(Z) -> dict:
-    """Effective rank of Z (N, d) in both conventions: "sv" (p = s / sum s) and "sv2"
-    (p = s^2 / sum s^2); NaN for an all-zero or non-finite Z."""
+    """Effective rank of Z (N, d) in both conventions: "sv" (p = s / sum s, RankMe without its
+    epsilon) and "sv2" (p = s^2 / sum s^2); NaN for an all-zero or non-finite Z. The entropy is
+    RankMe's (``rankme.rankme_from_singular_values``)."""
+    import torch
+
+    from .rankme import rankme_from_singular_values
     if not np.isfinite(_as_np(Z)).all():
         return {"sv": float("nan"), "sv2": float("nan")}
-    s = _svdvals(Z)
-    out = {}
-    for name, w in (("sv", s), ("sv2", s ** 2)):
-        tot = w.sum()
-        if tot <= 0:
-            out[name] = float("nan")
-            continue
-        p = w[w > 0] / tot
-        out[name] = float(math.exp(-(p * np.log(p)).sum()))
-    return out
+    s = torch.as_tensor(_svdvals(Z))
+    return {"sv": rankme_from_singular_values(s, eps=0.0), "sv2": rankme_from_singular_values(s ** 2, eps=0.0)}
 
 
 def stable_rank(W) -> float:

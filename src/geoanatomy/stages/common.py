@@ -107,3 +107,12 @@ def progress(steps, n: int, stage: str, name: str, log):
     for i, step in enumerate(steps, 1):
         yield step
         log(f"[{stage}] {name}: checkpoint step {step} done ({i}/{n}, {time.time() - t0:.1f} s)")
+
+
+def write_timings(path: Path, timings: dict, n_checkpoints: int) -> None:
+    """A stage's CPU seconds per checkpoint of each piece it times (a side file, not a table:
+    timings differ from run to run, tables must not)."""
+    from ..files import atomic_write_json
+    atomic_write_json(path, {"what": "CPU seconds per checkpoint (process time), mean over the checkpoints",
+                             "checkpoints": int(n_checkpoints),
+                             "cpu_seconds_per_checkpoint": {k: v / max(n_checkpoints, 1) for k, v in timings.items()}})

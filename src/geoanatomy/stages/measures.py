@@ -55,7 +55,7 @@ from ..schedule import measure_steps
 from ..spec import RunSpec
 from ..table import stamp_checkpoints, write_table
 from ..tasks import stable_seed
-from .common import checkpoint_identity, open_run, progress, training_dir
+from .common import checkpoint_identity, open_run, progress, training_dir, write_timings
 
 MEASURE_KINDS = tuple(MEASURES)
 
@@ -126,7 +126,6 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_measures: dict, device: str = "a
             r.update(run=spec.name, step=step)
             rows.append(r)
     write_table(out_csv, stamp_checkpoints(rows, recorded_hashes(ckdir)))
-    from .metrics import write_timings
     write_timings(run_dir / "signal_timings_measures.json", timings, len(sel))
     cpu, wall = time.process_time() - t0, time.time() - w0
     per = ", ".join(f"{k} {v / len(sel):.2f}" for k, v in timings.items())

@@ -78,7 +78,7 @@ from ..measures.geometry import matrix_rows
 from ..measures.signals import SignalWindow, capture_heads
 from ..spec import RunSpec
 from ..table import stamp_checkpoints, write_table
-from .common import checkpoint_identity, open_run, progress, training_dir
+from .common import checkpoint_identity, open_run, progress, training_dir, write_timings
 
 
 @torch.no_grad()
@@ -193,15 +193,6 @@ def write_example_losses(path: Path, run: str, steps: list[int], losses: list[np
                                                     "loss": "number"},
                         notes=["one row per checkpoint x evaluation example; loss: mean cross-entropy over the "
                                "example's answer tokens, computed in float64, stored as float32"])
-
-
-def write_timings(path: Path, timings: dict, n_checkpoints: int) -> None:
-    """A stage's CPU seconds per checkpoint of each piece it times (a side file, not a table:
-    timings differ from run to run, tables must not)."""
-    from ..files import atomic_write_json
-    atomic_write_json(path, {"what": "CPU seconds per checkpoint (process time), mean over the checkpoints",
-                             "checkpoints": int(n_checkpoints),
-                             "cpu_seconds_per_checkpoint": {k: v / max(n_checkpoints, 1) for k, v in timings.items()}})
 
 
 def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> dict:
