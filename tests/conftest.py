@@ -129,3 +129,47 @@ def copy_of_trained_run(trained_run, tmp_path):
     dst = tmp_path / run_dir.name
     shutil.copytree(run_dir, dst)
     return resolve({**copy.deepcopy(cfg), "results_dir": str(tmp_path)}), spec, dst
+
+
+# ------------------------------------------------------------------ a Hugging Face hub, offline
+def fake_hub_cache(cache, repo_id: str, revs: dict) -> Path:
+    """A Hugging Face hub cache as huggingface_hub lays it out: blobs/<sha256>, refs/<branch>
+    (a commit hash), snapshots/<commit>/<file> -> ../../blobs/<sha256>. ``revs``: {revision:
+    [files it holds]} (a file's name is its name in the revision)."""
+    import hashlib
+    repo = Path(cache) / ("models--" + repo_id.replace("/", "--"))
+    for d in ("blobs", "refs", "snapshots"):
+        (repo / d).mkdir(parents=True, exist_ok=True)
+    for rev, files in revs.items():
+        commit = hashlib.sha1(f"{repo_id}@{rev}".encode()).hexdigest()
+        (repo / "refs" / rev).write_text(commit)
+        snap = repo / "snapshots" / commit
+        snap.mkdir(exist_ok=True)
+        for f in files:
+            data = Path(f).read_bytes()
+            blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+            blob.write_bytes(data)
+            if not (snap / Path(f).name).exists():
+                (snap / Path(f).name).symlink_to(os.path.relpath(blob, snap))
+    return repo
+
+
+class FakeHub:
+    """Stands in for huggingface_hub.HfApi: ``list_repo_tree`` answers from a table
+    {revision: {path: LFS sha256 or None}} with real ``RepoFile`` objects (LFS metadata as
+    the hub API returns it); unknown branches raise. Records every call."""
+
+    def __init__(self, table):
+        self.table, self.calls = table, []
+
+    def list_repo_tree(self, repo_id, path_in_repo=None, *, recursive=False, expand=False, revision=None,
+                       repo_type=None, token=None):
+        from huggingface_hub.hf_api import RepoFile
+        self.calls.append((repo_id, revision))
+        if revision not in self.table:
+            raise LookupError(f"{repo_id}: no revision {revision}")
+        out = []
+        for path, sha in self.table[revision].items():
+            lfs = None if sha is None else {"size": 1000, "oid": sha, "pointerSize": 134}
+            out.append(RepoFile(path=path, size=1000, oid=f"{abs(hash((revision, path))):040x}"[:40], lfs=lfs))
+        return out

@@ -32,7 +32,7 @@ from geoanatomy.hf import deduction
 from geoanatomy.pythia import fingerprint  # noqa: E402
 from geoanatomy.hf.benchmarks import load_benchmark, load_fixed  # noqa: E402
 from geoanatomy.config.pythia import FIXED_BENCHMARKS  # noqa: E402
-from conftest import tiny_bpe_tokenizer  # noqa: E402
+from conftest import FakeHub, fake_hub_cache, tiny_bpe_tokenizer  # noqa: E402,F401
 
 GRID = [{"tasks": ["mod"], "levels": ["L1"], "sizes": ["nano"]}]
 STEPS = [0, 1, 2, 4, 8, 16, 32]
@@ -656,49 +656,13 @@ def test_branch_end_to_end_on_local_checkpoints(tmp_path, local_dir):
 
 # ------------------------------------------------------------------ hub path, offline
 def _fake_hub_cache(cache, repo_id, local_dir, revs):
-    """A Hugging Face hub cache as huggingface_hub lays it out: blobs/, refs/<branch>
-    (commit hash), snapshots/<commit>/<file> -> ../../blobs/<sha256>. ``revs``: hub
-    revision -> local step whose files it holds (a list of steps: each holds its own)."""
-    import hashlib
+    """``fake_hub_cache`` (conftest) with revision -> ``local_dir/step{N}`` plus the root's files
+    (``revs``: {revision: step}, or a list of steps: each revision ``step{N}`` holds its own)."""
     if not isinstance(revs, dict):
         revs = {f"step{s}": s for s in revs}
-    repo = Path(cache) / ("models--" + repo_id.replace("/", "--"))
-    for d in ("blobs", "refs", "snapshots"):
-        (repo / d).mkdir(parents=True, exist_ok=True)
-    for rev, s in revs.items():
-        commit = hashlib.sha1(f"{repo_id}@{rev}".encode()).hexdigest()
-        (repo / "refs" / rev).write_text(commit)
-        snap = repo / "snapshots" / commit
-        snap.mkdir(exist_ok=True)
-        files = list((local_dir / f"step{s}").iterdir()) + [f for f in local_dir.iterdir() if f.is_file()]
-        for f in files:
-            data = f.read_bytes()
-            blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
-            blob.write_bytes(data)
-            if not (snap / f.name).exists():
-                (snap / f.name).symlink_to(os.path.relpath(blob, snap))
-    return repo
-
-
-class FakeHub:
-    """Stands in for huggingface_hub.HfApi: ``list_repo_tree`` answers from a table
-    {revision: {path: LFS sha256 or None}} with real ``RepoFile`` objects (LFS metadata as
-    the hub API returns it); unknown branches raise. Records every call."""
-
-    def __init__(self, table):
-        self.table, self.calls = table, []
-
-    def list_repo_tree(self, repo_id, path_in_repo=None, *, recursive=False, expand=False, revision=None,
-                       repo_type=None, token=None):
-        from huggingface_hub.hf_api import RepoFile
-        self.calls.append((repo_id, revision))
-        if revision not in self.table:
-            raise LookupError(f"{repo_id}: no revision {revision}")
-        out = []
-        for path, sha in self.table[revision].items():
-            lfs = None if sha is None else {"size": 1000, "oid": sha, "pointerSize": 134}
-            out.append(RepoFile(path=path, size=1000, oid=f"{abs(hash((revision, path))):040x}"[:40], lfs=lfs))
-        return out
+    root_files = [f for f in local_dir.iterdir() if f.is_file()]
+    return fake_hub_cache(cache, repo_id, {rev: list((local_dir / f"step{s}").iterdir()) + root_files
+                                           for rev, s in revs.items()})
 
 
 def _hub_table(weights: dict[str, str]):

@@ -20,7 +20,7 @@ import torch  # noqa: E402
 from geoanatomy.hf.benchmarks import load_benchmark  # noqa: E402
 from geoanatomy.scan import ScanError, find_checkpoints, load_probe_set, measure_model, scan  # noqa: E402
 from geoanatomy.table import read_table  # noqa: E402
-from conftest import tiny_bpe_tokenizer  # noqa: E402
+from conftest import FakeHub, fake_hub_cache, tiny_bpe_tokenizer  # noqa: E402
 
 STEPS = [0, 2, 4, 8, 16, 32, 64]
 PROMPTS = ["The cat sat on the mat.", "Two plus two is four.", "Paris is the capital of France.",
@@ -412,3 +412,129 @@ def test_scan_adds_the_weight_signals_of_the_registry(gpt2_dir, prompt_file, tmp
     assert np.isnan(gap[:DEFAULT_WINDOW]).all() and np.isfinite(gap[DEFAULT_WINDOW:]).all()
     with pytest.raises(ScanError, match="a scan computes"):
         scan(gpt2_dir, str(prompt_file), tmp_path / "x", device="cpu", log=lambda *a: None, signals=["ildr"])
+
+
+# ------------------------------------------------------------------ hub revisions as sources
+REPO = "org/tiny-gpt2"
+
+
+def _revision_files(run_dir: Path, s: int) -> list:
+    """What hub revision step{s} holds: checkpoint-{s}'s files and the run's tokenizer."""
+    return list((run_dir / f"checkpoint-{s}").iterdir()) + [f for f in run_dir.iterdir() if f.is_file()]
+
+
+def _listing(run_dir: Path, steps, wrong: int | None = None) -> FakeHub:
+    """The hub's listing of revisions step{s}: LFS sha256 of the weights (a wrong one for ``wrong``)."""
+    import hashlib
+    table = {}
+    for s in steps:
+        table[f"step{s}"] = {f.name: (hashlib.sha256(f.read_bytes()).hexdigest() if f.suffix == ".safetensors"
+                                      else None) for f in _revision_files(run_dir, s)}
+        if s == wrong:
+            table[f"step{s}"]["model.safetensors"] = "0" * 64
+    return FakeHub(table)
+
+
+def _downloading(monkeypatch, run_dir: Path, cache: Path, calls: list):
+    """scan.hub.fetch_revision that "downloads" (writes into the fake cache) what is not there."""
+    from geoanatomy.pythia.loading import cached_weight_files
+    from geoanatomy.scan import hub as scan_hub
+    real = scan_hub.fetch_revision
+
+    def fetch(repo, revision, cache_dir=None, *, weights=True):
+        calls.append((revision, bool(weights)))
+        if not cached_weight_files(repo, revision, cache_dir):
+            fake_hub_cache(cache, repo, {revision: _revision_files(run_dir, int(revision[4:]))})
+        return real(repo, revision, cache_dir, weights=weights)
+    monkeypatch.setattr(scan_hub, "fetch_revision", fetch)
+
+
+def test_source_lists_parse_and_errors_name_the_entry(tmp_path, gpt2_dir):
+    import yaml
+    from geoanatomy.scan.sources import read_sources_file, source_list
+    y = tmp_path / "r.yaml"
+    y.write_text(yaml.safe_dump({"cache_dir": "hub", "sources": [
+        f"{REPO}@step8", {"repo": REPO, "revision": "step16-tokens33B"},
+        {"repo": "allenai/OLMo", "revision": "main", "step": 5}, {"folder": str(gpt2_dir)}]}))
+    sl = read_sources_file(y)
+    assert [(s.kind, s.step) for s in sl.sources] == [("hub", 8), ("hub", 16), ("hub", 5), ("folder", None)]
+    assert sl.cache_dir == str(tmp_path / "hub") and sl.default_run() == "r"
+    assert sl.default_out() == tmp_path / "r_geoanatomy_scan"
+    assert source_list(str(gpt2_dir)).single_folder == gpt2_dir
+    for doc, msg in [({"sources": [f"{REPO}@main"]}, r"sources\[0\]: cannot read a step from revision 'main'"),
+                     ({"sources": [{"repo": REPO, "revision": "step1", "stepp": 2}]}, r"unknown key\(s\) \['stepp'\]"),
+                     ({"source": []}, r"unknown key\(s\) \['source'\]"),
+                     ({"sources": ["no/such/folder"]}, "neither a folder nor a hub revision"),
+                     ({"sources": []}, "non-empty list")]:
+        y.write_text(yaml.safe_dump(doc))
+        with pytest.raises(ScanError, match=msg):
+            read_sources_file(y)
+    with pytest.raises(ScanError, match="give the output folder"):
+        source_list([f"{REPO}@step0", f"{REPO}@step2"]).default_out()
+
+
+@pytest.mark.slow
+def test_scan_of_hub_revisions_in_a_yaml_gives_the_events_of_the_same_folder(gpt2_dir, prompt_file, tmp_path):
+    """The issue's check: a YAML of fake-hub revisions (offline, the fake hub's listing for the
+    integrity check) and the same checkpoints as a folder give the same table and events."""
+    import yaml
+    cache = tmp_path / "hub"
+    fake_hub_cache(cache, REPO, {f"step{s}": _revision_files(gpt2_dir, s) for s in STEPS})
+    y = tmp_path / "revisions.yaml"
+    y.write_text(yaml.safe_dump({"run": "tiny", "cache_dir": "hub", "sources": [
+        *[f"{REPO}@step{s}" for s in STEPS[:4]], *[{"repo": REPO, "revision": f"step{s}"} for s in STEPS[4:]]]}))
+    hub = _listing(gpt2_dir, STEPS)
+    pre_h = scan(y, str(prompt_file), device="cpu", hub=hub, log=lambda *a: None)
+    pre_f = scan(gpt2_dir, str(prompt_file), tmp_path / "folder", run="tiny", device="cpu", log=lambda *a: None)
+    out_h = tmp_path / "revisions_geoanatomy_scan"
+    assert (out_h / "metrics.csv").read_bytes() == (tmp_path / "folder" / "metrics.csv").read_bytes()
+    for k in ("acquisition_step", "behaviour", "measures", "difficulty", "geometry_vs_loss"):
+        assert pre_h[k] == pre_f[k], k
+    info = json.loads((out_h / "scan.json").read_text())
+    assert info["steps"] == STEPS and info["source"] == [f"{REPO}@step{s}" for s in STEPS]
+    assert set(info["hub"]["integrity"].values()) == {"checked: every weight file's sha256 equals the hub's LFS sha256"}
+    assert info["hub"]["kept_preexisting"] == [f"{REPO}@step{s}" for s in STEPS] and info["hub"]["evicted"] == []
+    assert sorted(r for _, r in hub.calls) == sorted(f"step{s}" for s in STEPS)
+
+
+@pytest.mark.slow
+def test_scan_evicts_what_it_downloaded_checks_hashes_and_refuses_mixed_sources(gpt2_dir, prompt_file, tok, tmp_path,
+                                                                                monkeypatch):
+    from geoanatomy.pythia.loading import cached_revision_bytes, cached_weight_files
+    cache = tmp_path / "hub"
+    fake_hub_cache(cache, REPO, {"step0": _revision_files(gpt2_dir, 0)})       # in the cache before the scan
+    calls: list = []
+    _downloading(monkeypatch, gpt2_dir, cache, calls)
+    srcs = [f"{REPO}@step{s}" for s in (0, 2, 4)]
+    out = tmp_path / "out"
+    scan(srcs, str(prompt_file), out, cache_dir=str(cache), hub=_listing(gpt2_dir, [0, 2, 4]), device="cpu",
+         log=lambda *a: None)
+    info = json.loads((out / "scan.json").read_text())["hub"]
+    assert info["evicted"] == srcs[1:] and info["kept_preexisting"] == srcs[:1] and info["freed_bytes"] > 0
+    assert [cached_weight_files(REPO, f"step{s}", str(cache)) for s in (0, 2, 4)] == [["model.safetensors"], [], []]
+    assert json.loads((out / "partial" / "downloads.json").read_text()) == []
+    # resumed: every checkpoint reused (identity from the cache or the hub's listing), evicted again
+    before = (out / "metrics.csv").read_bytes()
+    lines: list = []
+    calls.clear()
+    scan(srcs, str(prompt_file), out, cache_dir=str(cache), hub=_listing(gpt2_dir, [0, 2, 4]), device="cpu",
+         log=lines.append)
+    assert sum("reused" in ln for ln in lines) == 3 and (out / "metrics.csv").read_bytes() == before
+    assert cached_revision_bytes(REPO, "step2", str(cache)) is None
+    # a weight file whose sha256 is not the hub's: refused, naming the file, and evicted
+    with pytest.raises(ScanError, match=r"org/tiny-gpt2@step4: model.safetensors: sha256 .* the hub lists sha256 0000"):
+        scan(srcs, str(prompt_file), tmp_path / "o2", cache_dir=str(cache), hub=_listing(gpt2_dir, [0, 2, 4], wrong=4),
+             device="cpu", log=lambda *a: None)
+    assert cached_revision_bytes(REPO, "step4", str(cache)) is None
+    # sources of two architectures: refused from the configs, before any weights are fetched
+    neox = _save_run(tmp_path / "neox", "neox", "step", tok, steps=[128])
+    calls.clear()
+    with pytest.raises(ScanError, match=r"differ in model type \(model_type\): 'gpt2' in org/tiny-gpt2@step0, "
+                                        r"org/tiny-gpt2@step2; 'gpt_neox' in .*neox/step128"):
+        scan([*srcs[:2], str(neox)], str(prompt_file), tmp_path / "o3", cache_dir=str(cache), device="cpu",
+             hub=_listing(gpt2_dir, [0, 2]), log=lambda *a: None)
+    assert calls and not any(w for _, w in calls)
+    # one step from two sources
+    with pytest.raises(ScanError, match=r"step 0 is given twice: by .*/checkpoint-0 and by org/tiny-gpt2@step0"):
+        scan([str(gpt2_dir), srcs[0]], str(prompt_file), tmp_path / "o4", cache_dir=str(cache), device="cpu",
+             log=lambda *a: None)

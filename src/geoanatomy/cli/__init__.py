@@ -9,7 +9,7 @@ the Pythia branch and the cross-run summary.
     geoanatomy clean-run results/mod_L3_nano [--checkpoints]
     geoanatomy summarize tables|scale|prediction|figures|html|all ...   (results/summary/)
     geoanatomy pythia extract|events|scale|revisions ...                 (Pythia branch)
-    geoanatomy scan DIR --probe FILE|BENCHMARK [--out OUT]             (any HF checkpoint folder)
+    geoanatomy scan SOURCE... --probe FILE|BENCHMARK [--out OUT]       (HF checkpoint folders, hub revisions)
     geoanatomy report findings|grid|compare|cost ...                    (the docs' generated tables)
     geoanatomy --version
 
@@ -98,7 +98,7 @@ def _stage_run(stage: str):
 DELEGATED = {
     "summarize": "cross-run summary tables, statistics and figures (results/summary/)",
     "pythia": "Pythia validation branch: extract, events, scale, revisions",
-    "scan": "geometric events of a folder of HF checkpoints (stepN/ or checkpoint-N/)",
+    "scan": "geometric events of HF checkpoints: folders (stepN/, checkpoint-N/) and hub revisions (repo@rev)",
     "export": "a run's checkpoints as Hugging Face GPT-2 folders (checkpoint-N/)",
     "report": "the docs' generated tables: study findings, per-run tables, verdict comparison, cost table",
     "classes": "difficulty class file from calibration runs: build, check",

@@ -1,13 +1,18 @@
-"""``geoanatomy scan DIR --probe PROBE``: geometric events of a folder of checkpoints
-(``geoanatomy.scan``; docs/monitor.md).
+"""``geoanatomy scan SOURCE [SOURCE ...] --probe PROBE``: geometric events of checkpoints, one
+curve over every source (``geoanatomy.scan``; docs/monitor.md).
 
     geoanatomy scan runs/my-model --probe prompts.txt             # one prompt a line: loss
     geoanatomy scan runs/my-model --probe syntax --out scan_out   # a shipped benchmark: accuracy
     geoanatomy scan pythia-160m --probe deduction3 --n-items 50 --device cuda
+    geoanatomy scan EleutherAI/pythia-70m@step1000 EleutherAI/pythia-70m@step2000 --probe syntax --out o
+    geoanatomy scan revisions.yaml --probe syntax                 # a YAML source list (run, cache_dir, sources)
 
-DIR holds ``stepN/`` or ``checkpoint-N/`` sub-folders. A rerun reuses every checkpoint
-already measured under the same settings (``OUT/partial/``). Local files only, never remote
-code, safetensors or ``torch.load(weights_only=True)``.
+A SOURCE is a folder of ``stepN/`` or ``checkpoint-N/`` sub-folders, a hub revision
+``owner/name@revision`` (fetched into the Hugging Face cache, its weight files' sha256 checked
+against the hub's listing, evicted once measured unless --keep-cache), or one YAML file listing
+them. Sources that differ in architecture, or give one step twice, are refused before any
+weights are downloaded. A rerun reuses every checkpoint already measured under the same
+settings (``OUT/partial/``). Never remote code; safetensors or ``torch.load(weights_only=True)``.
 """
 from __future__ import annotations
 
@@ -21,13 +26,20 @@ def _parser() -> argparse.ArgumentParser:
     from ..config.pythia import BENCHMARKS
     ap = ArgumentParser(prog="geoanatomy scan", description=plain(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dir", help="folder with stepN/ or checkpoint-N/ sub-folders of a HF causal LM")
+    ap.add_argument("sources", nargs="+", metavar="SOURCE",
+                    help="a folder with stepN/ or checkpoint-N/ sub-folders of a HF causal LM, a hub revision "
+                         "owner/name@revision, or one YAML source list")
     ap.add_argument("--probe", required=True,
                     help=("a .jsonl file of {\"prompt\": ..., \"completion\": ...} lines (only the completion is "
                           "scored), "
                           f"a text file of prompts (one a line), or a shipped benchmark: {', '.join(BENCHMARKS)}"))
-    ap.add_argument("--out", default=None, help="output folder (default: DIR/geoanatomy_scan)")
-    ap.add_argument("--run", default=None, help="run name in the table (default: DIR's name)")
+    ap.add_argument("--out", default=None, help="output folder (default: DIR/geoanatomy_scan for one folder, "
+                                                "NAME_geoanatomy_scan beside a YAML list)")
+    ap.add_argument("--run", default=None, help="run name in the table (default: the folder's, the YAML's or "
+                                                "the repository's name)")
+    ap.add_argument("--cache-dir", default=None, help="Hugging Face cache for hub revisions (default: HF_HOME's)")
+    ap.add_argument("--keep-cache", action="store_true", default=None,
+                    help="leave the hub revisions this scan downloaded in the cache (default: evicted once measured)")
     ap.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the checkpoint's, then DIR)")
     ap.add_argument("--n-items", type=int, default=None,
                     help="benchmark: items (deduction: how many to generate, fixed sets: the first n); "
@@ -57,9 +69,10 @@ def main(argv=None) -> int:
         if args.config:
             from ..config import load_config
             cfg_events = load_config(args.config)["events"]
-        scan(args.dir, args.probe, args.out, run=args.run, tokenizer=args.tokenizer, n_items=args.n_items,
+        scan(args.sources, args.probe, args.out, run=args.run, tokenizer=args.tokenizer, n_items=args.n_items,
              seed=args.seed, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
-             scoring=args.scoring, layer=args.layer, cfg_events=cfg_events, signals=args.signals)
+             scoring=args.scoring, layer=args.layer, cfg_events=cfg_events, signals=args.signals,
+             cache_dir=args.cache_dir, keep_cache=args.keep_cache)
     except (ScanError, ScanLoadError, ValueError) as e:
         print(f"geoanatomy scan: {e}", file=sys.stderr)
         return 2

@@ -94,6 +94,32 @@ def load_tokenizer(source: str, kind: str, revision: str, cache_dir: str | None 
         raise LoadError(f"{source} @ {revision}: cannot load the tokenizer ({type(e).__name__}: {e})") from e
 
 
+# what a scan fetches of a hub revision: the small files first (architecture and tokenizer are
+# checked over every source before any weights are downloaded), then the weights
+HUB_SMALL_FILES = ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                   "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model", "vocab.txt"]
+HUB_WEIGHT_FILES = ["*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin", "pytorch_model*.bin.index.json"]
+
+
+def fetch_revision(repo_id: str, revision: str, cache_dir: str | None = None, *,
+                   weights: bool | list[str] = True) -> Path:
+    """The local snapshot folder of ``repo_id`` at branch ``revision`` in the Hugging Face cache
+    (``huggingface_hub.snapshot_download``: downloaded unless cached; offline, HF_HUB_OFFLINE=1,
+    only the cache is read). ``weights=False``: config and tokenizer files only; a list: those
+    weight-file patterns (``HUB_WEIGHT_FILES`` when True). Nothing is
+    loaded or run; the caller checks the weight files' sha256 against the hub's listing."""
+    from huggingface_hub import snapshot_download
+    patterns = HUB_SMALL_FILES + (list(weights) if isinstance(weights, list) else HUB_WEIGHT_FILES if weights else [])
+    try:
+        path = Path(snapshot_download(repo_id, revision=revision, cache_dir=cache_dir, allow_patterns=patterns))
+    except Exception as e:  # noqa: BLE001 - name the source and revision
+        raise LoadError(f"{repo_id} @ {revision}: cannot fetch it from the hub or the cache "
+                        f"({type(e).__name__}: {e})"[:600]) from e
+    if not (path / "config.json").is_file():
+        raise LoadError(f"{repo_id} @ {revision}: no config.json in the revision ({path})")
+    return path
+
+
 def cached_revision_bytes(repo_id: str, revision: str, cache_dir: str | None = None) -> int | None:
     """Disk size of one cached hub revision (None if not cached)."""
     from huggingface_hub import scan_cache_dir

@@ -1,7 +1,9 @@
-"""``geoanatomy scan DIR``: the geometric events of any folder of Hugging Face causal-LM
-checkpoints.
+"""``geoanatomy scan SOURCE...``: the geometric events of any Hugging Face causal-LM
+checkpoints, one curve over a list of sources (``scan.sources``: folders and hub revisions
+``repo@revision``, on the command line or in one YAML file; hub revisions are fetched, checked
+and evicted by ``scan.hub``).
 
-Input: ``DIR/stepN/`` or ``DIR/checkpoint-N/`` sub-folders (as the Pythia hub revisions and
+A folder: ``DIR/stepN/`` or ``DIR/checkpoint-N/`` sub-folders (as the Pythia hub revisions and
 the ``transformers.Trainer`` write them), each with ``config.json`` and weights
 (``model.safetensors`` / ``pytorch_model.bin``, sharded or not); the tokenizer in the
 checkpoint folder, in ``DIR`` or given with ``--tokenizer``. A probe set:
@@ -41,7 +43,8 @@ whose settings (probe set content, dtype, batch size, eps, scoring) and weight f
 sizes, content sha256) are unchanged and whose own seal checks, so an interrupted scan resumes
 where it stopped and an edited partial is measured again.
 
-Refused before any model is built: checkpoints of more than one architecture (model type,
+Refused before any model is built (and before a hub revision's weights are downloaded): a
+step given by two sources, checkpoints of more than one architecture (model type,
 layers, width from config.json) and a config.json describing more than ``MAX_PARAMS``
 parameters. Named in the log, scan.json and precursor.json: folders that look like
 checkpoints but are not used (``checkpoint-abc``, ``step-5``, no config.json) and checkpoints
@@ -51,7 +54,9 @@ Precision: weights load in ``--dtype`` and are cast to float32 for measuring
 (``pythia.loading.for_scoring``); log-probabilities and losses are float64 (the output
 embedding applied in float64, ``geoanatomy.hf.logits64``), RankMe in float64.
 
-Safety: local files only (``HF_HUB_OFFLINE=1`` is set), ``trust_remote_code=False``,
+Safety: folders as local files only (``HF_HUB_OFFLINE=1`` is set unless a hub revision is
+listed; hub revisions through the Hugging Face cache, weight sha256 checked against the hub's
+listing), ``trust_remote_code=False``,
 safetensors or ``torch.load(weights_only=True)`` only (``geoanatomy.hf.load_causal_lm``).
 """
 from __future__ import annotations
@@ -62,12 +67,15 @@ import os
 import platform
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..files import atomic_write_json, json_safe
 from ..precursor.seal import write_sealed
 from ..spec import settings_hash
 from ..table import read_table, write_table
+from .hub import HubFetch
+from .sources import Source, SourceList, source_list
 
 _UNIT = {"benchmark": "items", "prompts": "prompts", "completions": "prompt/completion pairs"}
 
@@ -206,22 +214,75 @@ def _load_partial(path: Path, key: str, ident: list) -> dict | None:
     return d
 
 
+def _source_field(sl: SourceList, resolved: bool = False):
+    """What scan.json and precursor.json record as the source: the folder (one folder, as
+    before), else the list of source labels."""
+    if sl.single_folder is not None:
+        return str(sl.single_folder.resolve() if resolved else sl.single_folder)
+    return [x.label if x.kind == "hub" or not resolved else str(Path(x.where).resolve()) for x in sl.sources]
+
+
 # the registry's signals a scan reads off the weights (measures.signal_registry)
 SCAN_SIGNALS = ("stable_rank", "update_gap")
 
 
-def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run: str | None = None,
+@dataclass
+class Checkpoint:
+    """One checkpoint of a source list: its step, a name unique in the scan (the partial file's),
+    the source it comes from and, once on disk, ``root / folder`` (a hub revision's is its
+    snapshot in the Hugging Face cache)."""
+    step: int
+    name: str
+    source: Source
+    root: Path
+    folder: str
+
+
+def _checkpoints(sl: SourceList, skipped: list) -> list[Checkpoint]:
+    """Every source's checkpoints by step; a step given by two sources is refused, naming both."""
+    out: dict[int, Checkpoint] = {}
+    several = len(sl.sources) > 1
+    for src in sl.sources:
+        if src.kind == "folder":
+            root = Path(src.where)
+            found: list = []
+            got = find_checkpoints(root, found)
+            skipped += [((f"{root.name}/{n}" if several else n), w) for n, w in found]
+            new = [Checkpoint(st, f"{root.name}--{f}" if several else f, src, root, f) for st, f in got]
+        else:
+            name = f"{src.where.replace('/', '--')}@{src.revision.replace('/', '--')}"
+            new = [Checkpoint(src.step, name, src, Path(), "")]
+        for c in new:
+            if c.step in out:
+                a, b = out[c.step], c
+                raise ScanError(f"step {c.step} is given twice: by {a.source.label}"
+                                f"{'/' + a.folder if a.source.kind == 'folder' else ''} and by {b.source.label}"
+                                f"{'/' + b.folder if b.source.kind == 'folder' else ''}; keep one")
+            out[c.step] = c
+    return [out[k] for k in sorted(out)]
+
+
+def scan(root, probe: str, out_dir: str | Path | None = None, *, run: str | None = None,
          tokenizer: str | None = None, n_items: int | None = None, seed: int = 0, device: str = "auto",
          dtype: str = "float32", batch_size: int = 16, eps: float = 1e-7, scoring: str = "sum",
-         layer: str | None = None, cfg_events: dict | None = None, log=print, signals=()) -> dict:
-    """Scan a checkpoint folder (module doc); returns the precursor dict. ``signals``: registry
-    signals read off the weights alone (``SCAN_SIGNALS``) added to every checkpoint's rows."""
+         layer: str | None = None, cfg_events: dict | None = None, log=print, signals=(),
+         cache_dir: str | None = None, keep_cache: bool | None = None, hub=None) -> dict:
+    """Scan checkpoints (module doc) into one curve; returns the precursor dict. ``root``: a
+    folder, a ``repo@revision``, a YAML source list, or a list of folders and revisions
+    (``scan.sources``). ``signals``: registry signals read off the weights alone
+    (``SCAN_SIGNALS``) added to every checkpoint's rows. Hub revisions: ``cache_dir`` the Hugging
+    Face cache, ``keep_cache`` leaves what the scan downloaded there (default: evicted once
+    measured), ``hub`` an ``HfApi``-like client for the integrity check (default
+    ``pythia.loading.default_hub_api()``: None offline, then the check is recorded as not made)."""
     signals = tuple(signals or ())
     bad = [x for x in signals if x not in SCAN_SIGNALS]
     if bad:
         raise ScanError(f"--signals {bad}: a scan computes {list(SCAN_SIGNALS)} (the signals of the weights alone; "
                         f"the monitor offers the probe-reading ones)")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    sl = source_list(root)
+    has_hub = any(x.kind == "hub" for x in sl.sources)
+    if not has_hub:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
     import transformers
@@ -230,38 +291,49 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
     from ..hf import for_scoring, load_causal_lm, load_tokenizer_for
     from .report import build_report, plot_report
 
-    root = Path(root)
-    out_dir = Path(out_dir) if out_dir is not None else root / "geoanatomy_scan"
-    run = run or root.resolve().name
+    out_dir = Path(out_dir) if out_dir is not None else sl.default_out()
+    run = run or sl.default_run()
     device = pick_device(device)
     skipped: list = []
-    ckpts = find_checkpoints(root, skipped)
+    ckpts = _checkpoints(sl, skipped)
     for name, why in skipped:
         log(f"[scan] {run}: skipped {name}/: {why}")
-    sizes = {folder: config_size(root / folder) for _, folder in ckpts}    # before any model is built
+    part_dir = out_dir / "partial"
+    fetch = HubFetch(sl, part_dir, log, cache_dir=cache_dir, keep_cache=keep_cache, hub=hub) if has_hub else None
+    if fetch is not None:
+        for c in ckpts:                         # config and tokenizer only: nothing large before the checks
+            if c.source.kind == "hub":
+                c.root, c.folder = fetch.small(c.source)
+    sizes = {c.name: config_size(c.root / c.folder) for c in ckpts}       # before any model is built
     big = {f: v["params_bound"] for f, v in sizes.items() if v["params_bound"] > MAX_PARAMS}
     if big:
         f, n = next(iter(big.items()))
-        raise ScanError(f"{root / f}/config.json describes a model of up to {n:.3g} parameters (more than "
+        c = next(c for c in ckpts if c.name == f)
+        raise ScanError(f"{c.root / c.folder}/config.json describes a model of up to {n:.3g} parameters (more than "
                         f"{MAX_PARAMS:.3g}); refusing to build it")
-    check_one_architecture(root, sizes)
-    tok = load_tokenizer_for(root, ckpts[-1][1], tokenizer)
+    shown = {c.name: (c.folder if sl.single_folder is not None else
+                      (c.source.label if c.source.kind == "hub" else f"{c.source.where}/{c.folder}")) for c in ckpts}
+    check_one_architecture(sl.single_folder or sl.origin, {shown[k]: v for k, v in sizes.items()})
+    last = ckpts[-1]
+    tok = load_tokenizer_for(last.root, last.folder, tokenizer)
     probe_set = load_probe_set(probe, tok, n_items, seed, log=log)
     key = settings_hash({"probe": probe_set.identity(), "dtype": dtype, "batch_size": batch_size, "eps": eps,
                          "scoring": scoring, "version": SCAN_VERSION,
                          **({"signals": list(signals)} if signals else {})})
     from ..measures import signals as sig
     window = sig.SignalWindow()
-    part_dir = out_dir / "partial"
-    log(f"[scan] {run}: {len(ckpts)} checkpoints in {root}, probe set {probe_set.name} ({probe_set.kind}, "
+    where = sl.single_folder or ", ".join(x.label for x in sl.sources[:3]) + (" ..." if len(sl.sources) > 3 else "")
+    log(f"[scan] {run}: {len(ckpts)} checkpoints in {where}, probe set {probe_set.name} ({probe_set.kind}, "
         f"{len(probe_set.encoded)} {_UNIT[probe_set.kind]}), device {device}")
     rows: list[dict] = []
     timing: dict = {}
     model_info = None
     non_finite: list[str] = []
     t_all = time.time()
-    for step, folder in ckpts:
-        ident = weights_identity(root / folder)
+    for ck in ckpts:
+        step, folder = ck.step, ck.name
+        hubsrc = ck.source.kind == "hub"
+        ident = fetch.expected_identity(ck) if hubsrc else weights_identity(ck.root / ck.folder)
         part = _load_partial(part_dir / f"{folder}.json", key, ident)
         if part is not None:
             window = sig.SignalWindow()      # the update window restarts after a reused checkpoint
@@ -269,15 +341,22 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
             timing[folder] = part["timing"]
             model_info = model_info or part.get("model")
             log(f"[scan] {run} {folder}: reused {part_dir / (folder + '.json')}")
+            if hubsrc:
+                fetch.done(ck.source, reused=True)
             continue
         t0 = time.time()
-        model = for_scoring(load_causal_lm(root, folder, dtype, device))     # float32 at least
+        if hubsrc:
+            ck.root, ck.folder = fetch.weights(ck.source)                # integrity-checked
+            ident = fetch.identity_on_disk(ck)
+        model = for_scoring(load_causal_lm(ck.root, ck.folder, dtype, device))     # float32 at least
         t_load = time.time() - t0
         if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
             non_finite.append(folder)
             log(f"[scan] {run} {folder}: WARNING: non-finite weights (NaN or inf); not measured, listed in "
                 f"scan.json and precursor.json as non_finite_checkpoints")
             del model
+            if hubsrc:
+                fetch.done(ck.source)
             continue
         c = model.config
         from ..hf import hidden_names
@@ -301,17 +380,19 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
         write_sealed(part_dir / f"{folder}.json", json_safe({
             "numbers_key": key, "folder": folder, "step": step, "weights": ident, "timing": tm,
             "model": info, "rows": r}))
+        if hubsrc:
+            fetch.done(ck.source)
         rows += r
         timing[folder] = tm
         log(f"[scan] {run} {folder}: load {t_load:.1f} s, measure {t_meas:.1f} s")
     if not rows:
-        raise ScanError(f"{root}: no checkpoint could be measured (non-finite weights in {non_finite})")
+        raise ScanError(f"{where}: no checkpoint could be measured (non-finite weights in {non_finite})")
     rows.sort(key=lambda x: x["step"])                 # stable: the row order within a step is kept
     write_table(out_dir / "metrics.csv", rows)
     df = read_table(out_dir / "metrics.csv")
     pre = build_report(df, run=run, kind="scan", n_params=model_info["n_params"], cfg_events=cfg_events,
                        layer=layer, position="last_prompt", eps=eps,
-                       extra={"source": str(root), "probe_set": {"name": probe_set.name, "kind": probe_set.kind,
+                       extra={"source": _source_field(sl), "probe_set": {"name": probe_set.name, "kind": probe_set.kind,
                                                                   "n": len(probe_set.encoded),
                                                                   "unknown_token_share": probe_set.unknown_share},
                               "scoring": scoring if probe_set.kind == "benchmark" else None,
@@ -321,18 +402,20 @@ def scan(root: str | Path, probe: str, out_dir: str | Path | None = None, *, run
         log(f"[scan] {run}: warning: {w}")
     pre = write_sealed(out_dir / "precursor.json", pre)
     plot_report(df, pre, out_dir / "trajectory.png")
+    probe_info = {"name": probe_set.name, "kind": probe_set.kind, "n": len(probe_set.encoded),
+                  "sha256": probe_set.identity(), "unknown_token_share": probe_set.unknown_share}
     atomic_write_json(out_dir / "scan.json", json_safe({
-        "run": run, "source": str(root.resolve()), "checkpoints": [f for _, f in ckpts],
-        "steps": [s for s, _ in ckpts], "probe_set": {"name": probe_set.name, "kind": probe_set.kind,
-                                                       "n": len(probe_set.encoded), "sha256": probe_set.identity(),
-                                                       "unknown_token_share": probe_set.unknown_share},
-        "device": device, "dtype": dtype, "batch_size": batch_size, "eps": eps, "scoring": scoring,
-        "numbers_key": key, "model": model_info, "timing": timing, "non_finite_checkpoints": non_finite,
-        "skipped_folders": [{"folder": n, "reason": w} for n, w in skipped], "wall_seconds": round(time.time() - t_all,
-                                                                                                   2),
+        "run": run, "source": _source_field(sl, resolved=True), "checkpoints": [c.name for c in ckpts],
+        "steps": [c.step for c in ckpts], **({"hub": fetch.record()} if fetch is not None else {}),
+        "probe_set": probe_info, "device": device, "dtype": dtype, "batch_size": batch_size, "eps": eps,
+        "scoring": scoring, "numbers_key": key, "model": model_info, "timing": timing,
+        "non_finite_checkpoints": non_finite, "skipped_folders": [{"folder": n, "reason": w} for n, w in skipped],
+        "wall_seconds": round(time.time() - t_all, 2),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "python": platform.python_version()},
-        "safety": "local files only, trust_remote_code=False, safetensors or torch.load(weights_only=True)"}))
+        "safety": ("local files (hub revisions through the Hugging Face cache, weight sha256 checked against the "
+                   "hub's listing where it answers), trust_remote_code=False, safetensors or "
+                   "torch.load(weights_only=True)")}))
     rm = pre["measures"]["rankme"]
     beh = pre["behaviour"]
     what = (f"acquisition {pre['acquisition_step']}" if beh["kind"] == "accuracy"
