@@ -603,15 +603,15 @@ def test_one_difficulty_rule_for_monitor_and_scan_and_a_warning_when_curves_star
     the pipeline's absolute easy_max_step and the Pythia branch's budget fraction, so a run was
     'hard' to one and 'easy' to the other); curves that start after step 0 (HF Trainer
     checkpoints save none at 0) warn that an earlier collapse cannot be seen."""
-    from geoanatomy.scan.report import build_report
+    from geoanatomy.precursor.record import report_record
     model, data = _task_model()
     mon = Monitor(Probe.from_task(data, 20, chance=0.0), every=2, log=None)
     _train(model, data, mon, 40)
     df = mon.table()
     acc = df["measure"].isin(["accuracy", "accuracy_norm"]) & (df["step"] >= 20)
     df.loc[acc, "value"] = 1.0                       # acquired at step 20 of 40
-    a = build_report(df, run="r", kind="monitor", n_params=1, cfg_events=None)
-    b = build_report(df, run="r", kind="scan", n_params=1, cfg_events=None)
+    a = report_record(df, run="r", kind="monitor", n_params=1, cfg_events=None)
+    b = report_record(df, run="r", kind="scan", n_params=1, cfg_events=None)
     assert a["acquisition_step"] == 20 and a["difficulty"] == b["difficulty"] == "hard"
     assert a["difficulty_rule"] == b["difficulty_rule"]
     assert a["warnings"] == []
@@ -627,12 +627,12 @@ def test_a_scan_figure_names_no_curve_it_does_not_draw(monkeypatch, tmp_path):
     """A benchmark scan scored one way has no accuracy_mean rows: its figure once listed
     'accuracy (mean scoring)' in the legend anyway. Every legend entry is a drawn line."""
     from geoanatomy.pythia import plot as pplot
-    from geoanatomy.scan.report import build_report
+    from geoanatomy.precursor.record import report_record
     model, data = _task_model()
     mon = Monitor(Probe.from_task(data, 20, chance=0.1), every=2, log=None)
     _train(model, data, mon, 8)
     df = mon.table()
-    pre = {**build_report(df, run="r", kind="scan", n_params=1, cfg_events=None), "scoring": "sum"}
+    pre = {**report_record(df, run="r", kind="scan", n_params=1, cfg_events=None), "scoring": "sum"}
     figs = []
     monkeypatch.setattr(pplot, "save_png", lambda fig, out: figs.append(fig))
     pplot.plot_pythia_run(df, pre, tmp_path / "t.png")

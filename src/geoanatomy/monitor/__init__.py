@@ -34,7 +34,7 @@ acquisition       (probe with labels and chance) ``events.acquisition_step``: a 
 
 At every step the monitor's events are ``events.curve_entry`` of the curve so far, so its
 final events are exactly the offline pipeline's on the recorded curve (tested). One log line
-per event; ``close()`` writes ``metrics.csv``, ``precursor.json`` (``scan.report``: the
+per event; ``close()`` writes ``metrics.csv``, ``precursor.json`` (``precursor.record.report_record``: the
 pipeline's ``rankme_entry`` for both variants, plus an ``online`` block with the event log)
 and ``trajectory.png`` (the pipeline's figure) into ``out_dir``.
 

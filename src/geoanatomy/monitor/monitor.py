@@ -510,8 +510,8 @@ class Monitor:
         return out
 
     def report(self) -> dict:
-        """The precursor.json dict of the rows so far (``scan.report.build_report``)."""
-        from ..scan.report import build_report
+        """The precursor.json dict of the rows so far (``precursor.record.report_record``)."""
+        from ..precursor.record import report_record
         layer, pos = self.headline()
         final = {}
         for k, t in self.trackers.items():
@@ -524,7 +524,7 @@ class Monitor:
                   "probe": {"rows": len(self.probe), "tokens": int(self.probe.input_ids.shape[1]),
                             "positions": list(self.probe.positions), "labels": self.probe.labels is not None,
                             "chance": self.probe.chance}}
-        pre = build_report(self.table(), run=self.run, kind="monitor", n_params=self.n_params,
+        pre = report_record(self.table(), run=self.run, kind="monitor", n_params=self.n_params,
                            cfg_events=self.e, layer=layer, position=pos, eps=self.eps,
                            extra={"online": online, "diverged": self.diverged_step is not None,
                                   "diverged_step": self.diverged_step})

@@ -2,14 +2,17 @@
 detectors, and ``geoanatomy.measures.registry``, the expensive measures' facts).
 
 ``rules``: the precursor rule, the difficulty classes, a measure's precursor verdict and
-the precursor.json schema version. ``record``: a run's events record from its curves
-(RankMe entries of both variants, expensive-measure entries, probe entries). The events
-stage, the Pythia branch and the scanner read their tables and call these.
+the precursor.json schema version. ``entries``: the parts of a record from a table's curves
+(RankMe entries of both variants, expensive-measure entries, probe entries). ``record``: the
+one home of precursor.json's builders (the workflow's ``events_record``, the Pythia branch's
+``pythia_record``, the scanner's and the monitor's ``report_record``).
 """
-from .record import (PER_POINT, RANKME_ENTRIES, RISE_NAMES, headline_entry, layer_events, mean_shares,
-                     measure_entries, measure_entry, probe_entry, rankme_entry, events_record)
+from .entries import (PER_POINT, RANKME_ENTRIES, RISE_NAMES, headline_entry, layer_events, mean_shares,
+                      measure_entries, measure_entry, probe_entry, rankme_entry)
+from .record import events_record, pythia_record, report_record
 from .rules import SCHEMA_VERSION, difficulty, easy_max_of_budget, is_precursor, precursor_verdict
 
 __all__ = ["SCHEMA_VERSION", "is_precursor", "difficulty", "easy_max_of_budget", "precursor_verdict",
            "RANKME_ENTRIES", "RISE_NAMES", "PER_POINT", "mean_shares", "layer_events", "headline_entry",
-           "rankme_entry", "measure_entry", "measure_entries", "probe_entry", "events_record"]
+           "rankme_entry", "measure_entry", "measure_entries", "probe_entry", "events_record", "pythia_record",
+           "report_record"]

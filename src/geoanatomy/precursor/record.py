@@ -1,267 +1,57 @@
-"""A run's events record (the body of precursor.json) from its tables' curves (torch-free).
+"""precursor.json: its three builders, in one place (torch-free). Each reads a run's long table
+(``geoanatomy.table``) and assembles the record from the same entries (``precursor.entries``:
+``rankme_entry``, ``layer_events``, ``headline_entry``, ...), the same detectors
+(``geoanatomy.detectors``) and the same rules (``precursor.rules``); the callers write it with
+``precursor.seal.write_sealed``.
 
-The algorithmic runs' record (``events_record``; docs/outputs.md): top-level run facts and
-behavioural events, then ``measures.<name>`` per geometric measure with the headline
-layer's curve events and precursor verdict, plus ``per_layer`` events for every layer;
-with probes a top-level ``probes`` entry. The Pythia branch and the scanner build theirs
-from the same pieces (``layer_events``, ``headline_entry``, ``rankme_entry``). The
-detectors are ``geoanatomy.detectors``, the rules ``precursor.rules``; thresholds are the
-``events:`` block's, so every measure is judged by the same numbers as RankMe.
+``events_record`` - an algorithmic run of the workflow (the events stage; docs/outputs.md):
+    top-level run facts and behavioural events, ``measures.<name>`` per geometric measure,
+    with probes a top-level ``probes`` entry. Behaviour: acquisition (chance-normalised
+    accuracy of the whole answer, and of its first token), log-probability emergence over the
+    input-blind baseline, the loss-plateau exit (``plateau_rule``: "matched" = the matched
+    onset of the training-sample loss measured from the input-blind loss; "margin" = the legacy
+    margin rule), divergence (a non-finite loss).
 
-Behaviour: acquisition (chance-normalised accuracy of the whole answer, and of its first
-token), log-probability emergence over the input-blind baseline, the loss-plateau exit
-(``plateau_rule``: "matched" = the matched onset of the training-sample loss measured from
-the input-blind loss; "margin" = the legacy margin rule), divergence (a non-finite loss).
+``pythia_record`` - one Pythia model x benchmark (``pythia.events``): acquisition on
+    ``accuracy_norm`` (chance-normalised multiple-choice accuracy), log-prob emergence on
+    ``logprob_choice`` over chance, RankMe at the last prompt token of ``pythia.layer``; where a
+    key of the algorithmic record has no counterpart it is null and ``not_applicable`` says why;
+    ``final_accuracy_norm``, ``floor_norm`` (floor / min(N, d)) and ``last_token_stratum`` for
+    comparisons across benchmarks and sizes (``pythia.events`` module doc).
 
-Geometric measures, each with the direction of its transition
-(``measures.registry``):
+``report_record`` - a monitored run (``kind`` "monitor") or a scan ("scan"). Behaviour,
+    whichever the table has:
 
-collapse (rankme, rankme_centred, grad_erank, grad_cov_erank)
-    the curve's falling events (``events.curve_entry``): collapse, floor, recovery.
-rise (hessian_top, llc)
-    these grow during learning (sharpening; a more complex solution), so the mirror image
-    is detected: rise, peak, settle. The configured transition maps collapse -> rise,
-    floor -> peak, recovery -> settle.
+    * ``accuracy_norm`` rows (a benchmark with answers, or a monitor probe with labels and a
+      chance level): acquisition = ``detectors.acquisition_step`` (the pipeline's definition);
+      with ``logprob_choice`` rows (benchmarks) log-prob emergence as in the Pythia branch.
+    * otherwise (prompts without answers, or a monitor probe without chance level): there is
+      no accuracy and no acquisition; the behaviour curve is the probe-set ``loss`` (mean
+      next-token loss), its matched events (``detectors.matched_events``, direction down, from
+      its first value) are reported under ``behaviour``, and ``behaviour.note`` says so.
 
-Precursor (both directions, ``precursor_verdict``): the measure transitioned (collapsed /
-risen), and the transition step passes ``is_precursor`` against acquisition. Points whose
-row is flagged (LLC negative / chains disagree / non-finite; power iteration not
-converged) are left out of the curve; ``n_flagged`` and ``flagged_steps`` say which.
-
-Probes: per layer the probe acquisition step, defined like behavioural acquisition: the
-first checkpoint whose chance-normalised probe accuracy (acc - chance) / (1 - chance) is
->= ``acquisition_threshold`` (0.5) there and at the next persist - 1 probed checkpoints.
+    ``difficulty``: one rule for both, the Pythia branch's (acquired within ``EASY_MAX_FRAC``
+    of the last step seen; ``difficulty_rule`` says so); "no accuracy" without accuracy.
 """
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
-from scipy.stats import rankdata
 
 from .. import detectors as ev
-from ..measures.registry import DIRECTIONS, HEADLINE_VARIANT
+from ..config.pythia import EASY_MAX_FRAC
+from ..defaults import DEFAULTS
+from ..errors import ConfigError
+from ..files import json_safe
 from ..table import curve, select
-from .rules import SCHEMA_VERSION, difficulty, is_precursor, precursor_verdict
-
-RANKME_ENTRIES = {"rankme": "uncentred", "rankme_centred": "centred"}
-RISE_NAMES = {"collapse": "rise", "floor": "peak", "recovery": "settle"}
-# per-checkpoint diagnostics that are not settings of the measure
-PER_POINT = {"schedule", "selected_because", "iterations", "converged", "batch_loss", "std", "per_chain", "init_loss",
-             "mean_sampled_loss", "flags", "clean", "drift", "top_singular_value"}
+from .entries import (RANKME_ENTRIES, floor_window_end, headline_entry, layer_events, measure_entries,
+                      probe_entry, rankme_entry, run_difficulty)
+from .rules import SCHEMA_VERSION, difficulty, easy_max_of_budget
 
 
-# ------------------------------------------------------------------------- RankMe
-def mean_shares(df, layer: str, position: str, steps_wanted: dict) -> dict:
-    """Mean share of the RankMe matrix at the named steps (init, extreme, final...)."""
-    s, v = curve(df, "mean_share", layer=layer, position=position)
-    at = dict(zip(s.tolist(), v.tolist()))
-    return {k: (at.get(t) if t is not None else None) for k, t in steps_wanted.items()}
-
-
-def rank_corr_with_mean_share(df, layer: str, position: str, variant: str) -> float | None:
-    """Rank correlation over checkpoints of RankMe (``variant``) with 1 - mean share of the
-    same matrix (Pearson correlation of average-tie ranks; None with fewer than 3 common
-    checkpoints or a constant curve). Close to 1: the curve says how much of the matrix is
-    its mean row (one direction shared by every example), not how many directions the
-    examples spread over; the summary flags such rows "mean-direction"."""
-    s_r, v_r = curve(df, "rankme", layer=layer, position=position, variant=variant)
-    s_m, v_m = curve(df, "mean_share", layer=layer, position=position)
-    share = dict(zip(s_m.tolist(), v_m.tolist()))
-    pairs = [(r, 1.0 - share[t]) for t, r in zip(s_r.tolist(), v_r.tolist()) if t in share]
-    if len(pairs) < 3:
-        return None
-    a, b = (rankdata(np.asarray(x, dtype=float)) for x in zip(*pairs))
-    if np.ptp(a) == 0 or np.ptp(b) == 0:
-        return None
-    return float(np.corrcoef(a, b)[0, 1])
-
-
-def layer_events(df, e: dict, position: str, variant: str, facts=None, before: int | None = None,
-                 constant=None) -> dict:
-    """{layer: falling-curve events of RankMe at ``position`` / ``variant``} for every layer
-    of ``df``'s rankme rows, in depth order; ``facts(layer, events)`` -> dict of keys the
-    writer adds to each layer's entry; ``before``: the floor window's end (``floor_window``);
-    ``constant(layer) -> bool``: the layer's curve is constant by construction (no events,
-    ``events.constant_entry``)."""
-    layers = list(dict.fromkeys(select(df, "rankme").sort_values("layer_index", kind="stable")["layer"]))
-    per_layer = {}
-    for name in layers:
-        s, v = curve(df, "rankme", layer=name, position=position, variant=variant)
-        cev = ev.curve_entry(s, v, "down", e, before=before, constant=bool(constant and constant(name)))
-        if facts is not None:
-            cev.update(facts(name, cev))
-        per_layer[name] = cev
-    return per_layer
-
-
-def headline_entry(per_layer: dict, layer: str, t_acq, e: dict) -> dict:
-    """The headline layer's events (empty events if the table lacks it) with its precursor
-    verdict against acquisition at t_acq."""
-    head = dict(per_layer.get(layer) or ev.curve_entry([], [], "down", e))
-    head.update(precursor_verdict(head, t_acq, e["transition"], e["precursor_min_gap_frac"]))
-    return head
-
-
-def rankme_entry(df, variant: str, t_acq, e: dict, n_eval: int, eps: float, before: int | None = None) -> dict:
-    """precursor.json entry of RankMe in one variant: the headline layer's events, precursor
-    verdict and the mean share at its init, floor and final steps; events of every layer.
-    ``before``: the floor is the extreme at or before this step (``floor_window``)."""
-    layer, pos = ev.headline_layer(e), e["position"]
-    const = lambda name: name == "embed" and pos == "first"           # the same token in every row
-    per_layer = layer_events(df, e, pos, variant, lambda name, _: {"constant_by_construction": const(name)},
-                             before=before, constant=const)
-    head = headline_entry(per_layer, layer, t_acq, e)
-    s, _ = curve(df, "rankme", layer=layer, position=pos, variant=variant)
-    head["mean_share"] = mean_shares(df, layer, pos, {
-        "init": int(s[0]) if len(s) else None, "floor": head.get("floor_step"),
-        "final": int(s[-1]) if len(s) else None})
-    head["mean_share"]["rank_corr_with_rankme"] = rank_corr_with_mean_share(df, layer, pos, variant)
-    return {"layer": layer, "position": pos, "variant": variant, "direction": "collapse",
-            "n_samples": n_eval, "eps": eps, **head, "per_layer": per_layer}
-
-
-# ------------------------------------------------------------- expensive measures
-def _flagged(settings: str) -> bool:
-    st = json.loads(settings) if isinstance(settings, str) and settings else {}
-    return bool(st.get("flags")) or st.get("converged") is False
-
-
-def measure_entry(mdf, measure: str, t_acq, cfg_events: dict, before: int | None = None) -> dict:
-    """The precursor.json entry of one expensive measure from measures.csv rows (DataFrame).
-    ``before``: a collapse's floor window end (``floor_window``; rises keep the run's peak)."""
-    e = cfg_events
-    variant = HEADLINE_VARIANT[measure]
-    sub = select(mdf, measure, variant=variant)
-    flags = np.array([_flagged(x) for x in sub["settings"]], dtype=bool)
-    steps = sub["step"].to_numpy(np.int64)
-    vals = sub["value"].to_numpy(np.float64).copy()
-    vals[flags] = np.nan
-    settings = {}
-    if len(sub):
-        st = json.loads(sub["settings"].iloc[0])
-        settings = {k: v for k, v in st.items() if k not in PER_POINT}
-    direction = DIRECTIONS[measure]
-    entry = {"layer": "all_params", "position": "answer", "variant": variant, "direction": direction,
-             "n_samples": int(sub["n_samples"].iloc[0]) if len(sub) else None,
-             "n_points": int(len(sub)), "measured_steps": [int(x) for x in steps],
-             "n_flagged": int(flags.sum()), "flagged_steps": [int(x) for x in steps[flags]]}
-    entry.update(ev.curve_entry(steps, vals, "down" if direction == "collapse" else "up", e,
-                                before=before if direction == "collapse" else None))
-    if direction == "collapse":
-        entry.update(precursor_verdict(entry, t_acq, e["transition"], e["precursor_min_gap_frac"]))
-    else:
-        like = {"collapsed": entry["risen"], "collapse_step": entry["rise_step"], "floor_step": entry["peak_step"],
-                "recovery_step": entry["settle_step"]}
-        pre = precursor_verdict(like, t_acq, e["transition"], e["precursor_min_gap_frac"])
-        pre["transition"] = RISE_NAMES[pre["transition"]]
-        pre["gaps"] = {RISE_NAMES[k]: v for k, v in pre["gaps"].items()}
-        entry.update(pre)
-    entry["settings"] = settings
-    return entry
-
-
-def measure_entries(mdf, t_acq, cfg_events: dict, before: int | None = None) -> dict:
-    """{measure: entry} for every expensive measure present in measures.csv (registry order)."""
-    present = set(mdf["measure"])
-    return {m: measure_entry(mdf, m, t_acq, cfg_events, before) for m in DIRECTIONS if m in present}
-
-
-def run_difficulty(facts: dict, t_acq, e: dict, diverged: bool) -> tuple[str, dict]:
-    """(difficulty, its source) of one run. With ``events.classes_file`` the class of the
-    run's task x level x size cell in the class file (calibration seeds disjoint from the
-    analysed ones; ``geoanatomy.classes``), "unlearned" or "diverged" as the run itself says;
-    without, the post-hoc rule on the run's own acquisition step (``difficulty``)."""
-    path = e.get("classes_file")
-    if not path:
-        return difficulty(t_acq, e["easy_max_step"], diverged), {
-            "rule": f"post-hoc: this run's acquisition step <= easy_max_step {e['easy_max_step']}",
-            "fixed_before_outcome": False}
-    from ..classes import RULE, read_class_file
-    row = read_class_file(path, e.get("classes_sha256")).get((facts["task"], facts["level"], facts["size"]))
-    source = {"rule": f"class file: {RULE}", "fixed_before_outcome": True, "classes_file": str(path),
-              "classes_sha256": e.get("classes_sha256")}
-    if row is None:
-        if facts.get("control"):
-            return difficulty(t_acq, e["easy_max_step"], diverged), dict(
-                source, rule=f"control run: post-hoc rule (acquisition step <= {e['easy_max_step']})",
-                fixed_before_outcome=False)
-        raise ValueError(f"class file {path} has no class for cell {facts['task']} {facts['level']} {facts['size']}")
-    source.update(calibration_seeds=row["calibration_seeds"],
-                  calibration_acquisition_steps=row["calibration_acquisition_steps"])
-    if diverged:
-        return "diverged", source
-    if t_acq is None:
-        return "unlearned", source
-    return row["class"], source
-
-
-def floor_window_end(e: dict, loss_onset: int | None) -> int | None:
-    """The step a collapse's floor is searched up to: the loss's matched onset under
-    ``floor_window: loss_onset`` (None, the whole run, when the loss never changed), None
-    under ``floor_window: run``."""
-    rule = e["floor_window"]
-    if rule not in ("loss_onset", "run"):
-        raise ValueError(f"events.floor_window must be loss_onset or run, got {rule!r}")
-    return loss_onset if rule == "loss_onset" else None
-
-
-# -------------------------------------------------------------------------- probes
-def probe_entry(pdf, t_acq, cfg_events: dict, headline_layer: str = "ln_final", t_acq_first=None) -> dict:
-    """precursor.json ``probes`` entry: probe acquisition step per layer (module doc).
-
-    A probe at position "first" predicts the first answer token, so it is compared with the
-    acquisition of that token (``t_acq_first``: first-token accuracy, chance-normalised,
-    same threshold and persistence), not with whole-answer exact match, which a multi-token
-    answer reaches later by construction. Other positions are compared with ``t_acq``."""
-    e = cfg_events
-    pos = e["position"] if e["position"] in set(pdf["position"]) else "first"
-    if pos == "first":
-        t_acq, compared_with = t_acq_first, "first-token acquisition"
-    else:
-        compared_with = "whole-answer acquisition"
-    per_layer = {}
-    sub = pdf[(pdf["measure"] == "probe_accuracy_norm") & (pdf["position"] == pos)]
-    for (li, layer), g in sorted(sub.groupby(["layer_index", "layer"]), key=lambda kv: kv[0][0]):
-        g = g.sort_values("step")
-        s, v = g["step"].to_numpy(np.int64), g["value"].to_numpy(np.float64)
-        t = ev.acquisition_step(s, v, e["acquisition_threshold"], e["persist"])
-        st = json.loads(g["settings"].iloc[0]) if len(g) else {}
-        acc = pdf[(pdf["measure"] == "probe_accuracy") & (pdf["layer"] == layer) & (pdf["position"] == pos)]
-        ch = pdf[(pdf["measure"] == "probe_chance") & (pdf["layer"] == layer) & (pdf["position"] == pos)]
-        per_layer[layer] = {
-            "layer_index": int(li), "acquisition_step": t,
-            "before_behaviour": bool(t is not None and t_acq is not None and t < t_acq),
-            "gap_steps": (t_acq - t) if (t is not None and t_acq is not None) else None,
-            "precursor": is_precursor(t, t_acq, e["precursor_min_gap_frac"]),
-            "final_accuracy": float(acc.sort_values("step")["value"].iloc[-1]) if len(acc) else None,
-            "chance": float(ch["value"].iloc[0]) if len(ch) else None,
-            "constant_by_construction": bool(st.get("constant_by_construction")),
-        }
-    real = {k: v for k, v in per_layer.items() if not v["constant_by_construction"] and v["acquisition_step"] is not
-            None}
-    earliest = min(real, key=lambda k: (real[k]["acquisition_step"], -per_layer[k]["layer_index"])) if real else None
-    head = per_layer.get(headline_layer, {})
-    any_row = json.loads(sub["settings"].iloc[0]) if len(sub) else {}
-    return {
-        "measure": "probe_accuracy_norm", "position": pos, "layer": headline_layer,
-        "compared_with": compared_with, "behaviour_acquisition_step": t_acq,
-        "definition": f"first probed checkpoint with chance-normalised probe accuracy >= "
-                      f"{e['acquisition_threshold']} for {e['persist']} consecutive probed checkpoints",
-        "acquisition_step": head.get("acquisition_step"), "gap_steps": head.get("gap_steps"),
-        "precursor": bool(head.get("precursor")),
-        "earliest_layer": earliest, "earliest_acquisition_step": real[earliest]["acquisition_step"] if earliest else
-        None,
-        "n_test": int(sub["n_samples"].iloc[0]) if len(sub) else None,
-        "n_checkpoints": int(sub["step"].nunique()),
-        "settings": {k: v for k, v in any_row.items()
-                     if k not in ("answer_token", "n_classes", "converged", "n_iter", "train_accuracy",
-                                  "constant_by_construction")},
-        "per_layer": per_layer,
-    }
-
-
-# ---------------------------------------------------------------------- the record
+# ------------------------------------------------------------- an algorithmic run
 def events_record(facts: dict, df, cfg_events: dict, baselines: dict, n_eval: int, eps: float,
                diverged: bool = False, measures_df=None, probes_df=None, n_eval_distinct: int | None = None) -> dict:
     """The precursor.json dict of one algorithmic run (module doc; not yet ``json_safe``).
@@ -332,3 +122,206 @@ def events_record(facts: dict, df, cfg_events: dict, baselines: dict, n_eval: in
     if probes_df is not None and len(probes_df):
         out["probes"] = probe_entry(probes_df, t_acq, e, ev.headline_layer(e), t_acq_first)
     return out
+
+
+# ------------------------------------------------------------- a Pythia model x benchmark
+def _curve(df, measure: str, **match):
+    """(steps, values, rows) of one curve (the rows carry each point's settings)."""
+    sub = select(df, measure, **match)
+    return sub["step"].to_numpy(np.int64), sub["value"].to_numpy(np.float64), sub
+
+
+SHARED_LAST_TOKEN = 0.5      # top last-token share at or above which a benchmark's stratum is "shared"
+
+
+def safe_ratio(a, b):
+    """a / b as a float; None when either is missing, b is 0 or a is not finite."""
+    if a is None or b in (None, 0):
+        return None
+    a = float(a)
+    return a / float(b) if math.isfinite(a) else None
+
+
+def pythia_record(df, run: str, bench: str, extract: dict, dups: dict, e: dict) -> dict:
+    """precursor.json dict for one model x benchmark; ``df`` = that run's rows only."""
+    p = e["persist"]
+    steps, acc_norm, sub = _curve(df, "accuracy_norm")
+    if len(steps) == 0:
+        raise ValueError(f"{run}: no accuracy rows for benchmark {bench!r} in metrics.csv")
+    chance = float(json.loads(sub["settings"].iloc[0])["chance"])
+    _, acc, _ = _curve(df, "accuracy")
+    t_acq = ev.acquisition_step(steps, acc_norm, e["acquisition_threshold"], p)
+    s_lc, lc, sub_lc = _curve(df, "logprob_choice")
+    chance_lc = float(json.loads(sub_lc["settings"].iloc[0])["chance"])
+    t_lp = ev.emergence_step(s_lc, lc, chance_lc, e["logprob_margin"], p)
+
+    rm = df[(df["measure"] == "rankme") & (df["position"] == "last_prompt") & (df["variant"] == e["variant"])]
+    layers = list(dict.fromkeys(rm.sort_values("layer_index")["layer"]))
+    if e["layer"] not in layers:
+        raise ConfigError(f"config field 'pythia.layer': {e['layer']!r} is not a layer of {run}; "
+                          f"layers: {layers}")
+
+    def layer_facts(name, cev):                    # what the rows' settings say of each layer
+        st = json.loads(select(rm, "rankme", layer=name)["settings"].iloc[0])
+        return {"constant_by_construction": bool(st.get("constant_by_construction", False)),
+                "max_rank": st.get("max_rank"), "floor_norm": safe_ratio(cev.get("floor"), st.get("max_rank"))}
+    per_layer = layer_events(rm, e, "last_prompt", e["variant"], layer_facts)
+    head = headline_entry(per_layer, e["layer"], t_acq, e)
+    st_head = json.loads(rm[rm["layer"] == e["layer"]]["settings"].iloc[0])
+    n_last = st_head.get("n_unique_last_tokens")
+    top = st_head.get("top_last_token_share")
+    head.update(n_unique_last_tokens=n_last, top_last_token_share=top,
+                last_token_stratum=None if top is None else ("shared" if top >= SHARED_LAST_TOKEN else "diverse"))
+    n_items = int(sub["n_samples"].iloc[0])
+    total = int(extract["max_step"])
+    out = {
+        "schema_version": SCHEMA_VERSION, "kind": "pythia",
+        "run": f"{run}_{bench}", "task": bench, "level": None, "size": extract["name"],
+        "model_source": extract["source"], "benchmark": bench,
+        "n_params": extract["model"]["n_params"], "steps": total,
+        "n_checkpoints": int(len(steps)), "n_duplicates_excluded": int(dups["n_duplicates"]),
+        "duplicates_excluded": [d["revision"] for d in dups["duplicates"]],
+        "diverged": False, "acquired": t_acq is not None, "acquisition_step": t_acq,
+        "logprob_emergence_step": t_lp, "loss_plateau_exit_step": None,
+        "difficulty": difficulty(t_acq, easy_max_of_budget(total, e["easy_max_frac"])),
+        "final_accuracy": float(acc[-1]), "max_accuracy": float(np.nanmax(acc)),
+        "final_accuracy_norm": float((acc[-1] - chance) / (1 - chance)),
+        "chance_accuracy": chance, "chance_logprob_choice": chance_lc,
+        "scoring": e["scoring"],
+        "eval": {"n_samples": n_items, "split": f"benchmark items ({bench})", "positions": {
+            "last_prompt": "last prompt token (predicts the first option token)"}},
+        "not_applicable": {"loss_plateau_exit_step": "no training loss is measured at Pythia revisions",
+                           "marginal_logprob_per_token": "replaced by chance_logprob_choice"},
+        "events_settings": dict(e),
+        "measures": {"rankme": {"layer": e["layer"], "position": "last_prompt", "variant": e["variant"],
+                                "n_samples": n_items, "eps": float(extract["rankme_eps"]), **head,
+                                "per_layer": per_layer}},
+    }
+    return json_safe(out)
+
+
+# ------------------------------------------------------------- a monitored or scanned run
+def events_settings(cfg_events: dict | None, layer: str, position: str) -> dict:
+    """The ``events:`` block (defaults filled in) with the headline layer and position set."""
+    e = {**DEFAULTS["events"], **(cfg_events or {})}
+    e["layer"], e["position"] = layer, position
+    return e
+
+
+def headline_layer(df, wanted: str | None) -> str:
+    """The table's layer called ``wanted`` ("final"/"ln_final"/None: the deepest layer)."""
+    rm = select(df, "rankme").sort_values("layer_index", kind="stable")
+    layers = list(dict.fromkeys(rm["layer"]))
+    if not layers:
+        raise ValueError("the table has no rankme rows")
+    if wanted in (None, "final", "ln_final") and wanted not in layers:
+        return layers[-1]
+    if wanted not in layers:
+        raise ValueError(f"layer {wanted!r} is not in the table; layers: {layers}")
+    return wanted
+
+
+def _settings_of(df, measure: str, **match) -> dict:
+    sub = select(df, measure, **match)
+    if not len(sub):
+        return {}
+    s = sub["settings"].iloc[0]
+    return json.loads(s) if isinstance(s, str) and s else {}
+
+
+def behaviour_entry(df, e: dict) -> dict:
+    """Behavioural events of the table (module doc)."""
+    p = e["persist"]
+    s_acc, acc_norm = curve(df, "accuracy_norm", position=_acc_position(df))
+    if len(s_acc):
+        t_acq = ev.acquisition_step(s_acc, acc_norm, e["acquisition_threshold"], p)
+        _, acc = curve(df, "accuracy", position=_acc_position(df))
+        chance = _settings_of(df, "accuracy_norm").get("chance")
+        out = {"kind": "accuracy", "acquired": t_acq is not None, "acquisition_step": t_acq,
+               "final_accuracy": float(acc[-1]) if len(acc) else None,
+               "max_accuracy": float(np.nanmax(acc)) if len(acc) and np.isfinite(acc).any() else None,
+               "chance_accuracy": chance,
+               "definition": f"first checkpoint with chance-normalised accuracy >= {e['acquisition_threshold']} "
+                             f"for {p} consecutive checkpoints (events.acquisition_step)"}
+        s_lc, lc = curve(df, "logprob_choice")
+        if len(s_lc):
+            c = _settings_of(df, "logprob_choice").get("chance")
+            out["chance_logprob_choice"] = c
+            out["logprob_emergence_step"] = ev.emergence_step(s_lc, lc, c, e["logprob_margin"], p)
+        return out
+    s, loss = curve(df, "loss")
+    m = ev.matched_events(s, loss, "down", onset_frac=e["onset_frac"], extreme_tol=e["extreme_tol"],
+                          return_frac=e["return_frac"], min_change=e["collapse_drop"], persist=p)
+    st = _settings_of(df, "loss")
+    return {"kind": "loss", "acquired": None, "acquisition_step": None,
+            "loss": {"definition": st.get("definition", "mean next-token loss over the probe set"),
+                     "init": m["start"], "final": m["final"], "min": m["extreme"], "changed": m["changed"],
+                     "drop_onset_step": m["onset_step"], "half_step": m["half_step"],
+                     "min_step": m["extreme_step"], "rebound_step": m["return_step"]},
+            "note": "the probe set has no answers, so there is no accuracy and no acquisition step: the "
+                    "behaviour curve is the probe-set loss (mean next-token loss over the prompts); its "
+                    "events are the matched detector's on a falling curve from its first value"}
+
+
+def _acc_position(df) -> str | None:
+    pos = list(dict.fromkeys(select(df, "accuracy")["position"]))
+    return pos[0] if pos else None
+
+
+def report_record(df, *, run: str, kind: str, n_params: int | None, cfg_events: dict | None = None,
+                 layer: str | None = None, position: str | None = None, eps: float = 1e-7,
+                 extra: dict | None = None) -> dict:
+    """The precursor.json dict of a monitored run (``kind`` "monitor") or a scanned folder
+    ("scan") from its long table ``df`` (module doc). ``difficulty`` (``precursor.difficulty``):
+    one rule for both, the Pythia branch's (acquired within ``EASY_MAX_FRAC`` of the last step
+    seen; ``difficulty_rule`` says so); "no accuracy" without accuracy. ``warnings``: what the
+    reader must know (curves that start after step 0)."""
+    layer = headline_layer(df, layer)
+    rm = select(df, "rankme")
+    if position is None:
+        position = str(rm["position"].iloc[0])
+    e = events_settings(cfg_events, layer, position)
+    beh = behaviour_entry(df, e)
+    t_acq = beh["acquisition_step"]
+    n = int(select(df, "rankme", layer=layer, position=position)["n_samples"].iloc[0])
+    steps = sorted({int(x) for x in rm["step"]})
+    measures = {name: rankme_entry(df, variant, t_acq, e, n, eps) for name, variant in RANKME_ENTRIES.items()}
+    for m in measures.values():                    # per-layer facts the rows' settings carry
+        for name, cev in m["per_layer"].items():
+            st = _settings_of(df, "rankme", layer=name, position=position)
+            cev["max_rank"] = st.get("max_rank")
+            cev["constant_by_construction"] = bool(cev.get("constant_by_construction")
+                                                   or st.get("constant_by_construction"))
+    # one difficulty rule for a monitored and a scanned run (they once disagreed on the same
+    # run): acquired within the first EASY_MAX_FRAC of the steps seen, as the Pythia branch
+    easy_max = easy_max_of_budget(steps[-1], EASY_MAX_FRAC) if steps else None
+    cls = "no accuracy" if beh["kind"] != "accuracy" else difficulty(t_acq, easy_max)
+    warns = []
+    if steps and steps[0] > 0:
+        warns.append(f"the curves start at step {steps[0]}, not 0 (no checkpoint before it): a collapse or an"
+                     f" acquisition before step {steps[0]} cannot be seen, so 'no collapse' means none after it")
+    out = {
+        "schema_version": SCHEMA_VERSION, "kind": kind, "run": run, "n_params": n_params,
+        "n_checkpoints": len(steps), "steps": steps[-1] if steps else None, "checkpoint_steps": steps,
+        "acquired": beh["acquired"], "acquisition_step": t_acq,
+        "logprob_emergence_step": beh.get("logprob_emergence_step"),
+        "difficulty": cls, "difficulty_rule": f"easy when acquired by step {easy_max:g} (the first {EASY_MAX_FRAC:g}"
+                                                  " of the steps seen), hard later", "behaviour": beh,
+        "warnings": warns,
+        "eval": {"n_samples": n, "position": position, "layer": layer},
+        "events_settings": e, "measures": measures,
+    }
+    for k in ("final_accuracy", "max_accuracy", "chance_accuracy"):
+        if k in beh:
+            out[k] = beh[k]
+    if beh["kind"] == "loss":
+        rmh = measures["rankme"]
+        t_tr = rmh.get("transition_step")
+        half = beh["loss"]["half_step"]
+        out["geometry_vs_loss"] = {
+            "transition": rmh["transition"], "transition_step": t_tr, "loss_half_step": half,
+            "lead_steps": (half - t_tr) if (half is not None and t_tr is not None) else None,
+            "note": "informational: with no accuracy there is no precursor verdict; lead = loss half-drop "
+                    "step - the RankMe transition step"}
+    out.update(extra or {})
+    return json_safe(out)

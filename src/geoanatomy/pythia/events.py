@@ -37,91 +37,9 @@ differ between benchmarks by construction:
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
-import numpy as np
-
-from .. import detectors as ev
-from ..files import json_safe
-from ..precursor import SCHEMA_VERSION, difficulty, easy_max_of_budget, headline_entry, layer_events
-from ..table import select
-
-
-def _curve(df, measure: str, **match):
-    """(steps, values, rows) of one curve (the rows carry each point's settings)."""
-    sub = select(df, measure, **match)
-    return sub["step"].to_numpy(np.int64), sub["value"].to_numpy(np.float64), sub
-
-
-SHARED_LAST_TOKEN = 0.5      # top last-token share at or above which a benchmark's stratum is "shared"
-
-
-def _ratio(a, b):
-    if a is None or b in (None, 0):
-        return None
-    a = float(a)
-    return a / float(b) if math.isfinite(a) else None
-
-
-def build_precursor(df, run: str, bench: str, extract: dict, dups: dict, e: dict) -> dict:
-    """precursor.json dict for one model x benchmark; ``df`` = that run's rows only."""
-    from ..errors import ConfigError
-
-    p = e["persist"]
-    steps, acc_norm, sub = _curve(df, "accuracy_norm")
-    if len(steps) == 0:
-        raise ValueError(f"{run}: no accuracy rows for benchmark {bench!r} in metrics.csv")
-    chance = float(json.loads(sub["settings"].iloc[0])["chance"])
-    _, acc, _ = _curve(df, "accuracy")
-    t_acq = ev.acquisition_step(steps, acc_norm, e["acquisition_threshold"], p)
-    s_lc, lc, sub_lc = _curve(df, "logprob_choice")
-    chance_lc = float(json.loads(sub_lc["settings"].iloc[0])["chance"])
-    t_lp = ev.emergence_step(s_lc, lc, chance_lc, e["logprob_margin"], p)
-
-    rm = df[(df["measure"] == "rankme") & (df["position"] == "last_prompt") & (df["variant"] == e["variant"])]
-    layers = list(dict.fromkeys(rm.sort_values("layer_index")["layer"]))
-    if e["layer"] not in layers:
-        raise ConfigError(f"config field 'pythia.layer': {e['layer']!r} is not a layer of {run}; "
-                          f"layers: {layers}")
-
-    def layer_facts(name, cev):                    # what the rows' settings say of each layer
-        st = json.loads(select(rm, "rankme", layer=name)["settings"].iloc[0])
-        return {"constant_by_construction": bool(st.get("constant_by_construction", False)),
-                "max_rank": st.get("max_rank"), "floor_norm": _ratio(cev.get("floor"), st.get("max_rank"))}
-    per_layer = layer_events(rm, e, "last_prompt", e["variant"], layer_facts)
-    head = headline_entry(per_layer, e["layer"], t_acq, e)
-    st_head = json.loads(rm[rm["layer"] == e["layer"]]["settings"].iloc[0])
-    n_last = st_head.get("n_unique_last_tokens")
-    top = st_head.get("top_last_token_share")
-    head.update(n_unique_last_tokens=n_last, top_last_token_share=top,
-                last_token_stratum=None if top is None else ("shared" if top >= SHARED_LAST_TOKEN else "diverse"))
-    n_items = int(sub["n_samples"].iloc[0])
-    total = int(extract["max_step"])
-    out = {
-        "schema_version": SCHEMA_VERSION, "kind": "pythia",
-        "run": f"{run}_{bench}", "task": bench, "level": None, "size": extract["name"],
-        "model_source": extract["source"], "benchmark": bench,
-        "n_params": extract["model"]["n_params"], "steps": total,
-        "n_checkpoints": int(len(steps)), "n_duplicates_excluded": int(dups["n_duplicates"]),
-        "duplicates_excluded": [d["revision"] for d in dups["duplicates"]],
-        "diverged": False, "acquired": t_acq is not None, "acquisition_step": t_acq,
-        "logprob_emergence_step": t_lp, "loss_plateau_exit_step": None,
-        "difficulty": difficulty(t_acq, easy_max_of_budget(total, e["easy_max_frac"])),
-        "final_accuracy": float(acc[-1]), "max_accuracy": float(np.nanmax(acc)),
-        "final_accuracy_norm": float((acc[-1] - chance) / (1 - chance)),
-        "chance_accuracy": chance, "chance_logprob_choice": chance_lc,
-        "scoring": e["scoring"],
-        "eval": {"n_samples": n_items, "split": f"benchmark items ({bench})", "positions": {
-            "last_prompt": "last prompt token (predicts the first option token)"}},
-        "not_applicable": {"loss_plateau_exit_step": "no training loss is measured at Pythia revisions",
-                           "marginal_logprob_per_token": "replaced by chance_logprob_choice"},
-        "events_settings": dict(e),
-        "measures": {"rankme": {"layer": e["layer"], "position": "last_prompt", "variant": e["variant"],
-                                "n_samples": n_items, "eps": float(extract["rankme_eps"]), **head,
-                                "per_layer": per_layer}},
-    }
-    return json_safe(out)
+from ..precursor.record import SHARED_LAST_TOKEN, pythia_record, safe_ratio  # noqa: F401 (the stratum's threshold)
 
 
 def run_events(run_dir: str | Path, benchmarks: list[str], e: dict, log=print) -> dict[str, dict]:
@@ -138,7 +56,7 @@ def run_events(run_dir: str | Path, benchmarks: list[str], e: dict, log=print) -
     out = {}
     for bench in benchmarks:
         sub = df[df["run"] == f"{run}_{bench}"]
-        pre = build_precursor(sub, run, bench, extract, dups, e)
+        pre = pythia_record(sub, run, bench, extract, dups, e)
         pre = write_sealed(run_dir / bench / "precursor.json", pre)
         plot_pythia_run(sub, pre, run_dir / bench / "trajectory.png", [d["step"] for d in dups["duplicates"]])
         rm = pre["measures"]["rankme"]
@@ -176,7 +94,7 @@ def fair_quantities(pre: dict) -> dict:
     out = {q: _get(pre, path) for q, (path, _, _) in FAIR_QUANTITIES.items()}
     rm = _get(pre, ("measures", "rankme")) or {}
     if out["rankme_floor_norm"] is None:
-        out["rankme_floor_norm"] = _ratio(rm.get("floor"), (rm.get("per_layer") or {}).get(rm.get("layer"), {})
+        out["rankme_floor_norm"] = safe_ratio(rm.get("floor"), (rm.get("per_layer") or {}).get(rm.get("layer"), {})
                                           .get("max_rank") or rm.get("n_samples"))
     if out["final_accuracy_norm"] is None and pre.get("final_accuracy") is not None and pre.get("chance_accuracy"):
         c = float(pre["chance_accuracy"])

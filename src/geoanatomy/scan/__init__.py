@@ -37,7 +37,7 @@ both       rankme (variants uncentred / centred) and mean_share at every layer (
            prompt's last token), N = prompts / items (RankMe is capped at min(N, d))
 
 Outputs in ``OUT`` (default ``DIR/geoanatomy_scan``): ``metrics.csv``, ``precursor.json``
-(``scan.report``), ``trajectory.png``, ``scan.json`` (provenance and timings) and
+(``precursor.record.report_record``), ``trajectory.png``, ``scan.json`` (provenance and timings) and
 ``partial/<checkpoint>.json``, one per measured checkpoint: a rerun reuses every partial
 whose settings (probe set content, dtype, batch size, eps, scoring) and weight files (names,
 sizes, content sha256) are unchanged and whose own seal checks, so an interrupted scan resumes
@@ -289,7 +289,8 @@ def scan(root, probe: str, out_dir: str | Path | None = None, *, run: str | None
 
     from ..runtime import pick_device
     from ..hf import for_scoring, load_causal_lm, load_tokenizer_for
-    from .report import build_report, plot_report
+    from ..precursor.record import report_record
+    from .report import plot_report
 
     out_dir = Path(out_dir) if out_dir is not None else sl.default_out()
     run = run or sl.default_run()
@@ -390,7 +391,7 @@ def scan(root, probe: str, out_dir: str | Path | None = None, *, run: str | None
     rows.sort(key=lambda x: x["step"])                 # stable: the row order within a step is kept
     write_table(out_dir / "metrics.csv", rows)
     df = read_table(out_dir / "metrics.csv")
-    pre = build_report(df, run=run, kind="scan", n_params=model_info["n_params"], cfg_events=cfg_events,
+    pre = report_record(df, run=run, kind="scan", n_params=model_info["n_params"], cfg_events=cfg_events,
                        layer=layer, position="last_prompt", eps=eps,
                        extra={"source": _source_field(sl), "probe_set": {"name": probe_set.name, "kind": probe_set.kind,
                                                                   "n": len(probe_set.encoded),
