@@ -13,9 +13,9 @@ the Pythia branch and the cross-run summary.
     geoanatomy report findings|grid|compare|cost ...                    (the docs' generated tables)
     geoanatomy --version
 
-STAGE is a Snakemake rule name; ``STAGES`` maps each to its module in
-``geoanatomy.stages`` (each has one ``run(...)``). A rule passes ``--spec``, the stage's
-``JobSpec`` as JSON (``config.job_spec``), so Snakemake reruns a job exactly when what
+STAGE is a Snakemake rule name; ``STAGES`` lists them, each a module of ``geoanatomy.stages``
+(its ``run(...)`` for the library, its ``run_job(job)`` for the rule). A rule passes
+``--spec``, the stage's ``JobSpec`` as JSON (``config.job_spec``), so Snakemake reruns a job exactly when what
 it reads changes. Heavy imports (torch) happen after the thread limits are set.
 """
 from __future__ import annotations
@@ -28,16 +28,8 @@ from pathlib import Path
 
 from .args import ArgumentParser, device_arg, plain, positive_int  # noqa: F401 (every command's parser)
 
-# rule name -> keyword arguments of its stage's run(), beyond (spec, run_dir), from the job
-STAGES = {
-    "train": lambda job, threads: {"device": job.device},
-    "metrics": lambda job, threads: {"device": job.device},
-    "measures": lambda job, threads: {"cfg_measures": job.blocks["measures"], "device": job.device},
-    "probes": lambda job, threads: {"cfg_probes": job.blocks["probes"], "threads": threads,
-                                    "device": job.device},
-    "events": lambda job, threads: {"cfg_events": job.blocks["events"]},
-    "prune": lambda job, threads: {"keep_checkpoints": job.blocks.get("keep_checkpoints")},
-}
+# the Snakemake rules that run one stage's job (stages/<name>.py: run_job(job, threads))
+STAGES = ("train", "metrics", "measures", "probes", "events", "prune")
 # stages that read tables and files only, never a model: they start without importing torch
 TABLE_STAGES = ("events", "prune")
 RUN_FILES = ("metrics.csv", "example_losses.csv", "measures.csv", "probes.csv", "precursor.json",
@@ -71,27 +63,27 @@ def run_stage(job, threads: int = 1) -> dict:
     limit_threads(threads, torch_too=not tables_only)
     if not tables_only:  # the job log states where it runs (CPU or which GPU)
         print(f"[{job.stage}] {job.run.name}: {describe_device(job.device)}", flush=True)
-    return _stage_run(job.stage)(job.run, job.run_dir, **STAGES[job.stage](job, threads))
+    return _stage_job(job.stage)(job, threads)
 
 
-def _stage_run(stage: str):
-    """The stage module's run(), imported only now (after the thread limits; the table stages
-    never import torch)."""
+def _stage_job(stage: str):
+    """The stage module's run_job(), imported only now (after the thread limits; the table
+    stages never import torch)."""
     if stage == "train":
-        from ..stages.train import run
+        from ..stages.train import run_job
     elif stage == "metrics":
-        from ..stages.metrics import run
+        from ..stages.metrics import run_job
     elif stage == "measures":
-        from ..stages.measures import run
+        from ..stages.measures import run_job
     elif stage == "probes":
-        from ..stages.probes import run
+        from ..stages.probes import run_job
     elif stage == "events":
-        from ..stages.events import run
+        from ..stages.events import run_job
     elif stage == "prune":
-        from ..stages.prune import run
+        from ..stages.prune import run_job
     else:
         raise ValueError(f"unknown stage {stage!r}; known: {', '.join(STAGES)}")
-    return run
+    return run_job
 
 
 # sub-commands with their own parser (geoanatomy.cli.<name>.main), dispatched before ours

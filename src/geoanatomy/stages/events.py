@@ -15,7 +15,7 @@ from ..baselines import training_baselines
 from ..files import json_safe
 from ..precursor import events_record, rankme_entry  # noqa: F401 (rankme_entry: re-exported)
 from ..precursor.seal import write_sealed
-from ..spec import RunSpec
+from ..spec import JobSpec, RunSpec
 from ..table import read_table
 from .common import run_record, task_data, training_dir
 
@@ -194,3 +194,9 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_events: dict, log=print) -> dict
     log(f"[events] {spec.name}: {pre['difficulty']}, acquisition {pre['acquisition_step']}, "
         f"rankme floor {rm['floor']} @ {rm['floor_step']}, precursor {rm['precursor']}, gap {rm['gap_steps']}")
     return pre
+
+
+def run_job(job: JobSpec, threads: int = 1) -> dict:
+    """The stage's job as the rule passes it (``geoanatomy events --spec``): its run, folder,
+    device and the config blocks it reads (``config.jobs.STAGE_BLOCKS``)."""
+    return run(job.run, job.run_dir, job.blocks["events"])

@@ -52,7 +52,7 @@ import torch
 from ..checkpoints import iter_checkpoints, recorded_hashes
 from ..measures.registry import MEASURES, measure
 from ..schedule import measure_steps
-from ..spec import RunSpec
+from ..spec import JobSpec, RunSpec
 from ..table import stamp_checkpoints, write_table
 from ..tasks import stable_seed
 from .common import checkpoint_identity, open_run, progress, training_dir, write_timings
@@ -133,3 +133,9 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_measures: dict, device: str = "a
         f"{len(rows)} rows; {cpu:.1f} CPU-s ({wall:.1f} s wall); CPU-s per checkpoint: {per}")
     return {"steps": sel, "rows": len(rows), "cpu_seconds": cpu, "wall_seconds": wall,
             "cpu_seconds_by_measure": timings}
+
+
+def run_job(job: JobSpec, threads: int = 1) -> dict:
+    """The stage's job as the rule passes it (``geoanatomy measures --spec``): its run, folder,
+    device and the config blocks it reads (``config.jobs.STAGE_BLOCKS``)."""
+    return run(job.run, job.run_dir, job.blocks["measures"], device=job.device)

@@ -76,7 +76,7 @@ from ..checkpoints import iter_checkpoints, read_train_log, recorded_hashes
 from ..measures import signals as sig
 from ..measures.geometry import matrix_rows
 from ..measures.signals import SignalWindow, capture_heads
-from ..spec import RunSpec
+from ..spec import JobSpec, RunSpec
 from ..table import stamp_checkpoints, write_table
 from .common import checkpoint_identity, open_run, progress, training_dir, write_timings
 
@@ -247,3 +247,8 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> 
         f"({dt / len(steps) * 1000:.0f} ms per checkpoint) on {device}")
     return {"checkpoints": len(steps), "rows": len(rows), "seconds": dt, "chance": chance, "baselines": base}
 
+
+def run_job(job: JobSpec, threads: int = 1) -> dict:
+    """The stage's job as the rule passes it (``geoanatomy metrics --spec``): its run, folder,
+    device and the config blocks it reads (``config.jobs.STAGE_BLOCKS``)."""
+    return run(job.run, job.run_dir, device=job.device)

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from ..checkpoints import iter_checkpoints, recorded_hashes
-from ..spec import RunSpec
+from ..spec import JobSpec, RunSpec
 from ..table import stamp_checkpoints, write_table
 from ..tasks import stable_seed
 from .common import checkpoint_identity, open_run, progress, training_dir
@@ -190,3 +190,9 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_probes: dict, threads: int = 1, 
     log(f"[probes] {spec.name}: {len(sel)} checkpoints x {len(model.layer_names())} layers, {len(rows)} rows, "
         f"{cpu:.1f} CPU-s ({wall:.1f} s wall, {cpu / len(sel) * 1000:.0f} CPU-ms per checkpoint)")
     return {"checkpoints": len(sel), "rows": len(rows), "cpu_seconds": cpu, "wall_seconds": wall}
+
+
+def run_job(job: JobSpec, threads: int = 1) -> dict:
+    """The stage's job as the rule passes it (``geoanatomy probes --spec``): its run, folder,
+    device and the config blocks it reads (``config.jobs.STAGE_BLOCKS``)."""
+    return run(job.run, job.run_dir, job.blocks["probes"], threads=threads, device=job.device)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..files import atomic_write_json
-from ..spec import RunSpec, combination_name
+from ..spec import JobSpec, RunSpec, combination_name
 from .common import run_record
 
 READERS = ("metrics.csv", "measures.csv", "probes.csv")      # the tables read from the analysis checkpoints
@@ -82,3 +82,9 @@ def run(spec: RunSpec, run_dir: str | Path, keep_checkpoints: str | None = None,
     log(f"[prune] {spec.name}: removed {len(removed)} analysis checkpoints ({freed / 1e6:.1f} MB); "
         f"kept step {keep}, the resume state and the training log")
     return out
+
+
+def run_job(job: JobSpec, threads: int = 1) -> dict:
+    """The stage's job as the rule passes it (``geoanatomy prune --spec``): its run, folder,
+    device and the config blocks it reads (``config.jobs.STAGE_BLOCKS``)."""
+    return run(job.run, job.run_dir, job.blocks.get("keep_checkpoints"))

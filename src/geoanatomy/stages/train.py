@@ -34,7 +34,7 @@ from ..mixture import MixtureData
 from ..model import GPT, answer_loss, padded_answer_loss
 from ..runtime import apply_numerics, autocast, code_version, machine_fingerprint, pick_device
 from ..schedule import lr_at, train_checkpoint_steps
-from ..spec import RunSpec
+from ..spec import JobSpec, RunSpec
 from ..tasks import TaskData
 from .common import build, seeded_model
 
@@ -232,3 +232,8 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
     summary = write_sealed(run_dir / "train.json", summary)   # sealed like every record: a hand edit is seen
     return summary
 
+
+def run_job(job: JobSpec, threads: int = 1) -> dict:
+    """The stage's job as the rule passes it (``geoanatomy train --spec``): its run, folder,
+    device and the config blocks it reads (``config.jobs.STAGE_BLOCKS``)."""
+    return run(job.run, job.run_dir, device=job.device)
