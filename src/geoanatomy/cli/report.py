@@ -3,6 +3,7 @@
     geoanatomy report findings SUMMARY [--by-claim [--write PAGE]]   study findings from verdict.csv
     geoanatomy report grid [RESULTS]                                 per-run tables (docs/validation.md)
     geoanatomy report compare A/verdict.csv B/verdict.csv            two verdicts word by word
+    geoanatomy report confirm EXPLORATORY_DATA CONFIRMATION_DATA     each row's word on fresh seeds
     geoanatomy report cost CONFIG                                    cost table (docs/slurm.md)
     geoanatomy report snapshot RESULTS DEST [--summary S] [--command TEXT]   a grid's data for the docs
     geoanatomy report pages PAGE DATA [--check]                      a page's generated blocks from DATA
@@ -28,6 +29,9 @@ def main(argv=None) -> int:
     c = sub.add_parser("compare", help="two verdict.csv files word by word")
     c.add_argument("a")
     c.add_argument("b")
+    cf = sub.add_parser("confirm", help="each verdict row's word on fresh seeds beside its exploratory word")
+    cf.add_argument("explo", help="the exploratory grid's snapshot folder (geoanatomy report snapshot)")
+    cf.add_argument("confirm", help="the confirmation grid's snapshot folder")
     k = sub.add_parser("cost", help="the cost table of a config")
     k.add_argument("config")
     sn = sub.add_parser("snapshot", help="copy a grid's precursor.json, train.json and summary tables to DEST")
@@ -64,6 +68,9 @@ def _run(ap, args) -> int:
     elif args.what == "compare":
         from ..report.compare import compare_verdicts
         print(compare_verdicts(args.a, args.b))
+    elif args.what == "confirm":
+        from ..report.confirm import confirmation_table
+        print(confirmation_table(args.explo, args.confirm))
     elif args.what == "snapshot":
         from ..report.data import snapshot
         prov = snapshot(args.results, args.dest, args.summary, args.command)

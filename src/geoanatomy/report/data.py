@@ -14,8 +14,9 @@ tables (metrics.csv and the like: figures of single runs need them; their size i
 
 ``geoanatomy summarize all --results DEST --out OUT`` then runs on the snapshot as on results/,
 and ``pages`` writes (or with ``check`` compares) the page's generated blocks from DEST/summary:
-the findings table, the findings claim by claim, the per-run grid tables, each between its
-markers (``BLOCKS``).
+the findings table, the findings claim by claim, the per-run grid tables, the precursor
+benchmark and the confirmation on fresh seeds (``report.confirm``), each between its markers
+(``BLOCKS``).
 """
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ from pathlib import Path
 from .benchmark import BEGIN as BENCH_BEGIN
 from .benchmark import END as BENCH_END
 from .benchmark import benchmark_block
+from .confirm import BEGIN as CONFIRM_BEGIN
+from .confirm import END as CONFIRM_END
+from .confirm import confirmation_block
 from .findings import BY_CLAIM_BEGIN, BY_CLAIM_END, by_claim, block, findings
 from .grid import grid_tables
 
@@ -45,6 +49,7 @@ BLOCKS = {
     (BY_CLAIM_BEGIN, BY_CLAIM_END): lambda data: by_claim(Path(data) / "summary"),
     (GRID_BEGIN, GRID_END): lambda data: grid_tables(data),
     (BENCH_BEGIN, BENCH_END): benchmark_block,
+    (CONFIRM_BEGIN, CONFIRM_END): confirmation_block,
 }
 
 

@@ -1,0 +1,44 @@
+"""geoanatomy report confirm: each verdict row's word on fresh seeds beside its exploratory word,
+checked on hand-made verdict.csv pairs whose answer is known."""
+import json
+
+import pandas as pd
+
+from geoanatomy.report.confirm import compare_rows, confirmation_block, confirmation_table
+
+COLS = ["claim", "measure", "variant", "event", "statistic", "value", "ci_lo", "ci_hi", "verdict", "n_units"]
+
+
+def _snapshot(root, rows, machine, commit):
+    (root / "summary").mkdir(parents=True)
+    pd.DataFrame(rows, columns=COLS).to_csv(root / "summary" / "verdict.csv", index=False)
+    (root / "snapshot.json").write_text(json.dumps({"runs": 4, "machines": {machine: 4}, "commits": {commit: 4}}))
+    return root
+
+
+def test_words_held_changed_and_estimates_in_the_interval(tmp_path):
+    explo = _snapshot(tmp_path / "data", [
+        ["a", "rankme", "uncentred", "onset", "r", 0.5, 0.2, 0.8, "reproduced", 10],
+        ["b", "rankme", "", "", "share", 0.9, 0.7, 1.0, "reproduced", 10],
+        ["c", "llc", "", "floor", "rho", 0.1, None, None, "inconclusive", 8],
+        ["d", "rankme", "", "", "median", 3.0, 1.0, 5.0, "descriptive", 8]], "aaaa", "1" * 40)
+    confirm = _snapshot(tmp_path / "confirm_data", [
+        ["b", "rankme", "", "", "share", 0.4, 0.2, 0.6, "not reproduced", 10],      # changed, outside
+        ["a", "rankme", "uncentred", "onset", "r", 0.7, 0.4, 0.9, "reproduced", 10],  # held, inside
+        ["d", "rankme", "", "", "median", 9.0, 8.0, 10.0, "descriptive", 8]], "bbbb", "2" * 40)
+    t = compare_rows(explo, confirm)
+    assert list(t["claim"]) == ["a", "b", "c", "d"]                      # the exploratory order
+    assert list(t["held"]) == ["yes", "no", "no", "-"]
+    assert list(t["confirmed"]) == ["reproduced", "not reproduced", "missing", "descriptive"]
+    assert list(t["in_interval"]) == ["yes", "no", "-", "no"]
+    text = confirmation_table(explo, confirm)
+    assert "**1 of 3 exploratory words held on the fresh seeds** (1 descriptive rows carry no word)" in text
+    assert "in 1 of 3 rows with both" in text
+    assert "inconclusive -> missing: 1; reproduced -> not reproduced: 1" in text
+    assert "aaaa (4 runs)" in text and "bbbb (4 runs)" in text and "1111111 (4 runs)" in text
+    assert "| 2 | b | rankme | - | reproduced, 0.90 [0.70, 1.00] | **not reproduced**, 0.40 [0.20, 0.60] | no | no |" \
+        in text
+    # the page block reads the sibling folder; without it, it says the grid has not run
+    assert confirmation_block(explo) == text
+    (confirm / "summary" / "verdict.csv").unlink()
+    assert "has not run" in confirmation_block(explo)
