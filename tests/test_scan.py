@@ -507,8 +507,11 @@ def test_scan_evicts_what_it_downloaded_checks_hashes_and_refuses_mixed_sources(
     _downloading(monkeypatch, gpt2_dir, cache, calls)
     srcs = [f"{REPO}@step{s}" for s in (0, 2, 4)]
     out = tmp_path / "out"
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     scan(srcs, str(prompt_file), out, cache_dir=str(cache), hub=_listing(gpt2_dir, [0, 2, 4]), device="cpu",
          log=lambda *a: None)
+    scan(gpt2_dir, str(prompt_file), tmp_path / "folder", device="cpu", log=lambda *a: None)
+    assert "TRANSFORMERS_OFFLINE" not in os.environ     # huggingface_hub reads it as offline: never set
     info = json.loads((out / "scan.json").read_text())["hub"]
     assert info["evicted"] == srcs[1:] and info["kept_preexisting"] == srcs[:1] and info["freed_bytes"] > 0
     assert [cached_weight_files(REPO, f"step{s}", str(cache)) for s in (0, 2, 4)] == [["model.safetensors"], [], []]

@@ -54,16 +54,16 @@ Precision: weights load in ``--dtype`` and are cast to float32 for measuring
 (``pythia.loading.for_scoring``); log-probabilities and losses are float64 (the output
 embedding applied in float64, ``geoanatomy.hf.logits64``), RankMe in float64.
 
-Safety: folders as local files only (``HF_HUB_OFFLINE=1`` is set unless a hub revision is
-listed; hub revisions through the Hugging Face cache, weight sha256 checked against the hub's
-listing), ``trust_remote_code=False``,
+Safety: folders are read as local files only (every load passes ``local_files_only=True``; no
+environment variable is changed, so one process can scan folders and hub revisions); hub
+revisions come through the Hugging Face cache, their weight sha256 checked against the hub's
+listing; ``trust_remote_code=False``,
 safetensors or ``torch.load(weights_only=True)`` only (``geoanatomy.hf.load_causal_lm``).
 """
 from __future__ import annotations
 
 import gc
 import json
-import os
 import platform
 import re
 import time
@@ -281,9 +281,6 @@ def scan(root, probe: str, out_dir: str | Path | None = None, *, run: str | None
                         f"the monitor offers the probe-reading ones)")
     sl = source_list(root)
     has_hub = any(x.kind == "hub" for x in sl.sources)
-    if not has_hub:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
     import transformers
 
