@@ -163,7 +163,7 @@ def pythia_record(df, run: str, bench: str, extract: dict, dups: dict, e: dict) 
 
     def layer_facts(name, cev):                    # what the rows' settings say of each layer
         st = json.loads(select(rm, "rankme", layer=name)["settings"].iloc[0])
-        return {"constant_by_construction": bool(st.get("constant_by_construction", False)),
+        return {"constant_by_construction": bool(st.get("constant_by_construction")),
                 "max_rank": st.get("max_rank"), "floor_norm": safe_ratio(cev.get("floor"), st.get("max_rank"))}
     per_layer = layer_events(rm, e, "last_prompt", e["variant"], layer_facts)
     head = headline_entry(per_layer, e["layer"], t_acq, e)
@@ -201,6 +201,10 @@ def pythia_record(df, run: str, bench: str, extract: dict, dups: dict, e: dict) 
 
 
 # ------------------------------------------------------------- a monitored or scanned run
+# what a probe-set loss is when its rows do not say (tables written before the rows carried it)
+LOSS_DEFINITION = "mean next-token loss over the probe set"
+
+
 def events_settings(cfg_events: dict | None, layer: str, position: str) -> dict:
     """The ``events:`` block (defaults filled in) with the headline layer and position set."""
     e = {**DEFAULTS["events"], **(cfg_events or {})}
@@ -254,7 +258,7 @@ def behaviour_entry(df, e: dict) -> dict:
                           return_frac=e["return_frac"], min_change=e["collapse_drop"], persist=p)
     st = _settings_of(df, "loss")
     return {"kind": "loss", "acquired": None, "acquisition_step": None,
-            "loss": {"definition": st.get("definition", "mean next-token loss over the probe set"),
+            "loss": {"definition": st.get("definition") or LOSS_DEFINITION,
                      "init": m["start"], "final": m["final"], "min": m["extreme"], "changed": m["changed"],
                      "drop_onset_step": m["onset_step"], "half_step": m["half_step"],
                      "min_step": m["extreme_step"], "rebound_step": m["return_step"]},
