@@ -297,10 +297,11 @@ def _sim_rows(t: pd.DataFrame, sim: dict, measures, grids=None, scatter=None, sc
         r = t.copy()
         g = (grids or {}).get(m)
         steps = {}
+        centre = sim.get("_centre")            # a noisy scenario's (``_simulate``); a hand-made sim has none
         for kind in ("onset", "extreme", "recovery"):
             x = sim[kind]
             sd = (scatter or {}).get(m)
-            if kind in sim.get("_centre", {}) and sd is not None and sd > NOISY.get(scenario, 0.0):
+            if centre and kind in centre and sd is not None and sd > NOISY.get(scenario, 0.0):
                 x = np.maximum(np.round(sim["_centre"][kind] * 10 ** (sd * sim["_z"][kind])), 0.0)
             steps[kind] = x
         onset, ext = on_grid(steps["onset"], g, "next"), on_grid(steps["extreme"], g, "nearest")
