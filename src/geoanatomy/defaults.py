@@ -1,4 +1,5 @@
-"""DEFAULTS: every config key's default value, the only home of defaults.
+"""DEFAULTS: every config key's default value, the only home of defaults; and ``Settings``, a
+block of them as one frozen object (``events_settings`` here, ``analysis.settings.summary_settings``).
 
 A plain dict, importing only the torch-free measure registry (each expensive measure's
 settings defaults live in its entry), so the monitor, the CLI and the analysis can read
@@ -72,3 +73,42 @@ DEFAULTS: dict = {
         "device": "auto", "threads": 1,
     },
 }
+
+
+class Settings(dict):
+    """A config block as one read-only dict: every key of the block present (the defaults filled
+    in), none changeable after it is built (``replace`` gives a new one). JSON-serialisable as a
+    dict; ``block`` names it in errors."""
+
+    def __init__(self, data=(), block: str = "summary"):
+        super().__init__(data)
+        self.block = block
+
+    def _frozen(self, *a, **k):
+        raise TypeError(f"{self.block} settings are frozen: build new ones with .replace(key=value)")
+
+    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = _frozen   # type: ignore[assignment]
+
+    def replace(self, **changes) -> "Settings":
+        """A copy with ``changes`` (known keys only)."""
+        unknown = sorted(set(changes) - set(self))
+        if unknown:
+            raise ValueError(f"{self.block} settings: unknown keys {unknown}; allowed: {sorted(self)}")
+        return Settings({**self, **changes}, self.block)
+
+    def __reduce__(self):                      # pickles (multiprocessing) as a plain copy
+        return (Settings, (dict(self), self.block))
+
+
+def events_settings(user: dict | None = None, **fixed) -> Settings:
+    """The ``events:`` block as one frozen object: ``DEFAULTS["events"]`` updated by ``user`` (a
+    resolved block, or a user's partial one) and then by ``fixed`` (what a caller sets itself: the
+    headline layer and position of a scan). Unknown keys are an error naming them; types and
+    ranges are the config schema's (checked where a user block enters: config load, the monitor)."""
+    out = dict(DEFAULTS["events"])
+    extra = sorted((set(user or {}) | set(fixed)) - set(out))
+    if extra:
+        raise ValueError(f"events settings: unknown keys {extra}; allowed: {sorted(out)}")
+    out.update(user or {})
+    out.update(fixed)
+    return Settings(out, "events")

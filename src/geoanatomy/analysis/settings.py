@@ -4,27 +4,7 @@ literal of their own: a default has one home).
 """
 from __future__ import annotations
 
-from ..defaults import DEFAULTS
-
-
-class Settings(dict):
-    """A read-only dict: every key of its block present (the defaults filled in), none
-    changeable after it is built (``replace`` gives a new one). JSON-serialisable as a dict."""
-
-    def _frozen(self, *a, **k):
-        raise TypeError("settings are frozen: build new ones with .replace(key=value)")
-
-    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = _frozen   # type: ignore[assignment]
-
-    def replace(self, **changes) -> "Settings":
-        """A copy with ``changes`` (known keys only)."""
-        unknown = sorted(set(changes) - set(self))
-        if unknown:
-            raise ValueError(f"summary settings: unknown keys {unknown}; allowed: {sorted(self)}")
-        return Settings({**self, **changes})
-
-    def __reduce__(self):                      # pickles (multiprocessing) as a plain copy
-        return (Settings, (dict(self),))
+from ..defaults import DEFAULTS, Settings
 
 
 def summary_settings(user: dict | None = None) -> Settings:
@@ -38,4 +18,4 @@ def summary_settings(user: dict | None = None) -> Settings:
         from ..config.schema import validate_block
         validate_block("summary", dict(user))
     out.update(user or {})
-    return Settings(out)
+    return Settings(out, "summary")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import torch
 
-from ..defaults import DEFAULTS  # the events: thresholds' defaults
+from ..defaults import events_settings  # the events: block, its defaults filled in, frozen
 from ..measures.geometry import matrix_rows
 from ..precursor import precursor_verdict
 from .callback import trainer_callback
@@ -34,7 +34,7 @@ class Monitor:
                  step -> bool (``log_then_every(k)``: a dense start, then every k)
     out_dir      where ``close()`` (and every ``flush_every`` measurements) writes the table
     run          the ``run`` column of the table
-    events       the ``events:`` block (``config.DEFAULTS["events"]`` for missing keys);
+    events       the ``events:`` block (``defaults.events_settings``: the defaults for missing keys);
                  ``layer`` "final"/"ln_final" = the model's last layer
     track        "headline" (events of the headline layer and position, both variants) or
                  "all" (every layer and position)
@@ -87,7 +87,7 @@ class Monitor:
             raise ValueError(f"track must be 'headline' or 'all', got {track!r}")
         self.out_dir = None if out_dir is None else Path(out_dir)
         self.run, self.track, self.eps = run, track, float(eps)
-        self.e = {**DEFAULTS["events"], **(events or {})}
+        self.e = events_settings(events)
         self.forward_fn = forward_fn or model_forward
         self.flush_every = int(flush_every)
         self.log = log                                # an extra sink besides the logger (e.g. print)

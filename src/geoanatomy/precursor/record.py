@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import detectors as ev
 from ..config.pythia import EASY_MAX_FRAC
-from ..defaults import DEFAULTS
+from ..defaults import events_settings
 from ..errors import ConfigError
 from ..files import json_safe
 from ..table import curve, select
@@ -205,13 +205,6 @@ def pythia_record(df, run: str, bench: str, extract: dict, dups: dict, e: dict) 
 LOSS_DEFINITION = "mean next-token loss over the probe set"
 
 
-def events_settings(cfg_events: dict | None, layer: str, position: str) -> dict:
-    """The ``events:`` block (defaults filled in) with the headline layer and position set."""
-    e = {**DEFAULTS["events"], **(cfg_events or {})}
-    e["layer"], e["position"] = layer, position
-    return e
-
-
 def headline_layer(df, wanted: str | None) -> str:
     """The table's layer called ``wanted`` ("final"/"ln_final"/None: the deepest layer)."""
     rm = select(df, "rankme").sort_values("layer_index", kind="stable")
@@ -284,7 +277,7 @@ def report_record(df, *, run: str, kind: str, n_params: int | None, cfg_events: 
     rm = select(df, "rankme")
     if position is None:
         position = str(rm["position"].iloc[0])
-    e = events_settings(cfg_events, layer, position)
+    e = events_settings(cfg_events, layer=layer, position=position)
     beh = behaviour_entry(df, e)
     t_acq = beh["acquisition_step"]
     n = int(select(df, "rankme", layer=layer, position=position)["n_samples"].iloc[0])

@@ -121,6 +121,6 @@ def confirmation_block(data) -> str:
     """The page block from the exploratory snapshot ``data`` and its sibling ``CONFIRM_DATA``."""
     confirm = Path(data).parent / CONFIRM_DATA
     if not (confirm / "summary" / "verdict.csv").is_file():
-        return (f"The confirmation grid has not run: no {confirm}/summary/verdict.csv "
-                f"(`geoanatomy report snapshot results/study_confirm {confirm}`).")
+        return (f"The confirmation grid has not run: no `{CONFIRM_DATA}/summary/verdict.csv` beside the "
+                f"exploratory snapshot `{Path(data).name}/` (`geoanatomy report snapshot RESULTS {CONFIRM_DATA}`).")
     return confirmation_table(Path(data), confirm)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..baselines import training_baselines
+from ..defaults import events_settings
 from ..files import json_safe
 from ..precursor import events_record, rankme_entry  # noqa: F401 (rankme_entry: re-exported)
 from ..precursor.seal import write_sealed
@@ -67,7 +68,9 @@ def mixture_facts(spec: RunSpec, out: dict) -> dict:
 
 def precursor_of_run(spec: RunSpec, run_dir: str | Path, cfg_events: dict):
     """(precursor dict, metrics DataFrame, {table name: DataFrame}) of a run folder, writing
-    nothing."""
+    nothing. ``cfg_events``: the ``events:`` block, made one frozen object here
+    (``defaults.events_settings``) and handed down as such."""
+    cfg_events = events_settings(cfg_events)
     run_dir = Path(run_dir)
     summary = run_record(spec, training_dir(spec, run_dir))    # a mixture unit: its mixture's train.json
     recorded = sorted(int(x) for x in summary.get("checkpoint_steps", []))
