@@ -885,22 +885,22 @@ def test_stratified_spearman_removes_a_shared_stratum_offset():
 def test_spearman_exact_matches_scipy_permutation_test():
     from scipy import stats
 
-    from geoanatomy.pythia.scale import spearman_exact
-    r = spearman_exact([1, 2, 3, 4, 5, 6], [2, 1, 4, 3, 6, 5])
+    from geoanatomy.pythia.scale import pair_correlation
+    r = pair_correlation([1, 2, 3, 4, 5, 6], [2, 1, 4, 3, 6, 5])
     assert r["p_value"] == pytest.approx(
         stats.permutation_test(([2, 1, 4, 3, 6, 5],), lambda y: stats.spearmanr([1, 2, 3, 4, 5, 6], y)[0],
                                permutation_type="pairings", alternative="two-sided").pvalue)
-    perfect = spearman_exact(range(6), [10, 20, 30, 40, 50, 60])
+    perfect = pair_correlation(range(6), [10, 20, 30, 40, 50, 60])
     assert perfect["rho"] == pytest.approx(1.0) and perfect["p_value"] == pytest.approx(2 / 720)
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=6), rng.normal(size=6)
     y[2] = y[4]                                                              # a tie
-    got = spearman_exact(x, y)
+    got = pair_correlation(x, y)
     ref = stats.permutation_test((y,), lambda yy: stats.spearmanr(x, yy)[0], permutation_type="pairings",
                                  alternative="two-sided")
     assert got["rho"] == pytest.approx(stats.spearmanr(x, y)[0])
     assert got["p_value"] == pytest.approx(ref.pvalue)
-    assert spearman_exact([1, 2], [2, 1])["rho"] is None
+    assert pair_correlation([1, 2], [2, 1])["rho"] is None
 
 
 def test_pythia_spearman_is_the_analysis_one_and_bounded_at_n10():
@@ -912,19 +912,19 @@ def test_pythia_spearman_is_the_analysis_one_and_bounded_at_n10():
     from scipy import stats
 
     from geoanatomy.analysis import stats as astats
-    from geoanatomy.pythia.scale import spearman_exact
+    from geoanatomy.pythia.scale import pair_correlation
     x = np.array([1, 1, 2, 3, 3, 3, 5.0])
     y = np.array([2, 0, 2, 7, 1, 7, 3.0])
     rx, ry = stats.rankdata(x), stats.rankdata(y)
     null = np.array([np.corrcoef(rx, ry[list(p)])[0, 1] for p in itertools.permutations(range(7))])
     obs = np.corrcoef(rx, ry)[0, 1]
-    assert spearman_exact(x, y)["p_value"] == pytest.approx(np.mean(np.abs(null) >= abs(obs) - 1e-12))
+    assert pair_correlation(x, y)["p_value"] == pytest.approx(np.mean(np.abs(null) >= abs(obs) - 1e-12))
     rng = np.random.default_rng(1)
     x, y = rng.normal(size=10), rng.normal(size=10)
     if hasattr(astats, "_perm_table"):
         astats._perm_table.cache_clear()
     tracemalloc.start()
-    got = spearman_exact(x, y)
+    got = pair_correlation(x, y)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 50e6 and got["n_permutations"] == 3628800

@@ -8,7 +8,8 @@ accuracy normalised by chance, (acc - chance) / (1 - chance), since chance runs 
 a two-sided permutation p-value from the project's Spearman (``geoanatomy.analysis.stats``).
 RankMe quantities are compared *within* last-token strata
 (``analysis.stats.spearman_within_strata``): prompts that end on the same token share a
-factor that would inflate rho by construction. Otherwise (``spearman_exact``):
+factor that would inflate rho by construction. Otherwise (``pair_correlation``, i.e.
+``analysis.stats.spearman_exact``):
 
     rho  = Pearson correlation of the (average-tie) ranks of x and y
     p    = #{permutations pi of y : |rho(x, pi y)| >= |rho_obs| - 1e-12} / n!
@@ -25,21 +26,20 @@ import itertools
 import json
 from pathlib import Path
 
-from ..analysis.stats import EXACT_MAX_N, spearman_within_strata
-from ..analysis.stats import spearman_exact as _spearman
+from ..analysis.stats import EXACT_MAX_N, spearman_exact, spearman_within_strata
 from .events import FAIR_QUANTITIES, fair_quantities
 
 QUANTITIES = {q: (path, desc) for q, (path, _, desc) in FAIR_QUANTITIES.items()}
 STRATIFIED = {q for q, (_, strat, _) in FAIR_QUANTITIES.items() if strat}
 
 
-def spearman_exact(x, y, n_resamples: int = 100_000, seed: int = 0) -> dict:
-    """Spearman rho of x, y with an exact (n <= 10) or Monte-Carlo permutation p-value
-    (``geoanatomy.analysis.stats.spearman_exact``), in this branch's record format:
+def pair_correlation(x, y, n_resamples: int = 100_000, seed: int = 0) -> dict:
+    """One pair's record in pythia_scale.json: ``analysis.stats.spearman_exact`` (exact for
+    n <= 10, else Monte Carlo; the one Spearman of the project) in this file's format:
     {n, rho, p_value, method, n_permutations, test}."""
     if len(x) != len(y):
         raise ValueError("x and y differ in length")
-    r = _spearman(x, y, EXACT_MAX_N, n_resamples, seed)
+    r = spearman_exact(x, y, EXACT_MAX_N, n_resamples, seed)
     return {"n": r["n"], "rho": r["rho"], "p_value": r["p"],
             "method": r["method"] or f"not computed: {r['reason']}", "n_permutations": r["n_permutations"],
             "test": r["test"]}
@@ -50,7 +50,7 @@ def _pair(a: str, b: str, q: str, table: dict, benchmarks: list[str]) -> dict:
     x, y = [table[a][bn][q] for bn in keep], [table[b][bn][q] for bn in keep]
     out = {"a": a, "b": b, "quantity": q, "benchmarks": keep}
     if q not in STRATIFIED:
-        return {**out, **spearman_exact(x, y)}
+        return {**out, **pair_correlation(x, y)}
     strata = [table[a][bn]["stratum"] if table[a][bn]["stratum"] == table[b][bn]["stratum"]
               else f"{table[a][bn]['stratum']}|{table[b][bn]['stratum']}" for bn in keep]
     r = spearman_within_strata(x, y, strata)
