@@ -9,6 +9,7 @@
 
 A changed statistic fails the second test until the data are regenerated; an edited number on
 the page fails the first."""
+import json
 import shutil
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def test_an_edited_number_on_a_page_is_caught(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("data", SNAPSHOTS, ids=lambda x: f"{x.parent.name}/{x.name}")
-def test_the_committed_summary_is_recomputed_from_the_committed_runs(data, tmp_path):
+def test_the_committed_summary_is_recomputed_from_the_committed_runs(data, tmp_path, monkeypatch):
     summary = data / "summary"
     out = tmp_path / "summary"
     out.mkdir()
@@ -66,7 +67,10 @@ def test_the_committed_summary_is_recomputed_from_the_committed_runs(data, tmp_p
         shutil.copy2(summary / f, out / f)
     pres = sorted(str(p) for p in data.glob("*/precursor.json"))
     curves = sorted(str(p) for p in data.glob("*/signal_curves.csv"))     # the benchmark's (where committed)
-    st = summary_settings()
+    # the summary settings the grid was summarised with, as its summary records them (the
+    # confirmation's name the frozen rules: checked again here, from the repository root)
+    st = summary_settings(json.loads((summary / "floor_summary.json").read_text())["settings"])
+    monkeypatch.chdir(REPO)
     for part in RECOMPUTED:
         summarize_part(part, pres, out, st, log=lambda *a: None, curves=curves)
     files = [f for part in RECOMPUTED for f in BY_NAME[part].files() if not f.endswith(".png")]
