@@ -109,6 +109,9 @@ def events_settings(user: dict | None = None, **fixed) -> Settings:
     extra = sorted((set(user or {}) | set(fixed)) - set(out))
     if extra:
         raise ValueError(f"events settings: unknown keys {extra}; allowed: {sorted(out)}")
-    out.update(user or {})
+    if user and set(user) == set(out):
+        out = dict(user)             # a resolved block keeps its order (the order precursor.json records)
+    else:
+        out.update(user or {})       # a partial one: the defaults' order, the user's values
     out.update(fixed)
     return Settings(out, "events")
