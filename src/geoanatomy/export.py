@@ -30,7 +30,6 @@ folder with other content, or an ``OUT`` of another run, is an error naming the 
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -40,7 +39,7 @@ from pathlib import Path
 
 from .checkpoints import (checkpoint_dir, ckpt_path, iter_checkpoints, list_checkpoints, pruned_record,
                           read_meta)
-from .files import atomic_write_bytes, atomic_write_json, atomic_write_text
+from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, sha256_file
 from .tasks import TOK, VOCAB
 
 MANIFEST = "geoanatomy_export.json"
@@ -58,14 +57,6 @@ RUN_FILES = ("train.json", "checkpoints/train_log.csv")   # hashed into the reco
 
 class ExportError(ValueError):
     """The run cannot be exported as asked; the message names the path and the fix."""
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # ------------------------------------------------------------------------------ the run

@@ -4,6 +4,7 @@ JSON is strict (NaN and infinity are refused)."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import math
@@ -90,3 +91,12 @@ def read_json(path: str | os.PathLike, error: type[Exception], unreadable: str, 
         raise error(f"{path} cannot be read ({e.strerror or e}){unreadable}") from e
     except json.JSONDecodeError as e:
         raise error(f"{path} is not valid JSON ({e}){invalid}") from e
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """sha256 hex digest of a file, read in 4 MB blocks (weights can be gigabytes)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()

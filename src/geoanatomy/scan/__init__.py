@@ -70,7 +70,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import atomic_write_json, json_safe
+from ..files import atomic_write_json, json_safe, sha256_file
 from ..precursor.seal import write_sealed
 from ..spec import settings_hash
 from ..table import read_table, write_table
@@ -186,16 +186,8 @@ def weights_identity(folder: Path) -> list:
     """(name, size, sha256) of the files that determine a checkpoint: config.json and the
     weight files (``*.safetensors``, ``pytorch_model*``, shard indexes). A content hash, so a
     copy (``cp -a``) or a touched file is still recognised and an edited one is not."""
-    import hashlib
-    out = []
-    for f in sorted(folder.iterdir()):
-        if f.is_file() and _determines_weights(f.name):
-            h = hashlib.sha256()
-            with open(f, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 22), b""):
-                    h.update(block)
-            out.append([f.name, f.stat().st_size, h.hexdigest()])
-    return out
+    return [[f.name, f.stat().st_size, sha256_file(f)] for f in sorted(folder.iterdir())
+            if f.is_file() and _determines_weights(f.name)]
 
 
 def _load_partial(path: Path, key: str, ident: list) -> dict | None:

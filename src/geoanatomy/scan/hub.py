@@ -23,23 +23,14 @@ listing, so a resumed scan reuses it without downloading the weights again.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
-from ..files import atomic_write_json
+from ..files import atomic_write_json, sha256_file
 from ..hf.probes import ScanError
 from ..pythia.fingerprint import weight_files
 from ..pythia.loading import (HUB_WEIGHT_FILES, LoadError, cached_weight_files, default_hub_api,
                               delete_cached_revision, fetch_revision, revision_files)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _lfs(v: str | None) -> str | None:
@@ -99,7 +90,7 @@ class HubFetch:
 
     def _config_pair(self, src) -> list:
         snap = self._fetch(src, False)
-        return ["config.json", _sha256(snap / "config.json")]
+        return ["config.json", sha256_file(snap / "config.json")]
 
     def expected_identity(self, ck) -> list | None:
         """The revision's (config.json, weight files) as [name, sha256] pairs without downloading
@@ -121,8 +112,8 @@ class HubFetch:
         if ck.source.label not in self.on_disk:
             names = {f.name: f for f in snap.iterdir() if f.is_file()}
             w = weight_files({n: n for n in names})
-            self.on_disk[ck.source.label] = [["config.json", _sha256(snap / "config.json")]] + \
-                [[n, _sha256(names[n])] for n in sorted(w)]
+            self.on_disk[ck.source.label] = [["config.json", sha256_file(snap / "config.json")]] + \
+                [[n, sha256_file(names[n])] for n in sorted(w)]
         return self.on_disk[ck.source.label]
 
     def weights(self, src) -> tuple[Path, str]:
@@ -140,7 +131,7 @@ class HubFetch:
         if listed is not None:
             want = {p: _lfs(h) for p, h in weight_files(listed).items()}
             for p, sha in sorted(want.items()):
-                got = _sha256(snap / p) if (snap / p).is_file() else None
+                got = sha256_file(snap / p) if (snap / p).is_file() else None
                 if sha is None or got != sha:
                     if src.label in self.downloaded:
                         delete_cached_revision(src.where, src.revision, self.cache_dir)
