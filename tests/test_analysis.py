@@ -83,18 +83,18 @@ def write(tmp_path, pres) -> list[str]:
 # ------------------------------------------------------------------ statistics
 def test_spearman_perfect_order_n6_exact_p():
     r = spearman_exact([1, 2, 3, 4, 5, 6], [10, 20, 30, 40, 50, 60])
-    assert r["rho"] == pytest.approx(1.0)
-    assert r["p"] == pytest.approx(2 / 720, abs=1e-15)
-    assert r["n_permutations"] == 720
+    assert r.rho == pytest.approx(1.0)
+    assert r.p == pytest.approx(2 / 720, abs=1e-15)
+    assert r.n_permutations == 720
     r = spearman_exact([1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1])
-    assert r["rho"] == pytest.approx(-1.0) and r["p"] == pytest.approx(2 / 720, abs=1e-15)
+    assert r.rho == pytest.approx(-1.0) and r.p == pytest.approx(2 / 720, abs=1e-15)
 
 
 def test_spearman_n4_hand_count():
     # rho = 1 - 6 * 2 / (4 * 15) = 0.8; |rho| >= 0.8 for sum d^2 in {0, 2, 18, 20}: 1 + 3 + 3 + 1 of 24
     r = spearman_exact([1, 2, 3, 4], [1, 3, 2, 4])
-    assert r["rho"] == pytest.approx(0.8)
-    assert r["p"] == pytest.approx(8 / 24)
+    assert r.rho == pytest.approx(0.8)
+    assert r.p == pytest.approx(8 / 24)
 
 
 def test_spearman_matches_brute_force_with_ties():
@@ -105,8 +105,8 @@ def test_spearman_matches_brute_force_with_ties():
     null = [stats.spearmanr(x, y[list(p)]).statistic for p in itertools.permutations(range(6))]
     want = np.mean(np.abs(null) >= abs(obs) - 1e-12)
     r = spearman_exact(x, y)
-    assert r["rho"] == pytest.approx(obs)
-    assert r["p"] == pytest.approx(want)
+    assert r.rho == pytest.approx(obs)
+    assert r.p == pytest.approx(want)
 
 
 def test_spearman_monte_carlo_close_to_exact_above_exact_max_n():
@@ -114,23 +114,23 @@ def test_spearman_monte_carlo_close_to_exact_above_exact_max_n():
     y = np.array([0, 2, 1, 3, 5, 4, 7, 6.0])
     exact = spearman_exact(x, y)
     mc = spearman_exact(x, y, exact_max_n=5, n_resamples=20000, seed=1)
-    assert "Monte Carlo" in mc["method"] and exact["method"].startswith("exact")
-    assert mc["rho"] == pytest.approx(exact["rho"])
-    assert mc["p"] == pytest.approx(exact["p"], abs=0.005)
+    assert "Monte Carlo" in mc.null and exact.null.startswith("exact")
+    assert mc.rho == pytest.approx(exact.rho)
+    assert mc.p == pytest.approx(exact.p, abs=0.005)
 
 
 def test_spearman_undefined_cases():
-    assert spearman_exact([1, 2], [1, 2])["rho"] is None
-    assert spearman_exact([1, 1, 1, 1], [1, 2, 3, 4])["reason"] == "constant ranks on one side"
-    assert spearman_exact([1, 2, np.nan, 4], [1, 2, 3, np.nan])["n"] == 2
+    assert spearman_exact([1, 2], [1, 2]).rho is None
+    assert spearman_exact([1, 1, 1, 1], [1, 2, 3, 4]).reason == "constant ranks on one side"
+    assert spearman_exact([1, 2, np.nan, 4], [1, 2, 3, np.nan]).n == 2
 
 
 def test_concordance_and_quantiles():
     c = concordance([1, 2, 3], [1, 3, 2])
-    assert (c["concordant"], c["discordant"], c["tied"]) == (2, 1, 0)
-    assert c["concordance"] == pytest.approx(2 / 3)
+    assert (c.concordant, c.discordant, c.tied) == (2, 1, 0)
+    assert c.statistic == pytest.approx(2 / 3)
     c = concordance([1, 1, 2], [1, 2, 3])
-    assert (c["concordant"], c["discordant"], c["tied"]) == (2, 0, 1)
+    assert (c.concordant, c.discordant, c.tied) == (2, 0, 1)
     q = quantiles([20, 60])
     assert (q["median"], q["q25"], q["q75"], q["iqr"]) == (40, 30, 50, 20)
     assert log_steps_close(40, 42, 0.1) is True and log_steps_close(40, 100, 0.1) is False
@@ -613,7 +613,7 @@ def test_spearman_exact_to_10_bounded_memory_no_scipy_permutation_test(monkeypat
     the same two-sided rule, so they agree at the boundary."""
     import tracemalloc
 
-    from geoanatomy.analysis import stats as st_mod
+    from geoanatomy.analysis.stats import correlation as st_mod
 
     def boom(*a, **k):
         raise AssertionError("scipy.stats.permutation_test must not be used")
@@ -621,19 +621,18 @@ def test_spearman_exact_to_10_bounded_memory_no_scipy_permutation_test(monkeypat
     rng = np.random.default_rng(5)
     x = rng.integers(0, 4, 10).astype(float)              # ties
     y = x + rng.normal(scale=1.5, size=10)
-    if hasattr(st_mod, "_perm_table"):
-        st_mod._perm_table.cache_clear()
+    st_mod._perm_table.cache_clear()
     tracemalloc.start()
     ex = spearman_exact(x, y)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert ex["method"].startswith("exact") and ex["n_permutations"] == 3628800
+    assert ex.null.startswith("exact") and ex.n_permutations == 3628800
     assert peak < 50e6
     mc = spearman_exact(x, y, exact_max_n=9, n_resamples=20000, seed=3)
-    assert "Monte Carlo" in mc["method"] and mc["rho"] == pytest.approx(ex["rho"])
-    assert mc["p"] == pytest.approx(ex["p"], abs=0.012)
-    assert 0.001 < ex["p"] < 0.5
-    assert spearman_exact(np.arange(11.0), np.arange(11.0), exact_max_n=11)["method"].startswith("Monte Carlo")
+    assert "Monte Carlo" in mc.null and mc.rho == pytest.approx(ex.rho)
+    assert mc.p == pytest.approx(ex.p, abs=0.012)
+    assert 0.001 < ex.p < 0.5
+    assert spearman_exact(np.arange(11.0), np.arange(11.0), exact_max_n=11).null.startswith("Monte Carlo")
 
 
 def test_spearman_exact_matches_brute_force_with_ties_on_both_sides():
@@ -644,7 +643,7 @@ def test_spearman_exact_matches_brute_force_with_ties_on_both_sides():
     null = np.array([np.corrcoef(rx, ry[p])[0, 1] for p in perms])
     obs = np.corrcoef(rx, ry)[0, 1]
     r = spearman_exact(x, y)
-    assert r["rho"] == pytest.approx(obs) and r["p"] == pytest.approx(np.mean(np.abs(null) >= abs(obs) - 1e-12))
+    assert r.rho == pytest.approx(obs) and r.p == pytest.approx(np.mean(np.abs(null) >= abs(obs) - 1e-12))
 
 
 def test_holm_and_sign_test():
@@ -718,7 +717,7 @@ def test_scale_level_effect_alone_is_not_significant_within_level():
         u = {(p["task"], p["level"], p["size"]): p["measures"]["rankme"]["floor"] for p in pres}
         a = [u[(t, lv, "nano")] for lv in ["L1", "L2", "L3"] for t in tasks]
         b = [u[(t, lv, "micro")] for lv in ["L1", "L2", "L3"] for t in tasks]
-        naive_sig.append(spearman_exact(a, b, n_resamples=999)["p"] < 0.05)   # units treated as exchangeable
+        naive_sig.append(spearman_exact(a, b, n_resamples=999).p < 0.05)   # units treated as exchangeable
     assert np.median(pooled_rho) > 0.7 and np.mean(naive_sig) > 0.9       # what the old pooled statistic said
     assert np.mean(by_level_ns) >= 0.88 and np.mean(pooled_ns) >= 0.85 and np.mean(acq_ns) >= 0.88
 

@@ -37,9 +37,9 @@ def test_collapse_floor_recovery():
     assert p["precursor"] and p["gap_steps"] == 50
     assert p["gaps"] == {"collapse": 70, "floor": 50, "recovery": 20}
     assert not precursor_verdict(e, t_acq=45, transition="floor", min_gap_frac=0.25)["precursor"]  # gap 5 < 0.25*45
-    assert not precursor_verdict(e, t_acq=30, transition="floor")["precursor"]      # floor after acquisition
-    assert precursor_verdict(e, t_acq=30, transition="floor")["gap_steps"] == -10
-    assert not precursor_verdict(e, t_acq=None)["precursor"]
+    assert not precursor_verdict(e, t_acq=30, transition="floor", min_gap_frac=0.25)["precursor"]  # floor after acq.
+    assert precursor_verdict(e, t_acq=30, transition="floor", min_gap_frac=0.25)["gap_steps"] == -10
+    assert not precursor_verdict(e, t_acq=None, transition="floor", min_gap_frac=0.25)["precursor"]
 
 
 def test_no_collapse_no_precursor():
@@ -47,7 +47,7 @@ def test_no_collapse_no_precursor():
     e = ev.curve_events(STEPS, v, collapse_drop=0.3)
     assert not e["collapsed"] and e["collapse_step"] is None and e["recovery_step"] is None
     assert e["floor"] == 8 and e["floor_step"] == 40
-    assert not precursor_verdict(e, t_acq=100)["precursor"]
+    assert not precursor_verdict(e, t_acq=100, transition="floor", min_gap_frac=0.25)["precursor"]
 
 
 def test_all_nan_curve():

@@ -72,3 +72,24 @@ def test_the_summary_refuses_before_any_work_and_marks_rows_when_allowed(tmp_pat
     import pandas as pd
     v = pd.read_csv(out / "verdict.csv")
     assert v["frozen"].str.startswith("NOT the frozen rules").all() and v["frozen"].str.contains("benchmark").all()
+
+
+def test_a_code_only_change_is_re_fingerprinted_keeping_the_freeze_and_saying_what_moved(tmp_path, monkeypatch):
+    out = tmp_path / "frozen.json"
+    first = fz.freeze(_cfg(), out)
+    with pytest.raises(ValueError, match="nothing to re-fingerprint"):
+        fz.refreeze(_cfg(), out, "no change")
+    c0 = claims_pkg.CLAIMS[0]                   # a rows function whose source moved
+    monkeypatch.setattr(claims_pkg, "CLAIMS", [dataclasses.replace(c0, rows=lambda v: c0.rows(v))]
+                        + claims_pkg.CLAIMS[1:])
+    with pytest.raises(ValueError, match=f"claim '{c0.name}' changed"):
+        fz.check(_cfg(frozen_rules=str(out)))
+    with pytest.raises(ValueError, match="summary_settings differ"):   # a setting is a rule, never code
+        fz.refreeze(_cfg(alpha=0.1), out, "not code")
+    with pytest.raises(ValueError, match="needs the reason"):
+        fz.refreeze(_cfg(), out, " ")
+    rec = fz.refreeze(_cfg(), out, "moved the rows function")
+    assert (rec["date"], rec["commit"]) == (first["date"], first["commit"])
+    assert rec["code_changes"][-1]["changed"] == [f"claim '{c0.name}' changed"]
+    assert rec["code_changes"][-1]["reason"] == "moved the rows function"
+    assert fz.check(_cfg(frozen_rules=str(out))) == f"rules as frozen in frozen.json on {first['date']}"

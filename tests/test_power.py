@@ -249,8 +249,8 @@ def test_a_lead_shorter_than_the_clear_gap_is_not_the_much_earlier_the_study_cla
                 sim = power._simulate(t, sc, rng)
                 runs = t[["task", "level", "size"]].assign(
                     t_acq=t["acquisition_step"].to_numpy(float), t_first=t["acquisition_step"].to_numpy(float),
-                    t_lp=sim["extreme"], t_probe=np.nan, min_gap_frac=0.25)
-                out = [r.as_dict() for r in logprob_before_accuracy(RunsView(runs, [], ST))]
+                    t_lp=sim["extreme"], t_probe=np.nan)
+                out = [r.as_dict() for r in logprob_before_accuracy(RunsView(runs, [], ST, 0.25))]
                 for r in out:
                     r["rule"] = rule
                     r["effect_of_interest"] = r["effect_of_interest"] if rule == "lead" else None
@@ -260,7 +260,7 @@ def test_a_lead_shorter_than_the_clear_gap_is_not_the_much_earlier_the_study_cla
     assert words["short-lead", "lead"].get("not reproduced", 0) >= 0.9
     assert words["proportional", "lead"].get("reproduced", 0) >= 0.9
     # the row says the threshold and the relative lead it compared
-    r = logprob_before_accuracy(RunsView(runs, [], ST))[0]
+    r = logprob_before_accuracy(RunsView(runs, [], ST, 0.25))[0]
     assert r.rule == "lead" and r.effect_of_interest == 0.25 and "clear gap f = 0.25" in r.detail
     assert abs(r.second[1] - 0.5) < 0.1 and r.second[2] <= r.second[1] <= r.second[3]
 

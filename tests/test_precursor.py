@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from geoanatomy import detectors as ev
-from geoanatomy.analysis import stats as nulls
+from geoanatomy.analysis.stats import nulls
 from geoanatomy.precursor import (SCHEMA_VERSION, difficulty, easy_max_of_budget, is_precursor,
                                   precursor_verdict)
 

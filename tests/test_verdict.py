@@ -142,10 +142,10 @@ def test_seed_clustered_noise_keeps_the_false_rate():
         noise = np.exp(rng.normal(0, 0.5, 8)[code] + rng.normal(0, 0.05, 24))
         runs = pd.DataFrame({"task": [c[0] for c in cells], "level": [c[1] for c in cells],
                              "size": [c[2] for c in cells], "t_first": t_acq, "t_probe": np.round(t_acq * noise)})
-        v = claims.RunsView(runs, [], ST)
+        v = claims.RunsView(runs, [], ST, 0.25)
         row = cbeh.probes_before_behaviour(v)[0]
         lead_hits += row.p < 0.05
-        run_level_hits += sign_test(runs["t_first"] - runs["t_probe"], "greater")["p"] < 0.05
+        run_level_hits += sign_test(runs["t_first"] - runs["t_probe"], "greater").p < 0.05
         t_ref = np.round(t_acq * np.exp(rng.normal(0, 0.3, 24)))
         df = grid_rows(t_acq, np.round(t_ref * noise), t_ref, cells, seeds=seeds)
         timing_hits += _verdict_of(df, "timing beyond the loss curve") == "reproduced"
@@ -217,7 +217,7 @@ def test_rates_get_clopper_pearson_not_a_degenerate_bootstrap():
     lo, hi = cbase.clopper_pearson(11, 11)
     assert hi == 1.0 and lo == pytest.approx(0.7151, abs=1e-3)
     runs = pd.DataFrame({"task": TASKS[:6] * 2, "level": ["L1"] * 6 + ["L2"] * 6, "size": "nano", "acquired": True})
-    row = cbeh.acquisition_rate(claims.RunsView(runs, [], ST))[0]
+    row = cbeh.acquisition_rate(claims.RunsView(runs, [], ST, 0.25))[0]
     assert row.value == 1.0 and row.ci[0] < 0.8
 
 
@@ -232,10 +232,10 @@ def test_one_sided_spearman_p_is_exact_with_ties():
     obs = spearmanr(x, y).statistic
     brute = np.mean([spearmanr(x, [y[i] for i in p]).statistic >= obs - 1e-12 for p in
                      itertools.permutations(range(6))])
-    assert r["p_greater"] == pytest.approx(brute)
-    assert r["p_greater"] != pytest.approx(r["p"] / 2)
-    e = {"rho": r["rho"], "p": r["p"], "p_greater": r["p_greater"], "n": 6}
-    assert cbase.p_greater(e) == r["p_greater"]
+    assert r.p_greater == pytest.approx(brute)
+    assert r.p_greater != pytest.approx(r.p / 2)
+    e = r.record()
+    assert cbase.p_greater(e) == r.p_greater
 
 
 def test_permutation_lead_p_has_one_convention_in_both_branches():
@@ -249,9 +249,9 @@ def test_permutation_lead_p_has_one_convention_in_both_branches():
     in_class = lambda a: a > 80
     ex = permutation_null(t_tr, t_acq, groups, in_class, 0.25, n_resamples=10_000)
     mc = permutation_null(t_tr, t_acq, groups, in_class, 0.25, n_resamples=4_000, seed=1)   # 7! = 5040 > 4000
-    assert ex["method"] == "exact" and mc["method"] == "monte_carlo"
-    assert mc["p_median_lead"] == pytest.approx(ex["p_median_lead"], abs=0.025)
-    assert mc["p_rate"] == pytest.approx(ex["p_rate"], abs=0.025)
+    assert "all 5040 arrangements" in ex.null and "Monte Carlo" in mc.null
+    assert mc.p_median_lead == pytest.approx(ex.p_median_lead, abs=0.025)
+    assert mc.p == pytest.approx(ex.p, abs=0.025)
 
 
 def test_json_claims_follow_the_rule():
@@ -522,17 +522,17 @@ def test_rule_lead_reads_the_relative_lead_against_the_clear_gap():
 # ------------------------------------------------ the timing and lag statistics, known answers
 def test_lag_test_is_a_student_t_interval_widened_by_half_the_mean_resolution():
     from scipy import stats as sps
-    from geoanatomy.analysis import timing
+    from geoanatomy.analysis.stats import timing
     lam = np.array([-0.2, 0.1, 0.0, 0.3, -0.1, 0.05])
     res = np.array([0.1, 0.1, 0.2, 0.2, 0.1, 0.1])
     r = timing.lag_test(lam, 0.1, res)
     half = sps.t.ppf(0.95, 5) * lam.std(ddof=1) / np.sqrt(6) + 0.5 * res.mean()
-    assert r["ci90"] == pytest.approx((lam.mean() - half, lam.mean() + half))
-    assert r["delta"] == pytest.approx(0.1)                  # the median resolution 0.1 is not finer than delta
-    assert timing.lag_test(lam, 0.05, res)["delta"] == pytest.approx(0.1)   # delta no finer than the grid
-    assert r["reading"] == "undecided"
+    assert r.ci == pytest.approx((lam.mean() - half, lam.mean() + half))
+    assert r.delta == pytest.approx(0.1)                  # the median resolution 0.1 is not finer than delta
+    assert timing.lag_test(lam, 0.05, res).delta == pytest.approx(0.1)   # delta no finer than the grid
+    assert r.reading == "undecided"
     p = sps.t.sf((lam.mean() - 0.5 * res.mean()) / (lam.std(ddof=1) / np.sqrt(6)), 5)
-    assert r["p_lags"] == pytest.approx(p)
+    assert r.p_lags == pytest.approx(p)
 
 
 def test_partial_rank_given_several_covariates_sees_nothing_in_a_copy_of_one_of_them():
@@ -540,29 +540,29 @@ def test_partial_rank_given_several_covariates_sees_nothing_in_a_copy_of_one_of_
     correlation alone rejects in about 10% of 200 draws at 0.05 (the ranks of y are not linear in
     the covariates' ranks: a noisy copy carries what their linear fit leaves); the row's whole
     rule (p < 0.05, bootstrap lower bound > 0 and leave-one-out gain above 0) in at most 5%."""
-    from geoanatomy.analysis import timing
+    from geoanatomy.analysis.stats import timing
     rng = np.random.default_rng(0)
     n = 30
     onset, klass = rng.normal(0, 1, n), (rng.random(n) < 0.5).astype(float)
     t_acq = np.exp(onset + 2 * klass + rng.normal(0, 0.3, n))
     cov = np.column_stack([onset, klass])
-    assert timing.partial_rank(np.log(t_acq), onset.copy(), cov, None, 99, 0)["r"] is None    # exact copy
+    assert timing.partial_rank(np.log(t_acq), onset.copy(), cov, None, 99, 0).r is None    # exact copy
     partial = whole = 0
     for s in range(200):
         copy = np.exp(onset + np.random.default_rng(s).normal(0, 0.2, n))
         r = timing.beyond_loss(t_acq, copy, cov, np.zeros(n), None, 199, 199, s)
-        pr, lo = r["partial"], r["loo"]
-        sig = pr["p"] is not None and pr["p"] < 0.05
+        pr, lo = r.partial, r.loo
+        sig = pr.p is not None and pr.p < 0.05
         partial += sig
-        whole += sig and (pr["lower"] or 0) > 0 and (lo["gain_ci95"][0] or 0) > 0
+        whole += sig and (pr.lower or 0) > 0 and (lo.ci[0] or 0) > 0
     assert partial / 200 <= 0.15 and whole / 200 <= 0.05, (partial, whole)
     g = np.log(t_acq) + rng.normal(0, 0.1, n)                   # a precursor beyond both
     r = timing.partial_rank(np.log(t_acq), g, cov, None, 999, 0)
-    assert r["r"] > 0.7 and r["p"] < 0.01 and r["lower"] > 0.3 and r["lower"] <= r["r"] <= r["upper"]
+    assert r.r > 0.7 and r.p < 0.01 and r.lower > 0.3 and r.lower <= r.r <= r.upper
 
 
 def test_within_units_removes_every_unit_level_confound_and_finds_a_seed_level_effect():
-    from geoanatomy.analysis import timing
+    from geoanatomy.analysis.stats import timing
     rng = np.random.default_rng(1)
     cells = np.repeat(np.arange(20), 2)
     level = rng.normal(0, 2, 20)[cells]                         # a cell effect on both (class, size)
@@ -571,15 +571,15 @@ def test_within_units_removes_every_unit_level_confound_and_finds_a_seed_level_e
     for s in range(200):                                         # shares only the cell effect: size <= 0.05
         g_confound = level + np.random.default_rng(s).normal(0, 0.5, 40)
         r = timing.within_units(y, g_confound, None, cells, 199, s)
-        hits += r["p"] < 0.05
-    assert r["n_units"] == 20 and hits / 200 <= 0.08
+        hits += r.p < 0.05
+    assert r.n == 20 and hits / 200 <= 0.08
     g_real = y + rng.normal(0, 0.1, 40)                         # tracks each seed
     r = timing.within_units(y, g_real, None, cells, 999, 0)
-    assert r["r"] > 0.9 and r["p"] < 0.01 and r["lower"] > 0.5
+    assert r.r > 0.9 and r.p < 0.01 and r.lower > 0.5
     from scipy import stats as sps
     k = sps.norm.ppf(0.95) / np.sqrt(20 - 3)                   # Fisher z over the 20 contrasts
-    assert (r["lower"], r["upper"]) == pytest.approx((np.tanh(np.arctanh(r["r"]) - k), np.tanh(np.arctanh(r["r"]) + k)))
-    assert timing.within_units(y[::2], g_real[::2], None, cells[::2])["r"] is None     # one seed a cell
+    assert (r.lower, r.upper) == pytest.approx((np.tanh(np.arctanh(r.r) - k), np.tanh(np.arctanh(r.r) + k)))
+    assert timing.within_units(y[::2], g_real[::2], None, cells[::2]).r is None     # one seed a cell
 
 
 def test_spearman_bounds_by_fisher_z_hold_the_papers_magnitude():
@@ -604,7 +604,7 @@ def test_an_easy_cell_row_whose_floor_window_ends_before_acquisition_gets_no_wor
                           "difficulty": "easy", "t_acq": t_acq, "lag_transition": -0.6 + np.linspace(-.02, .02, n),
                           "res_transition": 0.01, "t_window": 30.0, "runs": 2, "mean_share_rho": np.nan})
     from geoanatomy.analysis.claims.base import MeasureView
-    m = MeasureView("rankme_centred", "centred", units, ST)
+    m = MeasureView("rankme_centred", "centred", units, ST, 0.25)
     v = finish([r.as_dict() for r in easy_simultaneous(m)], ST)
     assert v["verdict"].iloc[0] == "inconclusive" and "forced by the floor window" in v["detail"].iloc[0]
     m2 = replace(m, units=units.assign(t_window=1000.0))

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from geoanatomy.analysis import power, rates, timing
+from geoanatomy.analysis import power, rates
+from geoanatomy.analysis.stats import timing
 from geoanatomy.analysis.claims import CLAIMS, views_of_units
 from geoanatomy.analysis.claims.timing import design_covariates
 from geoanatomy.analysis.load import load_precursors
@@ -61,7 +62,7 @@ def words(study, draw, measure: str, claims: list[str], seed: int = 0, n_pop: in
     per_pop = []
     for i, u in units.groupby("population", sort=True):
         runs = by_pop[i].drop(columns="population").reset_index(drop=True)
-        views = views_of_units(u.drop(columns="population"), study["st_sim"], rows=runs)
+        views = views_of_units(u.drop(columns="population"), study["st_sim"], 0.25, rows=runs)
         per_pop.append([r.as_dict() for v in views for c in claims for r in BY_NAME[c].rows(v)])
     return power._words(per_pop, study["st_sim"], study["sizes"])
 
@@ -167,7 +168,7 @@ def test_lag_intervals_cover_the_true_lag_on_the_real_grids(study):
             u = unit_events(power._sim_rows(t, sim, [measure], on))
             u = u[u["acquired"] & np.isfinite(u["lag_transition"].astype(float))]
             r = timing.lag_test(u["lag_transition"].to_numpy(float), 0.1, u["res_transition"].to_numpy(float))
-            lo, hi = r["ci90"]
+            lo, hi = r.ci
             hit += lo <= mu <= hi
         cover = hit / N_POP
         print(measure, sd, "coverage", cover)

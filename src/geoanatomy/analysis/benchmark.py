@@ -21,7 +21,7 @@ alarm curve   a causal alarm: at checkpoint t the signal's sustained relative ch
               threshold keeping that time-matched false-alarm rate at ``FA_TARGET`` gives the
               detection rate (positives alarmed before acquisition) and the median lead of the
               alarm (cells, runs alarmed before acquisition).
-gain          the timing test of the verdict (``analysis.timing.partial_rank``): partial rank
+gain          the timing test of the verdict (``analysis.stats.timing.partial_rank``): partial rank
               correlation of log t_acq with log(t_event + 1) given the loss curve's events
               (onset, half, extreme: the same detector setting), the class and the calibration
               step, permutations within size; one-sided p, Holm over the signals per setting.
@@ -46,7 +46,7 @@ from ..measures.signal_registry import CLOCK, SIGNALS
 from ..precursor.rules import precursor_verdict
 from .load import calibration_step, is_control, seed_of
 from .stats import CELLS, holm
-from .timing import partial_rank
+from .stats.timing import partial_rank
 
 EVENT_KINDS = ("onset", "extreme")
 FA_TARGET = 0.1
@@ -331,12 +331,11 @@ def gain_rows(runs: pd.DataFrame, events: pd.DataFrame, st: dict) -> pd.DataFram
             if len(cell) and bool(cell["fixed"].all()):
                 cols += [cell["hard"].to_numpy(float), _log1(cell["cal"])]
             L = np.column_stack(cols) if cols else None
-            r = partial_rank(np.log(cell["t_acq"].to_numpy(float)), _log1(cell["t"]), L, cell["size"].to_numpy(),
-                             n_perm, seed) if len(cell) else {"r": None, "p": None, "lower": None, "upper": None,
-                                                              "reason": "no cell with the event"}
-            out.append({"signal": name, "event": kind, "gain_r": r["r"], "gain_lo": r["lower"],
-                        "gain_hi": r["upper"], "gain_p": r["p"], "gain_n_cells": int(len(cell)),
-                        "gain_note": r.get("reason")})
+            r = (partial_rank(np.log(cell["t_acq"].to_numpy(float)), _log1(cell["t"]), L, cell["size"].to_numpy(),
+                              n_perm, seed) if len(cell) else None)
+            out.append({"signal": name, "event": kind, "gain_r": r and r.r, "gain_lo": r and r.lower,
+                        "gain_hi": r and r.upper, "gain_p": r and r.p, "gain_n_cells": int(len(cell)),
+                        "gain_note": r.reason if r else "no cell with the event"})
     df = pd.DataFrame(out)
     if len(df):
         p = df["gain_p"].astype(float)

@@ -15,7 +15,7 @@ floor over its seeds (n counts cells; seeds per cell are listed).
 
 floor_spread.csv: per measure x level x task, the cell floors across sizes:
 min, median, max, SD of log10(floor) across sizes, and Spearman rho of floor vs
-log10(n_params) (n = sizes) with its exact two-sided permutation p (stats.py;
+log10(n_params) (n = sizes) with its exact two-sided permutation p (analysis.stats;
 raw p) and the Holm-adjusted p over the family of the tasks of one measure and
 level (p_holm; the smallest exact p at 6 sizes is 2/720, so a family over all 24
 task-levels could never reach 0.05). trend_with_capacity uses p_holm: "rising"
@@ -132,7 +132,7 @@ def floor_spread(floors: pd.DataFrame, st: dict) -> pd.DataFrame:
                         "floor_min": float(t["floor"].min()), "floor_median": float(t["floor"].median()),
                         "floor_max": float(t["floor"].max()),
                         "sd_log10_floor_across_sizes": float(t["log10_floor"].std(ddof=1)) if len(t) > 1 else None,
-                        "rho_floor_vs_log10_params": sp["rho"], "p_raw": sp["p"], "p_method": sp["method"]})
+                        "rho_floor_vs_log10_params": sp.rho, "p_raw": sp.p, "p_method": sp.null})
         for row, ph in zip(fam, holm([r["p_raw"] for r in fam])):
             trend = "no trend"
             if ph is not None and ph < alpha:

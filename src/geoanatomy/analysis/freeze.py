@@ -15,6 +15,15 @@ with it before any work (``check``) and refuses on a difference, naming what dif
 ``summary.allow_unfrozen`` is true: then every verdict row says so in its ``frozen`` column.
 Helper functions the rows call are not hashed (their known-answer tests pin them); a change to
 one that changes a number is caught by the confirmation grid's data tests instead.
+
+A change of code that moves or renames but decides no word differently (a refactoring of a
+rows function) changes its source and so its sha256. ``geoanatomy freeze ... --code-only
+"why"`` (``refreeze``) then writes the new fingerprints into the same file and keeps the
+freeze's date and commit, the moment the rules were fixed; it appends what changed, when, at
+which commit and why to ``code_changes``. It refuses a change of the settings (those are
+rules, not code). That no number moved is shown, not claimed: the committed data snapshots of
+the study and of its confirmation are summarised again with the re-fingerprinted rules and
+compared byte for byte (tests/test_docs_data.py), verdict.csv included.
 """
 from __future__ import annotations
 
@@ -80,6 +89,33 @@ def freeze(cfg: dict, out, config_name: str = "") -> dict:
                    "(geoanatomy.analysis.freeze)", "date": now,
            "commit": _commit(), "config": config_name, **fingerprints(cfg)}
     atomic_write_json(Path(out), rec)
+    return rec
+
+
+SETTINGS_KEYS = ("summary_settings", "events_settings")
+
+
+def refreeze(cfg: dict, path, reason: str) -> dict:
+    """Re-fingerprint a frozen-rules file after a code-only change (module doc): the new sha256s,
+    the original date and commit, and a ``code_changes`` entry; ValueError when a setting
+    differs or nothing does."""
+    from ..files import atomic_write_json
+    p = Path(path)
+    old = json.loads(p.read_text())
+    now = fingerprints(cfg)
+    diff = differences(old, now)
+    if not diff:
+        raise ValueError(f"{p}: the rules are the frozen ones; nothing to re-fingerprint")
+    moved = [k for k in SETTINGS_KEYS if old.get(k) != now[k]]
+    if moved:
+        raise ValueError(f"{p}: {', '.join(moved)} differ from the frozen ones; settings are rules, not code, so a "
+                         "code-only re-fingerprint cannot take them (the confirmation's settings are the frozen ones)")
+    if not reason.strip():
+        raise ValueError("--code-only needs the reason (what the change did and why no number moves)")
+    when = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    rec = {**old, **now, "code_changes": [*old.get("code_changes", []),
+                                          {"date": when, "commit": _commit(), "changed": diff, "reason": reason}]}
+    atomic_write_json(p, rec)
     return rec
 
 

@@ -361,6 +361,20 @@ def min_gap_frac(pre: dict) -> float:
                                                          DEFAULTS["events"]["precursor_min_gap_frac"]))
 
 
+def clear_gap(fracs) -> float | None:
+    """The one clear-gap fraction f of the runs a summary pools (``min_gap_frac`` of each; None
+    without a run). Runs with different f are refused, also under summary.allow_mixed_settings:
+    a precursor claim applies one rule to every unit it counts."""
+    vals = sorted({float(x) for x in fracs if x == x})
+    if len(vals) > 1:
+        raise SummaryInputError(
+            "the runs of this summary use different events.precursor_min_gap_frac "
+            f"({', '.join(f'{v:g}' for v in vals)}):"
+            " a precursor claim applies one clear gap to every unit, so these runs do not pool even with "
+            "summary.allow_mixed_settings; summarize each value's runs on its own (--precursors)")
+    return vals[0] if vals else None
+
+
 def class_counts(pres: list[dict]) -> dict:
     """Runs per difficulty class (every class listed, zeros included)."""
     c = {k: 0 for k in DIFFICULTIES}

@@ -68,8 +68,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from .load import CHECKPOINTS, half_widths, run_grids
-from . import timing
+from .load import CHECKPOINTS, clear_gap, half_widths, run_grids
+from .stats import timing
 from .stats import CELLS
 from .stats import binomial_p
 from .units import unit_events
@@ -325,15 +325,15 @@ def _population_rows(units: pd.DataFrame, t: pd.DataFrame, sim: dict, st_sim: di
     runs' checkpoints, ``checkpoints``: a ``_grid_matrix``: probes and log-probs are read at
     every checkpoint)."""
     res = []
-    for v in views_of_units(units, st_sim, rows=rows):
+    frac = clear_gap(t["min_gap_frac"])
+    for v in views_of_units(units, st_sim, frac, rows=rows):
         res += [r.as_dict() for c in reading("measure", "simulated") if c.design.measure == v.measure
                 for r in c.rows(v)]
     runs = t[list(unit_cols)].assign(t_acq=t["acquisition_step"].to_numpy(float),
                                      t_first=t["acquisition_step"].to_numpy(float),
                                      t_lp=on_grid(sim["extreme"], checkpoints),
-                                     t_probe=on_grid(sim["extreme"], checkpoints),
-                                     min_gap_frac=t["min_gap_frac"].to_numpy(float))
-    view = RunsView(runs, [], st_sim, tuple(unit_cols))
+                                     t_probe=on_grid(sim["extreme"], checkpoints))
+    view = RunsView(runs, [], st_sim, frac, tuple(unit_cols))
     res += [r.as_dict() for c in reading("runs", "simulated") for r in c.rows(view)]
     return res
 
@@ -342,7 +342,8 @@ def family_sizes(rows: pd.DataFrame, units: pd.DataFrame, st: dict, unit_cols=CE
     """Holm family -> the rows it has in the real verdict (the per-measure and run-reading
     claims on the grid's own data; resampling counts do not change how many rows there are)."""
     cheap = {**st, "n_permutations": 9, "n_bootstrap": 9}
-    fams = [r.family for v in views_of_units(units, cheap, rows=rows) for c in reading("measure")
+    fams = [r.family for v in views_of_units(units, cheap, clear_gap(rows["min_gap_frac"]), rows=rows)
+            for c in reading("measure")
             for r in c.rows(v)]
     return {f: fams.count(f) for f in dict.fromkeys(fams) if f}
 

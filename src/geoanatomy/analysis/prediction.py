@@ -25,7 +25,7 @@ transition) when at least half its seeds are; n counts cells.
 same_size[size][measure][level]: SAME-SIZE CHECK. Spearman rho of the cells'
 transition steps vs their acquisition steps at one size, over the tasks of one
 level acquired there and with a transition (n = tasks), exact two-sided
-permutation p (stats.py); Holm over the levels of one measure and size.
+permutation p (analysis.stats); Holm over the levels of one measure and size.
 
 cross_scale[pair][measure][level]: CROSS-SCALE PREDICTION. For sizes a smaller
 than b (same family): Spearman rho of the transition steps at size a vs the
@@ -87,8 +87,8 @@ def within_class(rows: pd.DataFrame) -> dict:
                 if len(g) < 2:
                     continue
                 c = concordance(g["t_tr"], g["t_acq"])
-                by_size[size] = c
-                C, D, T = C + c["concordant"], D + c["discordant"], T + c["tied"]
+                by_size[size] = c.record()
+                C, D, T = C + c.concordant, D + c.discordant, T + c.tied
             res[cls] = {"pooled": {"concordant": C, "discordant": D, "tied": T,
                                    "concordance": C / (C + D) if C + D else None,
                                    "n_runs": int(sum(v["n"] for v in by_size.values()))},
@@ -123,7 +123,7 @@ def _spearman_levels(c_x: pd.DataFrame, c_y: pd.DataFrame, st: dict) -> dict:
         x, y = x.reindex(both), y.reindex(both)
         ok = x["t_tr"].notna() & y["t_acq"].notna()
         r = spearman_exact(x["t_tr"][ok], y["t_acq"][ok], st["exact_max_n"], st["n_resamples"], st["seed"])
-        res[lv] = {**r, "tasks": list(x.index[ok]),
+        res[lv] = {**r.record(), "tasks": list(x.index[ok]),
                    "seeds_per_cell": seeds_span(list(x["n_seeds"][ok]) + list(y["n_seeds"][ok])),
                    "n_without_transition_or_unacquired": int((~ok).sum())}
     ps = [v["p"] for v in res.values()]

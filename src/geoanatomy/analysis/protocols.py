@@ -41,8 +41,7 @@ import pandas as pd
 from . import floors, prediction, rates, scale, topdown
 from .claims import RANKME, row_dict
 from .load import is_control, level_order, run_facts, size_order, task_order
-from .stats import cluster_bootstrap, sign_test
-from .stats import binomial_p
+from .stats import binomial_p, cluster_bootstrap, sign_test
 from .verdict import json_claims, precursor_claims
 
 MIXTURE = "mixture"
@@ -235,8 +234,8 @@ def behaviour_claims(mix: list[dict], st: dict) -> list[dict]:
                         float(np.median(lead)) if len(d) else None,
                         cluster_bootstrap(d, lambda i: float(np.median(lead[i])), nb, seed, MODEL) if len(d)
                         else (None, None), int(d["model"].nunique()) if len(d) else 0, len(d),
-                        "exact one-sided sign test over models (a model's median lead > 0)", 0.0, res["p"],
-                        _fam(claim), f"{res['wins']} of {res['n']} models lead; {int((lead > 0).sum())} of {len(d)}"
+                        "exact one-sided sign test over models (a model's median lead > 0)", 0.0, res.p,
+                        _fam(claim), f"{res.wins} of {res.n} models lead; {int((lead > 0).sum())} of {len(d)}"
                         " combinations" if len(d) else "no combination has both events"))
     return out
 

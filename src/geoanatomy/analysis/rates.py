@@ -32,7 +32,7 @@ import numpy as np
 
 from ..precursor import difficulty, is_precursor
 from .load import (DIFFICULTIES, REFERENCES, calibration_step, extreme, geometric_measures, lag_resolution,
-                   min_gap_frac, run_facts, size_order, step_or_none)
+                   clear_gap, min_gap_frac, run_facts, size_order, step_or_none)
 from .stats import CELLS, cluster_bootstrap, clock_null, paired_lead, permutation_null
 from .settings import summary_settings
 from .stats import log_steps_close, quantiles
@@ -116,7 +116,7 @@ def effective_transition(r: pd.DataFrame) -> np.ndarray:
     return np.where(ok, t, np.nan)
 
 
-def null_columns(rm: pd.DataFrame, diff: str, size: str, st: dict, perm_group: str = "size") -> dict:
+def null_columns(rm: pd.DataFrame, diff: str, size: str, st: dict, frac: float, perm_group: str = "size") -> dict:
     """Clock null, permutation p and false alarms of one measure's cell (module doc).
     ``perm_group``: the column within whose values acquisition steps are shuffled (the size;
     a mixture's combinations: the model, geoanatomy.analysis.protocols)."""
@@ -129,9 +129,8 @@ def null_columns(rm: pd.DataFrame, diff: str, size: str, st: dict, perm_group: s
         cell = scope[scope["difficulty"] == diff]
         if not len(cell):
             return out
-        frac = float(cell["min_gap_frac"].iloc[0])
         t_acq = pd.to_numeric(cell["acquisition_step"], errors="coerce").to_numpy(float)
-        out.update({k: v for k, v in clock_null(effective_transition(cell), t_acq, frac).items() if k != "n"})
+        out.update({k: v for k, v in clock_null(effective_transition(cell), t_acq, frac).record().items() if k != "n"})
         acq = scope[scope["acquired"].astype(bool)]
         emax = pd.to_numeric(acq["easy_max_step"], errors="coerce").to_numpy(float)
         fixed = acq["difficulty_fixed"].fillna(False).astype(bool).to_numpy() if "difficulty_fixed" in acq else None
@@ -143,8 +142,7 @@ def null_columns(rm: pd.DataFrame, diff: str, size: str, st: dict, perm_group: s
         res = permutation_null(effective_transition(acq), pd.to_numeric(acq["acquisition_step"]).to_numpy(float),
                                acq[perm_group].to_numpy(), in_class, frac,
                                n_resamples=int(st["n_permutations"]), seed=int(st["seed"]))
-        out.update(perm_p_rate=res["p_rate"], perm_p_median_lead=res["p_median_lead"],
-                   n_permutations=res["n_permutations"])
+        out.update(perm_p_rate=res.p, perm_p_median_lead=res.p_median_lead, n_permutations=res.n_permutations)
     elif diff == "unlearned":
         cell = scope[scope["difficulty"] == "unlearned"]
         fired = np.isfinite(effective_transition(cell))
@@ -193,13 +191,10 @@ def paired_leads(rows: pd.DataFrame, st: dict) -> pd.DataFrame:
                 pl = paired_lead(t, pd.to_numeric(r[ref], errors="coerce"),
                                  n_resamples=int(st["n_bootstrap"]), seed=int(st["seed"]))
                 out.append({"measure": measure, "event": event, "reference": f"loss {event}", "difficulty": diff,
-                            "runs": len(r), "n_pairs": pl["n"],
-                            "wins": pl["wins"], "losses": pl["losses"], "ties": pl["ties"], "sign_test_p": pl["p"],
-                            "median_lead_steps": pl["median_lead_steps"],
-                            "ci95_lo_steps": pl["ci95_lead_steps"][0], "ci95_hi_steps": pl["ci95_lead_steps"][1],
-                            "median_lead_decades": pl["median_lead_decades"],
-                            "ci95_lo_decades": pl["ci95_lead_decades"][0], "ci95_hi_decades":
-                            pl["ci95_lead_decades"][1]})
+                            "runs": len(r), "n_pairs": pl.n, "wins": pl.sign.wins, "losses": pl.sign.losses,
+                            "ties": pl.sign.ties, "sign_test_p": pl.p, "median_lead_steps": pl.statistic,
+                            "ci95_lo_steps": pl.ci[0], "ci95_hi_steps": pl.ci[1], "median_lead_decades": pl.decades,
+                            "ci95_lo_decades": pl.ci_decades[0], "ci95_hi_decades": pl.ci_decades[1]})
     return pd.DataFrame(out, columns=PAIRED_COLUMNS)
 
 
@@ -237,6 +232,7 @@ def precursor_rates(rows: pd.DataFrame, st: dict | None = None, cluster_cols=CEL
     st = st or summary_settings()
     out = []
     rows = rows[rows["control"] == ""]
+    frac = clear_gap(rows["min_gap_frac"])
     sizes = size_order(rows["size"], dict(zip(rows["size"], rows["n_params"])))
     for measure in ordered_measures(rows):
         rm = rows[rows["measure"] == measure]
@@ -264,7 +260,7 @@ def precursor_rates(rows: pd.DataFrame, st: dict | None = None, cluster_cols=CEL
                     "gap_median_ci95_lo": ci_gap[0], "gap_median_ci95_hi": ci_gap[1],
                     "coincide_plateau_k_of_n": f"{int(coinc.astype(bool).sum())}/{len(coinc)}"
                     if measure != "loss_plateau_exit" else "",
-                    **null_columns(rm, diff, size, st, perm_group),
+                    **null_columns(rm, diff, size, st, frac, perm_group),
                 })
     return pd.DataFrame(out)
 

@@ -8,7 +8,7 @@ Shuffled-label control runs are left out (they are controls: rates.control_rows)
 and so are diverged runs (missing, not censored).
 
 Headline: for sizes a and b, Spearman rho over the tasks *within one level*
-(n = tasks, up to 8) with an exact two-sided permutation p (stats.py: exact for
+(n = tasks, up to 8) with an exact two-sided permutation p (analysis.stats: exact for
 n <= 10), per level. Levels are not pooled for the headline: the three levels
 differ in floors and acquisition steps, so a level effect alone would give a
 pooled rho near 0.8 with no task effect at all. Holm family: the per-level
@@ -178,12 +178,12 @@ def pair_correlations(wide: pd.DataFrame, seeds: pd.DataFrame, sizes: list[str],
                 r = spearman_exact(sub[a], sub[b], st["exact_max_n"], st["n_resamples"], st["seed"])
             sd = seeds.reindex(index=sub.index)[[a, b]]
             units = [" ".join(map(str, u)) if isinstance(u, tuple) else str(u) for u in sub.index]
-            entry.update({**r, "seeds_per_cell": seeds_span(sd.to_numpy().ravel()), "units": units})
+            entry.update({**r.record(), "seeds_per_cell": seeds_span(sd.to_numpy().ravel()), "units": units})
             pairs.append(entry)
-            n[i, j] = n[j, i] = r["n"]
-            if r["rho"] is not None:
-                rho[i, j] = rho[j, i] = r["rho"]
-                p[i, j] = p[j, i] = r["p"]
+            n[i, j] = n[j, i] = r.n
+            if r.rho is not None:
+                rho[i, j] = rho[j, i] = r.rho
+                p[i, j] = p[j, i] = r.p
     for i in range(k):
         n[i, i] = int(wide[sizes[i]].notna().sum())
     rhos = [e["rho"] for e in pairs if e["rho"] is not None]

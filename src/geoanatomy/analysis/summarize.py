@@ -19,7 +19,7 @@ from ..files import atomic_write_json, atomic_write_text
 from . import (behaviour, figures_runs, figures_summary, floors, parts, power, prediction, protocols, rates, scale,
                topdown)
 from . import benchmark, figures_benchmark, figures_verdict, verdict
-from .load import check_pooling, class_counts, load_precursors, settings_mix
+from .load import check_pooling, class_counts, clear_gap, load_precursors, min_gap_frac, settings_mix
 from .tables import header_lines, read_table, tables_html, write_csv
 
 
@@ -446,6 +446,7 @@ def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_jso
     if p.reads_runs and not units:
         raise ValueError("summarize: no precursor.json files given")
     check_pooling(units, bool(st["allow_mixed_settings"]))   # refuses a silent mix of settings
+    clear_gap(min_gap_frac(u) for u in units)                # and two clear gaps, even when a mix is allowed
     pres, mix = protocols.split(units)            # mixture units: verdict and protocols only
     if part in ("verdict", "benchmark") and pres:   # a confirmation grid: the frozen rules, checked first
         from .freeze import check

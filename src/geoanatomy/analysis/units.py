@@ -126,7 +126,7 @@ def unit_events(rows: pd.DataFrame, unit_cols=CELLS) -> pd.DataFrame:
         label[code[i]] = diff_row[i]
     head = d.iloc[first_row]
     out = {c: head[c].to_numpy() for c in keys}
-    for c in ("kind", "variant", "layer", "position", "n_params", "min_gap_frac", "easy_max_step"):
+    for c in ("kind", "variant", "layer", "position", "n_params", "easy_max_step"):
         out[c] = head[c].to_numpy()
     if "size" not in unit_cols:
         out["size"] = head["size"].to_numpy()
@@ -148,7 +148,6 @@ def unit_events(rows: pd.DataFrame, unit_cols=CELLS) -> pd.DataFrame:
         out[c] = med[c].to_numpy(float)
     out["calibration_step"] = num["calibration_step"][first_row]
     out["mean_share_rho"] = med["mean_share_rho"].to_numpy(float)
-    out["min_gap_frac"] = np.asarray(out["min_gap_frac"], dtype=float)
     return pd.DataFrame(out)
 
 

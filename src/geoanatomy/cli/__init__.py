@@ -159,6 +159,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, help="the config whose settings are frozen")
     p.add_argument("--out", required=True, help="the file to write (JSON)")
     p.add_argument("--check", action="store_true", help="compare instead of writing: exit 1 and list what differs")
+    p.add_argument("--code-only", metavar="REASON", help="re-fingerprint --out after a code change that decides no "
+                   "word differently: keeps the freeze's date and commit, records the change and REASON (refused "
+                   "when a setting differs); the data tests then recompute the committed snapshots byte for byte")
     for name, what in DELEGATED.items():  # listed here; parsed by their own modules
         sub.add_parser(name, help=f"{what} (geoanatomy {name} --help)", add_help=False)
     return ap
@@ -231,13 +234,22 @@ def _dispatch(args) -> int:
     if args.cmd == "freeze":
         import json as _json
 
-        from ..analysis.freeze import differences, fingerprints, freeze
+        from ..analysis.freeze import differences, fingerprints, freeze, refreeze
         from ..config import load_config
         cfg = load_config(args.config)
         if args.check:
             diff = differences(_json.loads(Path(args.out).read_text()), fingerprints(cfg))
             print("\n".join(diff) if diff else f"{args.out}: the rules are the frozen ones")
             return 1 if diff else 0
+        if args.code_only is not None:
+            try:
+                rec = refreeze(cfg, args.out, args.code_only)
+            except ValueError as e:
+                print(f"geoanatomy freeze: {e}", file=sys.stderr)
+                return 2
+            print(f"{args.out}: re-fingerprinted ({'; '.join(rec['code_changes'][-1]['changed'])}); still frozen on "
+                  f"{rec['date']} (commit {str(rec['commit'])[:10]})")
+            return 0
         rec = freeze(cfg, args.out, args.config)
         print(f"{args.out}: {len(rec['claims'])} claims, verdict rule, benchmark, summary and events settings "
               f"frozen on {rec['date']} (commit {str(rec['commit'])[:10]})")

@@ -69,7 +69,7 @@ def easy_max_of_budget(total_steps, easy_max_frac: float) -> float:
     return easy_max_frac * total_steps
 
 
-def precursor_verdict(ev: dict, t_acq, transition: str = "floor", min_gap_frac: float = 0.25) -> dict:
+def precursor_verdict(ev: dict, t_acq, transition: str, min_gap_frac: float) -> dict:
     """Precursor verdict and gaps of one falling curve's events ``ev`` (``events.curve_entry``
     keys: collapsed, collapse_step, floor_step, recovery_step) against acquisition at t_acq:
     the transition is the event named ``transition``; gaps = t_acq - step wherever both exist

@@ -40,9 +40,8 @@ def pair_correlation(x, y, n_resamples: int = 100_000, seed: int = 0) -> dict:
     if len(x) != len(y):
         raise ValueError("x and y differ in length")
     r = spearman_exact(x, y, EXACT_MAX_N, n_resamples, seed)
-    return {"n": r["n"], "rho": r["rho"], "p_value": r["p"],
-            "method": r["method"] or f"not computed: {r['reason']}", "n_permutations": r["n_permutations"],
-            "test": r["test"]}
+    return {"n": r.n, "rho": r.rho, "p_value": r.p, "method": r.null or f"not computed: {r.reason}",
+            "n_permutations": r.n_permutations, "test": r.test}
 
 
 def _pair(a: str, b: str, q: str, table: dict, benchmarks: list[str]) -> dict:
@@ -54,8 +53,8 @@ def _pair(a: str, b: str, q: str, table: dict, benchmarks: list[str]) -> dict:
     strata = [table[a][bn]["stratum"] if table[a][bn]["stratum"] == table[b][bn]["stratum"]
               else f"{table[a][bn]['stratum']}|{table[b][bn]['stratum']}" for bn in keep]
     r = spearman_within_strata(x, y, strata)
-    return {**out, "n": r["n"], "rho": r["rho_within"], "p_value": r["p_value"], "rho_pooled": r["rho_pooled"],
-            "strata": r["strata"], "method": r["method"], "n_permutations": r["n_permutations"], "test": r["test"]}
+    return {**out, "n": r.n, "rho": r.rho, "p_value": r.p, "rho_pooled": r.pooled, "strata": r.strata,
+            "method": r.null or f"not computed: {r.reason}", "n_permutations": r.n_permutations, "test": r.test}
 
 
 def scale_summary(models: list[dict], benchmarks: list[str]) -> dict:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..load import min_gap_frac
+from ..load import clear_gap, min_gap_frac
 from ..parts import FIGURE_FAMILIES
 from ..stats import CELLS
 from ..units import unit_events
@@ -190,10 +190,12 @@ def _settings(st: dict) -> tuple[int, int, int]:
 @dataclass(frozen=True)
 class RunsView:
     """The study runs' behavioural events (one row per run) and their units, for the behaviour
-    and floor claims."""
+    and floor claims; ``frac`` the runs' clear gap f (``events.precursor_min_gap_frac``, one for
+    all the runs a summary pools: ``load.clear_gap``)."""
     runs: pd.DataFrame
     pres: list
     st: dict
+    frac: float | None
     unit_cols: tuple = CELLS
 
     nb = property(lambda self: _settings(self.st)[0])
@@ -207,19 +209,21 @@ def runs_views(pres: list[dict], st: dict, unit_cols=CELLS) -> list[RunsView]:
                           "t_acq": p.get("acquisition_step"), "t_lp": p.get("logprob_half_step"),
                           "t_first": p.get("first_token_acquisition_step"),
                           "t_probe": ((p.get("probes") or {}).get("acquisition_step")),
-                          "min_gap_frac": min_gap_frac(p),
                           **{c: p.get(c) for c in unit_cols if c not in ("task", "level", "size")}}
                          for p in study])
-    return [RunsView(runs, study, st, tuple(unit_cols))] if len(runs) else []
+    frac = clear_gap(min_gap_frac(p) for p in study)
+    return [RunsView(runs, study, st, frac, tuple(unit_cols))] if len(runs) else []
 
 
 @dataclass(frozen=True)
 class MeasureView:
-    """One measure's units (``analysis.units``) and the settings its claims use."""
+    """One measure's units (``analysis.units``) and the settings its claims use; ``frac`` the
+    runs' clear gap f of the precursor rule (one for the summary: ``load.clear_gap``)."""
     measure: str
     variant: str
     units: pd.DataFrame         # one row per unit of this measure (all classes)
     st: dict
+    frac: float | None
     protocol: str = "single-task"
     strata: str = "size"        # permutations permute units within its values
     runs: pd.DataFrame | None = None    # this measure's per-run rows (the within-unit claims)
@@ -260,13 +264,13 @@ class MeasureView:
 def measure_views(rows: pd.DataFrame, st: dict, protocol: str = "single-task", unit_cols=CELLS,
                   strata: str = "size") -> list[MeasureView]:
     """One view per geometric measure with an acquired unit, in table order."""
-    return views_of_units(unit_events(rows, unit_cols), st, protocol, strata, rows)
+    return views_of_units(unit_events(rows, unit_cols), st, clear_gap(rows["min_gap_frac"]), protocol, strata, rows)
 
 
-def views_of_units(units: pd.DataFrame, st: dict, protocol: str = "single-task",
+def views_of_units(units: pd.DataFrame, st: dict, frac: float | None, protocol: str = "single-task",
                    strata: str = "size", rows: pd.DataFrame | None = None) -> list[MeasureView]:
-    """``measure_views`` from a unit table (``analysis.units.unit_events``); ``rows``: the
-    per-run table the units come from (each view gets its measure's runs)."""
+    """``measure_views`` from a unit table (``analysis.units.unit_events``); ``frac``: the runs'
+    clear gap; ``rows``: the per-run table the units come from (each view gets its measure's runs)."""
     if not len(units):
         return []
     out = []
@@ -274,7 +278,7 @@ def views_of_units(units: pd.DataFrame, st: dict, protocol: str = "single-task",
         u = u.reset_index(drop=True)
         if u["acquired"].any():
             r = None if rows is None else rows[rows["measure"] == measure].reset_index(drop=True)
-            out.append(MeasureView(measure, str(u["variant"].iloc[0] or ""), u, st, protocol, strata, r))
+            out.append(MeasureView(measure, str(u["variant"].iloc[0] or ""), u, st, frac, protocol, strata, r))
     return out
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..stats import sign_test
-from ..stats import binomial_p
+from ..stats import binomial_p, sign_test
 from ..units import unit_medians
 from .base import BINOMIAL, PRECURSOR, Claim, ClaimRow, Design, RunsView, boot, clopper_pearson, upper_bound
 
@@ -36,16 +35,15 @@ def _lead(v: RunsView, claim: str, measure: str, later: str, earlier: str, stati
     lead = cells["lead"].to_numpy(float)
     rel = cells["relative_lead"].to_numpy(float)
     rel = rel[np.isfinite(rel)]
-    # one f for all runs: a summary pools only runs with the same event definitions (load)
-    f = float(d["min_gap_frac"].iloc[0]) if len(d) and "min_gap_frac" in d else None
+    f = v.frac if len(d) else None
     st = sign_test(lead, "greater")
     second = ("median over cells of the relative lead (later - earlier) / later",
               float(np.median(rel)) if len(rel) else None, *boot(rel, np.median, v.nb, v.seed + 1))
     upper = boot(rel, np.median, v.nb, v.seed + 1, level=0.90)[1]          # the one-sided 95% bound
     return [ClaimRow(claim, measure, "", statistic, float(np.median(lead)) if len(lead) else None,
                      boot(lead, np.median, v.nb, v.seed), len(cells), len(d),
-                     "exact one-sided sign test over cells (a cell's median lead over its seeds > 0)", 0.0, st["p"],
-                     claim, (f"{st['wins']} of {st['n']} cells lead ({int((d['lead'] > 0).sum())} of {len(d)} runs)"
+                     "exact one-sided sign test over cells (a cell's median lead over its seeds > 0)", 0.0, st.p,
+                     claim, (f"{st.wins} of {st.n} cells lead ({int((d['lead'] > 0).sum())} of {len(d)} runs)"
                              + (f"; clear gap f = {f:g}" if f is not None else ""))
                      if len(d) else "no run has both events", rule=rule, second=second,
                      effect_of_interest=f if eoi is None else eoi, bound=upper)]

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from .. import timing
+from ..stats import timing
 from .base import LAG_NULLS, SIMULTANEOUS, UNITS_TEXT, Claim, ClaimRow, Design, MeasureView, fmt, n_runs
 
 
@@ -16,18 +16,18 @@ def _lag_row(m: MeasureView, claim: str, u: pd.DataFrame, rule: str, family: str
     u = u[np.isfinite(u["lag_transition"].to_numpy(float))]           # the cells with the event
     res = u["res_transition"].to_numpy(float) if "res_transition" in u else None
     r = timing.lag_test(u["lag_transition"].to_numpy(float), m.delta, res)
-    p = r["p_simultaneous"] if rule == "equivalence" else r["p_lags"]
-    d = r["delta"]
+    p = r.p_simultaneous if rule == "equivalence" else r.p_lags
+    d = r.delta
     return ClaimRow(claim, m.measure, m.variant,
-                    "mean over cells of the lag log10(t_tr + 1) - log10(t_acq + 1) (decades)", r["mean"], r["ci90"],
-                    r["n"], n_runs(u), ("two one-sided t tests against +-delta" if rule == "equivalence"
+                    "mean over cells of the lag log10(t_tr + 1) - log10(t_acq + 1) (decades)", r.mean, r.ci,
+                    r.n, n_runs(u), ("two one-sided t tests against +-delta" if rule == "equivalence"
                                          else "one-sided t test against 0"),
                     d if rule == "equivalence" else 0.0, p, family,
-                    m.mean_direction(u) + f"{statement}; the interval reads '{r['reading']}' (delta {fmt(d)} decade:"
+                    m.mean_direction(u) + f"{statement}; the interval reads '{r.reading}' (delta {fmt(d)} decade:"
                     f" the larger of summary.equivalence_decades {m.delta:g} and the grids' median resolution; sd over"
-                    f" cells {fmt(r['sd'])}, quantisation term {fmt(r['quantisation'], 3)} decade)",
+                    f" cells {fmt(r.sd)}, quantisation term {fmt(r.quantisation, 3)} decade)",
                     m.protocol, rule, "transition", 0.90, headline=m.headline,
-                    effect_of_interest=d if rule == "lag" else None, bound=r["ci90"][1] if rule == "lag" else None)
+                    effect_of_interest=d if rule == "lag" else None, bound=r.ci[1] if rule == "lag" else None)
 
 
 def easy_simultaneous(m: MeasureView) -> list[ClaimRow]:

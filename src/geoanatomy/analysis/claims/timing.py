@@ -1,5 +1,5 @@
 """The timing claims: does a measure's event say when a cell acquires beyond what the loss curve
-says (the headline test, ``analysis.timing``), the precursor rate on hard cells, its
+says (the headline test, ``analysis.stats.timing``), the precursor rate on hard cells, its
 specificity to hard cells, and the collapse -> recovery -> acquisition sequence.
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ...precursor import difficulty, is_precursor
-from .. import timing
+from ..stats import timing
 from ..rates import PAIRS
 from ..stats import CELLS, strata_permutations
 from ..units import EVENTS
@@ -55,7 +55,7 @@ def _family(m: MeasureView, ev: str) -> str:
 def timing_beyond_loss(m: MeasureView) -> list[ClaimRow]:
     """Per event kind: partial rank correlation of log t_acq with the measure's event given the
     loss curve's events and the design (``design_covariates``), its Fisher-z bounds, and the
-    leave-one-cell-out gain (analysis.timing)."""
+    leave-one-cell-out gain (analysis.stats.timing)."""
     out = []
     a = m.acq
     for ev in EVENTS:
@@ -66,29 +66,28 @@ def timing_beyond_loss(m: MeasureView) -> list[ClaimRow]:
         classes = u["difficulty"].to_numpy() if "class" in names else None
         r = timing.beyond_loss(u["t_acq"], u[f"t_{ev}"], cov, u[m.strata].to_numpy(), classes,
                                min(m.n_perm, 10_000), m.nb, m.seed)
-        pr, lo = r["partial"], r["loo"]
-        cp = r["clock_partial"]
-        detail = (m.mean_direction(u) + f"partial r {fmt(pr['r'])} (p {fmt(pr['p'], 3)}; one-sided 95% bounds"
-                  f" {fmt(pr['lower'])}, {fmt(pr['upper'])}) given {', '.join(names)}; leave-one-out gain"
-                  f" {fmt(lo['gain'])} [{fmt(lo['gain_ci95'][0])}, {fmt(lo['gain_ci95'][1])}] (MSE of log t_acq:"
-                  f" covariates alone {fmt(lo['mse_loss'], 3)}, with geometry {fmt(lo['mse_loss_geometry'], 3)});"
+        pr, lo, cp = r.partial, r.loo, r.clock_partial
+        detail = (m.mean_direction(u) + f"partial r {fmt(pr.r)} (p {fmt(pr.p, 3)}; one-sided 95% bounds"
+                  f" {fmt(pr.lower)}, {fmt(pr.upper)}) given {', '.join(names)}; leave-one-out gain"
+                  f" {fmt(lo.statistic)} [{fmt(lo.ci[0])}, {fmt(lo.ci[1])}] (MSE of log t_acq:"
+                  f" covariates alone {fmt(lo.mse_loss, 3)}, with geometry {fmt(lo.mse_loss_geometry, 3)});"
                   f" the clock (median {ev} step of the other cells of the size"
-                  + (" and class" if classes is not None else "") + f"): partial r {fmt(cp['r'])}"
-                  f" (p {fmt(cp['p'], 3)})" + (f"; {pr['reason']}" if pr.get("reason") else ""))
+                  + (" and class" if classes is not None else "") + f"): partial r {fmt(cp.r)}"
+                  f" (p {fmt(cp.p, 3)})" + (f"; {pr.reason}" if pr.reason else ""))
         out.append(ClaimRow("timing beyond the loss curve", m.measure, m.variant,
                             f"partial Spearman of log t_acq with the measure's {ev} given the loss curve's events"
-                            " and the design", pr["r"], (pr["lower"], pr["upper"]), r["n"], n_runs(u),
+                            " and the design", pr.r, pr.ci, r.n, n_runs(u),
                             f"Freedman-Lane: residuals of the {ev} on the covariates permuted within {m.strata}s"
-                            f" ({pr['n_permutations']} permutations)", 0.0, pr["p"], _family(m, ev),
+                            f" ({pr.n_permutations} permutations)", 0.0, pr.p, _family(m, ev),
                             detail, m.protocol, "greater+gain", ev, 0.90,
                             second=("leave-one-cell-out gain 1 - SSE(covariates, geometry) / SSE(covariates)",
-                                    lo["gain"], *lo["gain_ci95"]), headline=m.headline, bound=pr["upper"]))
+                                    lo.statistic, *lo.ci), headline=m.headline, bound=pr.upper))
     return out
 
 
 def timing_within_cells(m: MeasureView) -> list[ClaimRow]:
     """Per event kind, across the seeds of each cell: does the seed whose event comes later
-    acquire later, given its own loss events (analysis.timing.within_units)."""
+    acquire later, given its own loss events (analysis.stats.timing.within_units)."""
     if m.runs is None or m.protocol != "single-task":
         return []
     d = m.runs[(m.runs["control"] == "") & ~m.runs["diverged"].astype(bool) & m.runs["acquired"].astype(bool)
@@ -109,20 +108,18 @@ def timing_within_cells(m: MeasureView) -> list[ClaimRow]:
                                 min(m.n_perm, 10_000), m.seed)
         out.append(ClaimRow("timing across seeds within cells", m.measure, m.variant,
                             f"correlation over cells' seeds of log t_acq with log t_{ev}, cell means and the run's"
-                            " loss events removed", r["r"], (r["lower"], r["upper"]), r["n_units"], r["n_runs"],
-                            f"contrasts' residuals of the {ev} sign-flipped within cells ({r['n_permutations']})", 0.0,
-                            r["p"], "timing beyond the loss curve (secondary)",
-                            m.mean_direction(m.acq) + f"r {fmt(r['r'])} (p {fmt(r['p'], 3)}; one-sided 95% bounds"
-                            f" {fmt(r['lower'])},"
-                            f" {fmt(r['upper'])}) over {r['n_units']} cells with two seeds or more"
-                            + (f"; {r['reason']}" if r.get("reason") else ""),
-                            m.protocol, "greater", ev, 0.90, headline=m.headline, bound=r["upper"]))
+                            " loss events removed", r.r, r.ci, r.n, r.n_runs,
+                            f"contrasts' residuals of the {ev} sign-flipped within cells ({r.n_permutations})", 0.0,
+                            r.p, "timing beyond the loss curve (secondary)",
+                            m.mean_direction(m.acq) + f"r {fmt(r.r)} (p {fmt(r.p, 3)}; one-sided 95% bounds"
+                            f" {fmt(r.lower)}, {fmt(r.upper)}) over {r.n} cells with two seeds or more"
+                            + (f"; {r.reason}" if r.reason else ""),
+                            m.protocol, "greater", ev, 0.90, headline=m.headline, bound=r.upper))
     return out
 
 
-def _cell_precursor(u: pd.DataFrame, col: str = "t_transition", frac=None) -> np.ndarray:
-    f = u["min_gap_frac"].to_numpy(float) if frac is None else frac
-    return np.asarray(is_precursor(u[col].to_numpy(float), u["t_acq"].to_numpy(float), f), dtype=float)
+def _cell_precursor(u: pd.DataFrame, frac: float, col: str = "t_transition") -> np.ndarray:
+    return np.asarray(is_precursor(u[col].to_numpy(float), u["t_acq"].to_numpy(float), frac), dtype=float)
 
 
 def _step_permutation(m: MeasureView, u: pd.DataFrame, t_event: np.ndarray, hard: np.ndarray, frac) -> dict:
@@ -152,7 +149,7 @@ def precursor_rate_descriptive(m: MeasureView) -> list[ClaimRow]:
     hard = (a["difficulty"] == "hard").to_numpy()
     if not hard.any():
         return []
-    frac = float(a["min_gap_frac"].iloc[0])
+    frac = m.frac
     t = a["t_transition"].to_numpy(float)
     res = _step_permutation(m, a, t, hard, frac)
     cands = np.unique(t[np.isfinite(t)])
@@ -184,7 +181,7 @@ def precursor_specific_to_hard_cells(m: MeasureView) -> list[ClaimRow]:
     hard = (a["difficulty"] == "hard").to_numpy()
     if not (hard.any() and (~hard).any()):
         return []
-    frac = a["min_gap_frac"].to_numpy(float)
+    frac = m.frac
     t_acq = a["t_acq"].to_numpy(float)
     strata = a[m.strata].to_numpy()
     t = a["t_transition"].to_numpy(float)
@@ -194,7 +191,7 @@ def precursor_specific_to_hard_cells(m: MeasureView) -> list[ClaimRow]:
         clock = timing.clock_of(tt, strata)
         d = []
         for x in (tt, clock):
-            pre = is_precursor(x, t_acq[None, :], frac[None, :]).astype(float)
+            pre = is_precursor(x, t_acq[None, :], frac).astype(float)
             d.append(pre[:, hard].mean(axis=1) - pre[:, ~hard].mean(axis=1))
         return d[0] - d[1], d[0], d[1]
     obs, d_obs, d_clock = (float(x[0]) for x in excess(t))
@@ -203,7 +200,7 @@ def precursor_specific_to_hard_cells(m: MeasureView) -> list[ClaimRow]:
     perm = t[strata_permutations(strata, n_perm, rng)]
     null = excess(perm)[0]
     p = float((1 + np.sum(null >= obs - 1e-12)) / (1 + n_perm))
-    pre = _cell_precursor(a)
+    pre = _cell_precursor(a, frac)
     lab = timing.label_permutation(pre, hard, strata, m.n_perm, m.seed)
     # interval: cells resampled within each class, each with its own pass/fail and its clock's
     pc = is_precursor(timing.clock_of(t, strata), t_acq, frac).astype(float)
@@ -219,7 +216,7 @@ def precursor_specific_to_hard_cells(m: MeasureView) -> list[ClaimRow]:
                      f"({n_perm} permutations)", 0.0, p, "precursor specific to hard cells",
                      m.mean_direction(a) + f"measure: hard {pre[hard].mean():.2f} ({int(hard.sum())} {m.unit_word}),"
                      f" easy {pre[~hard].mean():.2f} ({int((~hard).sum())}), difference {d_obs:.2f}; clock difference"
-                     f" {d_clock:.2f}; class-label permutation p of the measure's difference {fmt(lab['p'], 3)}"
+                     f" {d_clock:.2f}; class-label permutation p of the measure's difference {fmt(lab.p, 3)}"
                      " (not the test: a clock passes it too)", m.protocol, event="transition", headline=m.headline,
                      bound=upper)]
 
@@ -239,22 +236,21 @@ def collapse_recovery_acquisition(m: MeasureView) -> list[ClaimRow]:
     classes = u["difficulty"].to_numpy() if "class" in names else None
     r = timing.beyond_loss(u["t_acq"], u["t_recovery"], cov, u[m.strata].to_numpy(), classes,
                            min(m.n_perm, 10_000), m.nb, m.seed)
-    pr, cp, lo = r["partial"], r["clock_partial"], r["loo"]
+    pr, cp, lo = r.partial, r.clock_partial, r.loo
     hard = (a["difficulty"] == "hard").to_numpy()
     t_rec, t_acq = a["t_recovery"].to_numpy(float), a["t_acq"].to_numpy(float)
     k, n = int((hard & (t_rec < t_acq)).sum()), int(hard.sum())
     return [ClaimRow("collapse -> recovery -> acquisition", m.measure, m.variant,
                      "partial Spearman of log t_acq with the recovery step given the loss curve's events and the"
-                     " design", pr["r"], (pr["lower"], pr["upper"]), r["n"], n_runs(u),
+                     " design", pr.r, pr.ci, r.n, n_runs(u),
                      f"Freedman-Lane: residuals of the recovery on the covariates permuted within {m.strata}s"
-                     f" ({pr['n_permutations']} permutations)", 0.0, pr["p"], "sequence",
-                     m.mean_direction(u) + f"partial r {fmt(pr['r'])} (one-sided 95% bounds {fmt(pr['lower'])},"
-                     f" {fmt(pr['upper'])}) given {', '.join(names)}; the clock: partial r {fmt(cp['r'])}; descriptive:"
-                     f" {k}/{n} hard cells recovered before acquisition" + (f"; {pr['reason']}" if pr.get("reason")
-                                                                            else ""),
+                     f" ({pr.n_permutations} permutations)", 0.0, pr.p, "sequence",
+                     m.mean_direction(u) + f"partial r {fmt(pr.r)} (one-sided 95% bounds {fmt(pr.lower)},"
+                     f" {fmt(pr.upper)}) given {', '.join(names)}; the clock: partial r {fmt(cp.r)}; descriptive:"
+                     f" {k}/{n} hard cells recovered before acquisition" + (f"; {pr.reason}" if pr.reason else ""),
                      m.protocol, "greater+gain", "recovery", 0.90,
-                     second=("leave-one-cell-out gain 1 - SSE(covariates, recovery) / SSE(covariates)", lo["gain"],
-                             *lo["gain_ci95"]), headline=m.headline, bound=pr["upper"])]
+                     second=("leave-one-cell-out gain 1 - SSE(covariates, recovery) / SSE(covariates)", lo.statistic,
+                             *lo.ci), headline=m.headline, bound=pr.upper)]
 
 
 # the timing claims' simulation: the design nulls, a precursor, the centred RankMe's rows, both event kinds

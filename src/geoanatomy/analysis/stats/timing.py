@@ -69,7 +69,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from .stats import strata_permutations
+from .resample import strata_permutations
+from .results import BeyondLoss, Difference, Gain, Lag, Partial
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
@@ -99,7 +100,7 @@ def _covariates(L, n: int) -> np.ndarray:
     return np.column_stack(cols)
 
 
-def partial_rank(y, g, L, strata=None, n_perm: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
+def partial_rank(y, g, L, strata=None, n_perm: int = 2000, seed: int = 0, level: float = 0.95) -> Partial:
     """Partial rank correlation of y with g given the covariates L ((n,) or (n, k)), its
     Freedman-Lane p (module doc) and its one-sided ``level`` bounds (``lower``, ``upper``; Fisher
     z, ``fisher_bounds``)."""
@@ -107,22 +108,23 @@ def partial_rank(y, g, L, strata=None, n_perm: int = 2000, seed: int = 0, level:
     strata = np.zeros(len(y)) if strata is None else np.asarray(strata)
     n = len(y)
     X = _covariates(L, n)
-    out = {"r": None, "p": None, "n": n, "n_permutations": n_perm, "covariates": X.shape[1] - 1,
-           "lower": None, "upper": None}
+    null = f"Freedman-Lane: residuals of g on the covariates permuted within strata ({n_perm}, seed {seed})"
+    k = X.shape[1] - 1
     if n < X.shape[1] + 3:
-        return {**out, "reason": f"{n} units < {X.shape[1] + 3} (the covariates and 3)"}
+        return Partial(None, None, null, n, reason=f"{n} units < {X.shape[1] + 3} (the covariates and 3)",
+                       n_permutations=n_perm, covariates=k)
     ry, rg = _ranks(y), _ranks(g)
     M = _resid_maker(X)
     ey, eg = M @ ry, M @ rg
     if np.sqrt(ey @ ey) < 1e-9 or np.sqrt(eg @ eg) < 1e-9:
-        return {**out, "reason": "no variation left after the covariates (a constant or covariate-determined side)"}
+        return Partial(None, None, null, n, n_permutations=n_perm, covariates=k,
+                       reason="no variation left after the covariates (a constant or covariate-determined side)")
     r = float(_corr(ey, eg[None, :])[0])
     perm = eg[strata_permutations(strata, n_perm, np.random.default_rng(seed))]    # (R, n) permuted residuals
     r_null = _corr(ey, perm @ M.T)        # g* = fit + P e_g; its residual on L is M P e_g
     r_null = np.nan_to_num(r_null, nan=-np.inf)
     p = float((1 + np.sum(r_null >= r - 1e-12)) / (1 + n_perm))
-    lo, hi = fisher_bounds(r, n - (X.shape[1] - 1), 1.06, level)
-    return {**out, "r": r, "p": p, "reason": None, "lower": lo, "upper": hi}
+    return Partial(r, p, null, n, ci=fisher_bounds(r, n - k, 1.06, level), n_permutations=n_perm, covariates=k)
 
 
 def fisher_bounds(r: float, n_eff: int, var: float = 1.0, level: float = 0.95) -> tuple:
@@ -154,7 +156,7 @@ def _contrasts(units: np.ndarray):
     return (np.array(rows) if rows else np.zeros((0, len(units)))), np.array(who, dtype=object)
 
 
-def within_units(y, g, L, units, n_perm: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
+def within_units(y, g, L, units, n_perm: int = 2000, seed: int = 0, level: float = 0.95) -> Partial:
     """Across the seeds of each unit (module doc): the correlation of y with g after the unit's
     own mean (every unit-level confound removed) and the run's covariates L, on within-unit
     contrasts; p by sign flips of the contrasts' residuals of g (exact with two seeds a unit);
@@ -169,23 +171,25 @@ def within_units(y, g, L, units, n_perm: int = 2000, seed: int = 0, level: float
     C = C[:, np.abs(C).sum(axis=0) > 1e-12] if C.size else C
     m = len(Y)
     n_units = len(set(who.tolist()))
-    out = {"r": None, "p": None, "n_units": n_units, "n_runs": int(np.isin(np.asarray(units), who).sum()),
-           "n_permutations": n_perm, "lower": None, "upper": None}
+    n_runs = int(np.isin(np.asarray(units), who).sum())
+    null = f"contrasts' residuals of g sign-flipped within units ({n_perm}, seed {seed})"
     if n_units < 4 or m < C.shape[1] + 3:
-        return {**out, "reason": f"{n_units} units with two seeds or more (at least 4, and 3 more than the"
-                                 f" {C.shape[1]} covariates, needed)"}
+        return Partial(None, None, null, n_units, n_permutations=n_perm, n_runs=n_runs, covariates=C.shape[1],
+                       reason=f"{n_units} units with two seeds or more (at least 4, and 3 more than the"
+                              f" {C.shape[1]} covariates, needed)")
     M = np.eye(m) - (C @ np.linalg.pinv(C) if C.shape[1] else 0.0)
     ey, eg = M @ Y, M @ G
     if np.sqrt(ey @ ey) < 1e-9 or np.sqrt(eg @ eg) < 1e-9:
-        return {**out, "reason": "no variation across seeds left after the covariates"}
+        return Partial(None, None, null, n_units, n_permutations=n_perm, n_runs=n_runs, covariates=C.shape[1],
+                       reason="no variation across seeds left after the covariates")
     cos = lambda a, B: (B @ a) / (np.sqrt(a @ a) * np.sqrt(np.einsum("ij,ij->i", B, B)) + 1e-300)
     r = float(cos(ey, eg[None, :])[0])
     rng = np.random.default_rng(seed)
     flips = rng.choice([-1.0, 1.0], size=(n_perm, m))
     r_null = cos(ey, (flips * eg) @ M.T)
-    out = {**out, "r": r, "p": float((1 + np.sum(r_null >= r - 1e-12)) / (1 + n_perm)), "reason": None}
-    out["lower"], out["upper"] = fisher_bounds(r, m - C.shape[1], 1.0, level)
-    return out
+    return Partial(r, float((1 + np.sum(r_null >= r - 1e-12)) / (1 + n_perm)), null, n_units,
+                   ci=fisher_bounds(r, m - C.shape[1], 1.0, level), n_permutations=n_perm, n_runs=n_runs,
+                   covariates=C.shape[1])
 
 
 def _loo_errors(y: np.ndarray, X: np.ndarray) -> np.ndarray:
@@ -196,27 +200,28 @@ def _loo_errors(y: np.ndarray, X: np.ndarray) -> np.ndarray:
     return e / (1 - h)
 
 
-def loo_gain(y, g, l, n_boot: int = 2000, seed: int = 0) -> dict:
+def loo_gain(y, g, l, n_boot: int = 2000, seed: int = 0) -> Gain:
     """Leave-one-unit-out squared errors of y from l and from (l, g) and the gain (module doc)."""
     y, g, l = (np.asarray(v, dtype=float) for v in (y, g, l))
     n = len(y)
     l = l.reshape(n, -1) if l.size else np.zeros((n, 0))
-    out = {"gain": None, "gain_ci95": (None, None), "mse_loss": None, "mse_loss_geometry": None, "n": n}
+    null = f"leave-one-unit-out least squares; percentile bootstrap over units ({n_boot}, seed {seed})"
+    out = Gain(None, None, null, n, reason=f"{n} units < {l.shape[1] + 4}")
     if n < l.shape[1] + 4:
         return out
     one = np.ones(n)
     e_l = _loo_errors(y, np.column_stack([one, l])) ** 2
     e_lg = _loo_errors(y, np.column_stack([one, l, g])) ** 2
     if e_l.sum() <= 0:
-        return out
+        return Gain(None, None, null, n, reason="the covariates predict every unit exactly")
     rng = np.random.default_rng(seed)
     pick = rng.integers(0, n, size=(n_boot, n))
     sl, slg = e_l[pick].sum(axis=1), e_lg[pick].sum(axis=1)
     ok = sl > 0
     gains = 1 - slg[ok] / sl[ok]
     lo, hi = np.quantile(gains, [0.025, 0.975]) if len(gains) else (None, None)
-    return {**out, "gain": float(1 - e_lg.sum() / e_l.sum()), "gain_ci95": (float(lo), float(hi)),
-            "mse_loss": float(e_l.mean()), "mse_loss_geometry": float(e_lg.mean())}
+    return Gain(float(1 - e_lg.sum() / e_l.sum()), None, null, n, ci=(float(lo), float(hi)),
+                mse_loss=float(e_l.mean()), mse_loss_geometry=float(e_lg.mean()))
 
 
 def clock_of(t, strata) -> np.ndarray:
@@ -252,7 +257,7 @@ def class_clock(t, strata, classes) -> np.ndarray:
 
 
 def beyond_loss(t_acq, t_tr, covariates, strata, classes=None, n_perm: int = 2000, n_boot: int = 2000,
-                seed: int = 0) -> dict:
+                seed: int = 0) -> BeyondLoss:
     """Both tests of the module doc on units with both steps, given ``covariates`` ((n, k)
     log steps and design columns; +inf: an event that did not happen); and the partial test
     for the clock (the median event step of the other units of the size, and of the class
@@ -268,9 +273,8 @@ def beyond_loss(t_acq, t_tr, covariates, strata, classes=None, n_perm: int = 200
                    + 1)
     c_ok = np.isfinite(clock)
     Lf = np.where(np.isfinite(L), L, np.nanmax(np.where(np.isfinite(L), L, np.nan), axis=0, initial=0) + 1)
-    return {"n": int(ok.sum()), "partial": partial_rank(y, g, L, s, n_perm, seed),
-            "loo": loo_gain(y, g, Lf, n_boot, seed),
-            "clock_partial": partial_rank(y[c_ok], clock[c_ok], L[c_ok], s[c_ok], n_perm, seed)}
+    return BeyondLoss(int(ok.sum()), partial_rank(y, g, L, s, n_perm, seed), loo_gain(y, g, Lf, n_boot, seed),
+                      partial_rank(y[c_ok], clock[c_ok], L[c_ok], s[c_ok], n_perm, seed))
 
 
 READINGS = ("precedes", "simultaneous", "lags", "undecided")
@@ -289,7 +293,7 @@ def lag_reading(lo, hi, delta: float) -> str:
     return "undecided"
 
 
-def lag_test(lam, delta: float = 0.1, resolution=None) -> dict:
+def lag_test(lam, delta: float = 0.1, resolution=None) -> Lag:
     """Mean lag over units with its 90% interval, the one-sided p of each bound and the
     reading (module doc). ``resolution``: per unit, the half-width h in decades within which the
     checkpoint grids place its lag (``rates`` column lag_resolution); half their mean (the mean
@@ -301,15 +305,13 @@ def lag_test(lam, delta: float = 0.1, resolution=None) -> dict:
     lam, res = lam[ok], np.nan_to_num(res[ok], nan=0.0)
     n = len(lam)
     d_eff = max(float(delta), float(np.median(res)) if n else 0.0)
-    out = {"n": n, "mean": None, "ci90": (None, None), "p_simultaneous": None, "p_lags": None, "p_precedes": None,
-           "reading": "undecided", "delta": d_eff, "quantisation": None, "sd": None}
+    null = "Student t over units, the quantisation term counted against each reading"
     if n == 0:
-        return out
+        return Lag(None, None, null, n, delta=d_eff, reason="no unit with the event")
     mean = float(lam.mean())
     q = 0.5 * float(res.mean())         # a position uniform within +-h is off by h/2 on average
-    out.update(mean=mean, quantisation=q)
     if n < 2:
-        return out
+        return Lag(mean, None, null, n, delta=d_eff, quantisation=q, reason="one unit: no interval")
     sd = float(lam.std(ddof=1))
     se = sd / np.sqrt(n)
     tq = float(stats.t.ppf(0.95, n - 1))
@@ -320,18 +322,19 @@ def lag_test(lam, delta: float = 0.1, resolution=None) -> dict:
 
     def p_below(c):
         return float(stats.t.cdf((mean + q - c) / se, n - 1)) if se > 0 else float(mean + q >= c)
-    return {**out, "ci90": (float(lo), float(hi)), "sd": sd,
-            "p_simultaneous": max(p_above(-d_eff), p_below(d_eff)), "p_lags": p_above(0.0),
-            "p_precedes": p_below(-d_eff), "reading": lag_reading(lo, hi, d_eff)}
+    return Lag(mean, p_above(0.0), null, n, ci=(float(lo), float(hi)), sd=sd, delta=d_eff, quantisation=q,
+               p_simultaneous=max(p_above(-d_eff), p_below(d_eff)), p_precedes=p_below(-d_eff),
+               reading=lag_reading(lo, hi, d_eff))
 
 
-def label_permutation(x, labels, strata, n_perm: int = 10_000, seed: int = 0) -> dict:
+def label_permutation(x, labels, strata, n_perm: int = 10_000, seed: int = 0) -> Difference:
     """mean(x | label) - mean(x | not label) over units, one-sided p with labels permuted
     across units within strata (module doc)."""
     x, labels, strata = np.asarray(x, dtype=float), np.asarray(labels, dtype=bool), np.asarray(strata)
-    out = {"diff": None, "p": None, "n": len(x), "n_in": int(labels.sum()), "n_out": int((~labels).sum())}
+    what = f"labels permuted across units within strata ({n_perm}, seed {seed})"
+    n_in, n_out = int(labels.sum()), int((~labels).sum())
     if not labels.any() or labels.all():
-        return out
+        return Difference(None, None, what, len(x), n_in=n_in, n_out=n_out, reason="one class only")
 
     def diff(lab):           # lab (..., n) bool
         a = (x * lab).sum(-1) / lab.sum(-1)
@@ -341,4 +344,5 @@ def label_permutation(x, labels, strata, n_perm: int = 10_000, seed: int = 0) ->
     perm = labels[strata_permutations(strata, n_perm, np.random.default_rng(seed))]
     with np.errstate(invalid="ignore", divide="ignore"):
         null = np.nan_to_num(diff(perm), nan=-np.inf)
-    return {**out, "diff": d, "p": float((1 + np.sum(null >= d - 1e-12)) / (1 + n_perm))}
+    return Difference(d, float((1 + np.sum(null >= d - 1e-12)) / (1 + n_perm)), what, len(x), n_in=n_in,
+                      n_out=n_out)
