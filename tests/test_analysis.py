@@ -539,6 +539,28 @@ def test_a_summary_refuses_to_pool_runs_of_different_settings_unless_allowed(tmp
                for ln in header_lines(tmp_path / "mixed" / "transitions.csv"))
 
 
+def test_the_clear_gap_travels_once_and_two_gaps_never_pool(tmp_path):
+    """The precursor rule's f is one number of the summary, carried by the claims' views (not a
+    column of every unit); runs with two f are refused before any work, even when a mix of
+    settings is allowed, naming both values."""
+    from geoanatomy.analysis import claims, rates
+    from geoanatomy.analysis.units import unit_events
+    a, b = make_pre("copy", acq=100, tr=40), make_pre("mod", acq=300, tr=100)
+    a["events_settings"] = {"precursor_min_gap_frac": 0.3}
+    b["events_settings"] = {"precursor_min_gap_frac": 0.3}
+    rows = rates.measure_rows([a, b], 0.15)
+    assert "min_gap_frac" not in unit_events(rows)
+    views = claims.measure_views(rows, ST)
+    assert views and {v.frac for v in views} == {0.3}
+    assert claims.runs_views([a, b], ST)[0].frac == 0.3
+    b["events_settings"] = {"precursor_min_gap_frac": 0.25}
+    write(tmp_path, [a, b])
+    files = sorted(str(x) for x in tmp_path.glob("*/precursor.json"))
+    with pytest.raises(SummaryInputError, match=r"different events.precursor_min_gap_frac \(0.25, 0.3\)"):
+        summarize_run("tables", files, tmp_path / "s", settings({"allow_mixed_settings": True}))
+    assert not (tmp_path / "s").exists()
+
+
 def test_nan_free_json_outputs(tmp_path):
     pres = [make_pre("copy", size="nano", acq=None), make_pre("copy", size="micro", acq=None, diverged=True)]
     res = scale.scale_invariance(pres, ST)

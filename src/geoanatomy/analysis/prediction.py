@@ -25,7 +25,7 @@ transition) when at least half its seeds are; n counts cells.
 same_size[size][measure][level]: SAME-SIZE CHECK. Spearman rho of the cells'
 transition steps vs their acquisition steps at one size, over the tasks of one
 level acquired there and with a transition (n = tasks), exact two-sided
-permutation p (analysis.stats); Holm over the levels of one measure and size.
+permutation p (stats.py); Holm over the levels of one measure and size.
 
 cross_scale[pair][measure][level]: CROSS-SCALE PREDICTION. For sizes a smaller
 than b (same family): Spearman rho of the transition steps at size a vs the

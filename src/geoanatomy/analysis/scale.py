@@ -8,7 +8,7 @@ Shuffled-label control runs are left out (they are controls: rates.control_rows)
 and so are diverged runs (missing, not censored).
 
 Headline: for sizes a and b, Spearman rho over the tasks *within one level*
-(n = tasks, up to 8) with an exact two-sided permutation p (analysis.stats: exact for
+(n = tasks, up to 8) with an exact two-sided permutation p (stats.py: exact for
 n <= 10), per level. Levels are not pooled for the headline: the three levels
 differ in floors and acquisition steps, so a level effect alone would give a
 pooled rho near 0.8 with no task effect at all. Holm family: the per-level
