@@ -214,7 +214,8 @@ def test_specificity_is_judged_against_a_clock():
 
 def test_rates_get_clopper_pearson_not_a_degenerate_bootstrap():
     """An 11/11 rate bootstraps to [1, 1]; the verdict's interval over cells is Clopper-Pearson."""
-    lo, hi = cbase.clopper_pearson(11, 11)
+    from geoanatomy.analysis.stats import clopper_pearson
+    lo, hi = clopper_pearson(11, 11)
     assert hi == 1.0 and lo == pytest.approx(0.7151, abs=1e-3)
     runs = pd.DataFrame({"task": TASKS[:6] * 2, "level": ["L1"] * 6 + ["L2"] * 6, "size": "nano", "acquired": True})
     row = cbeh.acquisition_rate(claims.RunsView(runs, [], ST, 0.25))[0]

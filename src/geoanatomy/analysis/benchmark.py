@@ -377,7 +377,7 @@ def benchmark_table(pres: list[dict], curves: dict, st: dict) -> pd.DataFrame:
             med, lo, hi = _boot_median(per_cell.to_numpy(float), n_boot, rng)
             negs = m[m["negative"] & m["present"].astype(bool)]      # where the signal was measured
             k_fa = int((negs["changed"] & np.isfinite(negs[kind])).sum()) if name != CLOCK else int(len(negs))
-            from .claims.base import clopper_pearson
+            from .stats import clopper_pearson
             fa_lo, fa_hi = clopper_pearson(k_fa, len(negs))
             agree = {}
             for alt in SETTINGS:

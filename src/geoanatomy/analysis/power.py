@@ -69,12 +69,9 @@ import numpy as np
 import pandas as pd
 
 from .load import CHECKPOINTS, clear_gap, half_widths, run_grids
-from .stats import timing
-from .stats import CELLS
-from .stats import binomial_p
+from .stats import CELLS, binomial_p, clopper_pearson, timing
 from .units import unit_events
 from .claims import CLAIMS, RunsView, reading, views_of_units
-from .claims.base import clopper_pearson
 from .verdict import ROLE_ALT, ROLE_NULL, finish, word
 
 POWER_SETTINGS = {"n_permutations": 999, "n_bootstrap": 499}

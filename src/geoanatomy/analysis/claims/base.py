@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable
 
-import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ..load import clear_gap, min_gap_frac
 from ..parts import FIGURE_FAMILIES
@@ -144,36 +142,6 @@ class ClaimRow:
 def row_dict(*args, **kw) -> dict:
     """A row dict from ClaimRow's fields given positionally (analysis.protocols' mixture rows)."""
     return ClaimRow(*args, **kw).as_dict()
-
-
-def clopper_pearson(k: int, n: int) -> tuple:
-    if n == 0:
-        return (None, None)
-    lo = 0.0 if k == 0 else float(stats.beta.ppf(0.025, k, n - k + 1))
-    hi = 1.0 if k == n else float(stats.beta.ppf(0.975, k + 1, n - k))
-    return (lo, hi)
-
-
-def upper_bound(k: int, n: int, level: float = 0.95):
-    """The one-sided ``level`` Clopper-Pearson upper bound of a share k/n (None without units)."""
-    if n == 0:
-        return None
-    return 1.0 if k == n else float(stats.beta.ppf(level, k + 1, n - k))
-
-
-def boot(x: np.ndarray, stat, nb: int, seed: int, level: float = 0.95) -> tuple:
-    """Percentile interval of ``stat`` (np.median, np.mean: anything taking axis=1) over units:
-    x (one number per unit) resampled with replacement, nb times."""
-    x = np.asarray(x, dtype=float)
-    if not len(x):
-        return (None, None)
-    rng = np.random.default_rng(seed)
-    vals = stat(x[rng.integers(0, len(x), (nb, len(x)))], axis=1)
-    vals = vals[np.isfinite(vals)]
-    if not len(vals):
-        return (None, None)
-    lo, hi = np.quantile(vals, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return (float(lo), float(hi))
 
 
 def fmt(x, nd=2) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..stats import binomial_p, sign_test
+from ..stats import binomial_p, boot, clopper_pearson, sign_test, upper_bound
 from ..units import unit_medians
-from .base import BINOMIAL, PRECURSOR, Claim, ClaimRow, Design, RunsView, boot, clopper_pearson, upper_bound
+from .base import BINOMIAL, PRECURSOR, Claim, ClaimRow, Design, RunsView
 
 
 def acquisition_rate(v: RunsView) -> list[ClaimRow]:

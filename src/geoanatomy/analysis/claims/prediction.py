@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..stats import binomial_p
-from ..stats import strata_permutations
-from .base import (RANKME, UNITS_TEXT, Claim, ClaimRow, Design, MeasureView, clopper_pearson, fmt, k_of_n, n_runs,
+from ..stats import binomial_p, clopper_pearson, strata_permutations
+from .base import (RANKME, UNITS_TEXT, Claim, ClaimRow, Design, MeasureView, fmt, k_of_n, n_runs,
                    p_greater)
 
 

@@ -10,9 +10,9 @@ import pandas as pd
 from ...precursor import difficulty, is_precursor
 from ..stats import timing
 from ..rates import PAIRS
-from ..stats import CELLS, strata_permutations
+from ..stats import CELLS, clopper_pearson, strata_permutations
 from ..units import EVENTS
-from .base import (PRECURSOR, TIMING_NULLS, UNITS_TEXT, Claim, ClaimRow, Design, MeasureView, clopper_pearson, fmt,
+from .base import (PRECURSOR, TIMING_NULLS, UNITS_TEXT, Claim, ClaimRow, Design, MeasureView, fmt,
                    n_runs)
 
 

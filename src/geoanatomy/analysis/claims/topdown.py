@@ -2,8 +2,8 @@
 """
 from __future__ import annotations
 
-from ..stats import binomial_p
-from .base import BINOMIAL, RANKME, Claim, ClaimRow, clopper_pearson, k_of_n, upper_bound
+from ..stats import binomial_p, clopper_pearson, upper_bound
+from .base import BINOMIAL, RANKME, Claim, ClaimRow, k_of_n
 
 
 def top_down_propagation(jsons: dict) -> list[ClaimRow]:

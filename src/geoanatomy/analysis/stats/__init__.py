@@ -30,14 +30,14 @@ formats and stay as they were (``rho``/``p``/``method`` in the summary's JSON fi
 ``sign_test_p`` and ``perm_p_rate`` in its tables, ``p_value`` in pythia_scale.json).
 """
 from .correlation import EXACT_MAX_N, concordance, spearman_exact, spearman_stratified, spearman_within_strata
-from .exact import binomial_p, holm, log_steps_close, quantiles, sign_test
+from .exact import binomial_p, clopper_pearson, holm, log_steps_close, quantiles, sign_test, upper_bound
 from .nulls import clock_null, paired_lead, permutation_null
-from .resample import CELLS, bootstrap_median_ci, cluster_bootstrap, strata_permutations
+from .resample import CELLS, boot, bootstrap_median_ci, cluster_bootstrap, strata_permutations
 from .results import (BeyondLoss, Clock, Concordance, Correlation, Difference, Gain, Lag, PairedLead, Partial,
                       PrecursorPermutation, Result, SignTest)
 
 __all__ = ["EXACT_MAX_N", "CELLS", "concordance", "spearman_exact", "spearman_stratified", "spearman_within_strata",
-           "binomial_p", "holm", "log_steps_close", "quantiles", "sign_test", "clock_null",
-           "paired_lead", "permutation_null", "bootstrap_median_ci", "cluster_bootstrap", "strata_permutations",
-           "BeyondLoss", "Clock", "Concordance", "Correlation", "Difference", "Gain", "Lag", "PairedLead", "Partial",
-           "PrecursorPermutation", "Result", "SignTest"]
+           "binomial_p", "clopper_pearson", "upper_bound", "holm", "log_steps_close", "quantiles", "sign_test",
+           "clock_null", "paired_lead", "permutation_null", "boot", "bootstrap_median_ci", "cluster_bootstrap",
+           "strata_permutations", "BeyondLoss", "Clock", "Concordance", "Correlation", "Difference", "Gain", "Lag",
+           "PairedLead", "Partial", "PrecursorPermutation", "Result", "SignTest"]

@@ -3,6 +3,7 @@
 ``holm``: Holm's step-down adjustment of a family of p-values (None kept).
 ``binomial_p``: exact binomial test of k successes in n at 1/2 (two-sided, or one-sided);
 ``sign_test``: the sign test of paired differences (ties dropped) through it.
+``clopper_pearson``, ``upper_bound``: the exact interval and one-sided bound of a share k/n.
 ``quantiles``: median and quartiles of the finite values; ``log_steps_close``: two steps within a
 tolerance in decades.
 """
@@ -65,3 +66,19 @@ def log_steps_close(t1, t2, tol_log10: float) -> bool | None:
     if t1 is None or t2 is None:
         return None
     return bool(abs(math.log10(t1 + 1.0) - math.log10(t2 + 1.0)) <= tol_log10 + _TOL)
+
+
+def clopper_pearson(k: int, n: int) -> tuple:
+    """The exact (Clopper-Pearson) 95% interval of a share k/n ((None, None) without units)."""
+    if n == 0:
+        return (None, None)
+    lo = 0.0 if k == 0 else float(stats.beta.ppf(0.025, k, n - k + 1))
+    hi = 1.0 if k == n else float(stats.beta.ppf(0.975, k + 1, n - k))
+    return (lo, hi)
+
+
+def upper_bound(k: int, n: int, level: float = 0.95):
+    """The one-sided ``level`` Clopper-Pearson upper bound of a share k/n (None without units)."""
+    if n == 0:
+        return None
+    return 1.0 if k == n else float(stats.beta.ppf(level, k + 1, n - k))

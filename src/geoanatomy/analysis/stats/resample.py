@@ -1,5 +1,6 @@
 """Resampling shared by the tests: permutations within strata, the percentile bootstrap of a
-median, and the cluster bootstrap over cells.
+median (over runs) and of any statistic over units (``boot``), and the cluster bootstrap over
+cells.
 
 The cluster bootstrap gives intervals of rates and gaps over units: task x level x size cells
 resampled with replacement, the runs (seeds) of each drawn cell resampled inside it, so
@@ -75,4 +76,19 @@ def cluster_bootstrap(df: pd.DataFrame, stat, n_resamples: int = 2000, seed: int
     if not vals:
         return (None, None)
     lo, hi = np.quantile(vals, [0.025, 0.975])
+    return (float(lo), float(hi))
+
+
+def boot(x: np.ndarray, stat, nb: int, seed: int, level: float = 0.95) -> tuple:
+    """Percentile interval of ``stat`` (np.median, np.mean: anything taking axis=1) over units:
+    x (one number per unit) resampled with replacement, nb times."""
+    x = np.asarray(x, dtype=float)
+    if not len(x):
+        return (None, None)
+    rng = np.random.default_rng(seed)
+    vals = stat(x[rng.integers(0, len(x), (nb, len(x)))], axis=1)
+    vals = vals[np.isfinite(vals)]
+    if not len(vals):
+        return (None, None)
+    lo, hi = np.quantile(vals, [(1 - level) / 2, 1 - (1 - level) / 2])
     return (float(lo), float(hi))
