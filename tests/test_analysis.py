@@ -83,17 +83,17 @@ def write(tmp_path, pres) -> list[str]:
 # ------------------------------------------------------------------ statistics
 def test_spearman_perfect_order_n6_exact_p():
     r = spearman_exact([1, 2, 3, 4, 5, 6], [10, 20, 30, 40, 50, 60])
-    assert r.rho == pytest.approx(1.0)
+    assert r.statistic == pytest.approx(1.0)
     assert r.p == pytest.approx(2 / 720, abs=1e-15)
     assert r.n_permutations == 720
     r = spearman_exact([1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1])
-    assert r.rho == pytest.approx(-1.0) and r.p == pytest.approx(2 / 720, abs=1e-15)
+    assert r.statistic == pytest.approx(-1.0) and r.p == pytest.approx(2 / 720, abs=1e-15)
 
 
 def test_spearman_n4_hand_count():
     # rho = 1 - 6 * 2 / (4 * 15) = 0.8; |rho| >= 0.8 for sum d^2 in {0, 2, 18, 20}: 1 + 3 + 3 + 1 of 24
     r = spearman_exact([1, 2, 3, 4], [1, 3, 2, 4])
-    assert r.rho == pytest.approx(0.8)
+    assert r.statistic == pytest.approx(0.8)
     assert r.p == pytest.approx(8 / 24)
 
 
@@ -105,7 +105,7 @@ def test_spearman_matches_brute_force_with_ties():
     null = [stats.spearmanr(x, y[list(p)]).statistic for p in itertools.permutations(range(6))]
     want = np.mean(np.abs(null) >= abs(obs) - 1e-12)
     r = spearman_exact(x, y)
-    assert r.rho == pytest.approx(obs)
+    assert r.statistic == pytest.approx(obs)
     assert r.p == pytest.approx(want)
 
 
@@ -115,12 +115,12 @@ def test_spearman_monte_carlo_close_to_exact_above_exact_max_n():
     exact = spearman_exact(x, y)
     mc = spearman_exact(x, y, exact_max_n=5, n_resamples=20000, seed=1)
     assert "Monte Carlo" in mc.null and exact.null.startswith("exact")
-    assert mc.rho == pytest.approx(exact.rho)
+    assert mc.statistic == pytest.approx(exact.statistic)
     assert mc.p == pytest.approx(exact.p, abs=0.005)
 
 
 def test_spearman_undefined_cases():
-    assert spearman_exact([1, 2], [1, 2]).rho is None
+    assert spearman_exact([1, 2], [1, 2]).statistic is None
     assert spearman_exact([1, 1, 1, 1], [1, 2, 3, 4]).reason == "constant ranks on one side"
     assert spearman_exact([1, 2, np.nan, 4], [1, 2, 3, np.nan]).n == 2
 
@@ -651,7 +651,7 @@ def test_spearman_exact_to_10_bounded_memory_no_scipy_permutation_test(monkeypat
     assert ex.null.startswith("exact") and ex.n_permutations == 3628800
     assert peak < 50e6
     mc = spearman_exact(x, y, exact_max_n=9, n_resamples=20000, seed=3)
-    assert "Monte Carlo" in mc.null and mc.rho == pytest.approx(ex.rho)
+    assert "Monte Carlo" in mc.null and mc.statistic == pytest.approx(ex.statistic)
     assert mc.p == pytest.approx(ex.p, abs=0.012)
     assert 0.001 < ex.p < 0.5
     assert spearman_exact(np.arange(11.0), np.arange(11.0), exact_max_n=11).null.startswith("Monte Carlo")
@@ -665,7 +665,7 @@ def test_spearman_exact_matches_brute_force_with_ties_on_both_sides():
     null = np.array([np.corrcoef(rx, ry[p])[0, 1] for p in perms])
     obs = np.corrcoef(rx, ry)[0, 1]
     r = spearman_exact(x, y)
-    assert r.rho == pytest.approx(obs) and r.p == pytest.approx(np.mean(np.abs(null) >= abs(obs) - 1e-12))
+    assert r.statistic == pytest.approx(obs) and r.p == pytest.approx(np.mean(np.abs(null) >= abs(obs) - 1e-12))
 
 
 def test_holm_and_sign_test():

@@ -533,7 +533,7 @@ def test_lag_test_is_a_student_t_interval_widened_by_half_the_mean_resolution():
     assert timing.lag_test(lam, 0.05, res).delta == pytest.approx(0.1)   # delta no finer than the grid
     assert r.reading == "undecided"
     p = sps.t.sf((lam.mean() - 0.5 * res.mean()) / (lam.std(ddof=1) / np.sqrt(6)), 5)
-    assert r.p_lags == pytest.approx(p)
+    assert r.p == pytest.approx(p)
 
 
 def test_partial_rank_given_several_covariates_sees_nothing_in_a_copy_of_one_of_them():
@@ -547,7 +547,7 @@ def test_partial_rank_given_several_covariates_sees_nothing_in_a_copy_of_one_of_
     onset, klass = rng.normal(0, 1, n), (rng.random(n) < 0.5).astype(float)
     t_acq = np.exp(onset + 2 * klass + rng.normal(0, 0.3, n))
     cov = np.column_stack([onset, klass])
-    assert timing.partial_rank(np.log(t_acq), onset.copy(), cov, None, 99, 0).r is None    # exact copy
+    assert timing.partial_rank(np.log(t_acq), onset.copy(), cov, None, 99, 0).statistic is None   # exact copy
     partial = whole = 0
     for s in range(200):
         copy = np.exp(onset + np.random.default_rng(s).normal(0, 0.2, n))
@@ -555,11 +555,11 @@ def test_partial_rank_given_several_covariates_sees_nothing_in_a_copy_of_one_of_
         pr, lo = r.partial, r.loo
         sig = pr.p is not None and pr.p < 0.05
         partial += sig
-        whole += sig and (pr.lower or 0) > 0 and (lo.ci[0] or 0) > 0
+        whole += sig and (pr.ci[0] or 0) > 0 and (lo.ci[0] or 0) > 0
     assert partial / 200 <= 0.15 and whole / 200 <= 0.05, (partial, whole)
     g = np.log(t_acq) + rng.normal(0, 0.1, n)                   # a precursor beyond both
     r = timing.partial_rank(np.log(t_acq), g, cov, None, 999, 0)
-    assert r.r > 0.7 and r.p < 0.01 and r.lower > 0.3 and r.lower <= r.r <= r.upper
+    assert r.statistic > 0.7 and r.p < 0.01 and r.ci[0] > 0.3 and r.ci[0] <= r.statistic <= r.ci[1]
 
 
 def test_within_units_removes_every_unit_level_confound_and_finds_a_seed_level_effect():
@@ -576,11 +576,12 @@ def test_within_units_removes_every_unit_level_confound_and_finds_a_seed_level_e
     assert r.n == 20 and hits / 200 <= 0.08
     g_real = y + rng.normal(0, 0.1, 40)                         # tracks each seed
     r = timing.within_units(y, g_real, None, cells, 999, 0)
-    assert r.r > 0.9 and r.p < 0.01 and r.lower > 0.5
+    assert r.statistic > 0.9 and r.p < 0.01 and r.ci[0] > 0.5
     from scipy import stats as sps
     k = sps.norm.ppf(0.95) / np.sqrt(20 - 3)                   # Fisher z over the 20 contrasts
-    assert (r.lower, r.upper) == pytest.approx((np.tanh(np.arctanh(r.r) - k), np.tanh(np.arctanh(r.r) + k)))
-    assert timing.within_units(y[::2], g_real[::2], None, cells[::2]).r is None     # one seed a cell
+    z = np.arctanh(r.statistic)
+    assert r.ci == pytest.approx((np.tanh(z - k), np.tanh(z + k)))
+    assert timing.within_units(y[::2], g_real[::2], None, cells[::2]).statistic is None   # one seed a cell
 
 
 def test_spearman_bounds_by_fisher_z_hold_the_papers_magnitude():

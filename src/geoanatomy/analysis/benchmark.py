@@ -333,8 +333,8 @@ def gain_rows(runs: pd.DataFrame, events: pd.DataFrame, st: dict) -> pd.DataFram
             L = np.column_stack(cols) if cols else None
             r = (partial_rank(np.log(cell["t_acq"].to_numpy(float)), _log1(cell["t"]), L, cell["size"].to_numpy(),
                               n_perm, seed) if len(cell) else None)
-            out.append({"signal": name, "event": kind, "gain_r": r and r.r, "gain_lo": r and r.lower,
-                        "gain_hi": r and r.upper, "gain_p": r and r.p, "gain_n_cells": int(len(cell)),
+            out.append({"signal": name, "event": kind, "gain_r": r and r.statistic, "gain_lo": r and r.ci[0],
+                        "gain_hi": r and r.ci[1], "gain_p": r and r.p, "gain_n_cells": int(len(cell)),
                         "gain_note": r.reason if r else "no cell with the event"})
     df = pd.DataFrame(out)
     if len(df):

@@ -132,7 +132,7 @@ def floor_spread(floors: pd.DataFrame, st: dict) -> pd.DataFrame:
                         "floor_min": float(t["floor"].min()), "floor_median": float(t["floor"].median()),
                         "floor_max": float(t["floor"].max()),
                         "sd_log10_floor_across_sizes": float(t["log10_floor"].std(ddof=1)) if len(t) > 1 else None,
-                        "rho_floor_vs_log10_params": sp.rho, "p_raw": sp.p, "p_method": sp.null})
+                        "rho_floor_vs_log10_params": sp.statistic, "p_raw": sp.p, "p_method": sp.null})
         for row, ph in zip(fam, holm([r["p_raw"] for r in fam])):
             trend = "no trend"
             if ph is not None and ph < alpha:

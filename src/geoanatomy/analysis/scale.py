@@ -181,8 +181,8 @@ def pair_correlations(wide: pd.DataFrame, seeds: pd.DataFrame, sizes: list[str],
             entry.update({**r.record(), "seeds_per_cell": seeds_span(sd.to_numpy().ravel()), "units": units})
             pairs.append(entry)
             n[i, j] = n[j, i] = r.n
-            if r.rho is not None:
-                rho[i, j] = rho[j, i] = r.rho
+            if r.statistic is not None:
+                rho[i, j] = rho[j, i] = r.statistic
                 p[i, j] = p[j, i] = r.p
     for i in range(k):
         n[i, i] = int(wide[sizes[i]].notna().sum())

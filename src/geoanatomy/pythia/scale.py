@@ -40,8 +40,13 @@ def pair_correlation(x, y, n_resamples: int = 100_000, seed: int = 0) -> dict:
     if len(x) != len(y):
         raise ValueError("x and y differ in length")
     r = spearman_exact(x, y, EXACT_MAX_N, n_resamples, seed)
-    return {"n": r.n, "rho": r.rho, "p_value": r.p, "method": r.null or f"not computed: {r.reason}",
-            "n_permutations": r.n_permutations, "test": r.test}
+    return {"n": r.n, "rho": r.statistic, "p_value": r.p, "method": _method(r), "n_permutations": r.n_permutations,
+            "test": r.test}
+
+
+def _method(r) -> str:
+    """A correlation's null in this file's ``method`` (or why there is none)."""
+    return r.null or f"not computed: {r.reason}"
 
 
 def _pair(a: str, b: str, q: str, table: dict, benchmarks: list[str]) -> dict:
@@ -53,8 +58,8 @@ def _pair(a: str, b: str, q: str, table: dict, benchmarks: list[str]) -> dict:
     strata = [table[a][bn]["stratum"] if table[a][bn]["stratum"] == table[b][bn]["stratum"]
               else f"{table[a][bn]['stratum']}|{table[b][bn]['stratum']}" for bn in keep]
     r = spearman_within_strata(x, y, strata)
-    return {**out, "n": r.n, "rho": r.rho, "p_value": r.p, "rho_pooled": r.pooled, "strata": r.strata,
-            "method": r.null or f"not computed: {r.reason}", "n_permutations": r.n_permutations, "test": r.test}
+    return {**out, "n": r.n, "rho": r.statistic, "p_value": r.p, "rho_pooled": r.pooled, "strata": r.strata,
+            "method": _method(r), "n_permutations": r.n_permutations, "test": r.test}
 
 
 def scale_summary(models: list[dict], benchmarks: list[str]) -> dict:

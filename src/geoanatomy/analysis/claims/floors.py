@@ -125,7 +125,7 @@ def mod_floor_near_two(v: RunsView) -> list[ClaimRow]:
             cells = g.groupby(["task", "level", "size"])["log_floor"].median().to_numpy(float) - math.log10(ref)
             r = timing.lag_test(cells, delta)
             out.append(ClaimRow("MOD floor near 2.0", measure, variant,
-                                f"mean over MOD cells at {size} of log10(floor / {ref})", r.mean, r.ci,
+                                f"mean over MOD cells at {size} of log10(floor / {ref})", r.statistic, r.ci,
                                 len(cells), len(g), "two one-sided t tests against +-delta", delta,
                                 r.p_simultaneous, "MOD floor",
                                 f"median floor {10 ** (np.median(cells) + math.log10(ref)):.2f} at {size} (study: "

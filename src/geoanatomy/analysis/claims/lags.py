@@ -16,10 +16,10 @@ def _lag_row(m: MeasureView, claim: str, u: pd.DataFrame, rule: str, family: str
     u = u[np.isfinite(u["lag_transition"].to_numpy(float))]           # the cells with the event
     res = u["res_transition"].to_numpy(float) if "res_transition" in u else None
     r = timing.lag_test(u["lag_transition"].to_numpy(float), m.delta, res)
-    p = r.p_simultaneous if rule == "equivalence" else r.p_lags
+    p = r.p_simultaneous if rule == "equivalence" else r.p
     d = r.delta
     return ClaimRow(claim, m.measure, m.variant,
-                    "mean over cells of the lag log10(t_tr + 1) - log10(t_acq + 1) (decades)", r.mean, r.ci,
+                    "mean over cells of the lag log10(t_tr + 1) - log10(t_acq + 1) (decades)", r.statistic, r.ci,
                     r.n, n_runs(u), ("two one-sided t tests against +-delta" if rule == "equivalence"
                                          else "one-sided t test against 0"),
                     d if rule == "equivalence" else 0.0, p, family,

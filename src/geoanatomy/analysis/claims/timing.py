@@ -67,21 +67,21 @@ def timing_beyond_loss(m: MeasureView) -> list[ClaimRow]:
         r = timing.beyond_loss(u["t_acq"], u[f"t_{ev}"], cov, u[m.strata].to_numpy(), classes,
                                min(m.n_perm, 10_000), m.nb, m.seed)
         pr, lo, cp = r.partial, r.loo, r.clock_partial
-        detail = (m.mean_direction(u) + f"partial r {fmt(pr.r)} (p {fmt(pr.p, 3)}; one-sided 95% bounds"
-                  f" {fmt(pr.lower)}, {fmt(pr.upper)}) given {', '.join(names)}; leave-one-out gain"
+        detail = (m.mean_direction(u) + f"partial r {fmt(pr.statistic)} (p {fmt(pr.p, 3)}; one-sided 95% bounds"
+                  f" {fmt(pr.ci[0])}, {fmt(pr.ci[1])}) given {', '.join(names)}; leave-one-out gain"
                   f" {fmt(lo.statistic)} [{fmt(lo.ci[0])}, {fmt(lo.ci[1])}] (MSE of log t_acq:"
                   f" covariates alone {fmt(lo.mse_loss, 3)}, with geometry {fmt(lo.mse_loss_geometry, 3)});"
                   f" the clock (median {ev} step of the other cells of the size"
-                  + (" and class" if classes is not None else "") + f"): partial r {fmt(cp.r)}"
+                  + (" and class" if classes is not None else "") + f"): partial r {fmt(cp.statistic)}"
                   f" (p {fmt(cp.p, 3)})" + (f"; {pr.reason}" if pr.reason else ""))
         out.append(ClaimRow("timing beyond the loss curve", m.measure, m.variant,
                             f"partial Spearman of log t_acq with the measure's {ev} given the loss curve's events"
-                            " and the design", pr.r, pr.ci, r.n, n_runs(u),
+                            " and the design", pr.statistic, pr.ci, r.n, n_runs(u),
                             f"Freedman-Lane: residuals of the {ev} on the covariates permuted within {m.strata}s"
                             f" ({pr.n_permutations} permutations)", 0.0, pr.p, _family(m, ev),
                             detail, m.protocol, "greater+gain", ev, 0.90,
                             second=("leave-one-cell-out gain 1 - SSE(covariates, geometry) / SSE(covariates)",
-                                    lo.statistic, *lo.ci), headline=m.headline, bound=pr.upper))
+                                    lo.statistic, *lo.ci), headline=m.headline, bound=pr.ci[1]))
     return out
 
 
@@ -108,13 +108,13 @@ def timing_within_cells(m: MeasureView) -> list[ClaimRow]:
                                 min(m.n_perm, 10_000), m.seed)
         out.append(ClaimRow("timing across seeds within cells", m.measure, m.variant,
                             f"correlation over cells' seeds of log t_acq with log t_{ev}, cell means and the run's"
-                            " loss events removed", r.r, r.ci, r.n, r.n_runs,
+                            " loss events removed", r.statistic, r.ci, r.n, r.n_runs,
                             f"contrasts' residuals of the {ev} sign-flipped within cells ({r.n_permutations})", 0.0,
                             r.p, "timing beyond the loss curve (secondary)",
-                            m.mean_direction(m.acq) + f"r {fmt(r.r)} (p {fmt(r.p, 3)}; one-sided 95% bounds"
-                            f" {fmt(r.lower)}, {fmt(r.upper)}) over {r.n} cells with two seeds or more"
+                            m.mean_direction(m.acq) + f"r {fmt(r.statistic)} (p {fmt(r.p, 3)}; one-sided 95% bounds"
+                            f" {fmt(r.ci[0])}, {fmt(r.ci[1])}) over {r.n} cells with two seeds or more"
                             + (f"; {r.reason}" if r.reason else ""),
-                            m.protocol, "greater", ev, 0.90, headline=m.headline, bound=r.upper))
+                            m.protocol, "greater", ev, 0.90, headline=m.headline, bound=r.ci[1]))
     return out
 
 
@@ -242,15 +242,16 @@ def collapse_recovery_acquisition(m: MeasureView) -> list[ClaimRow]:
     k, n = int((hard & (t_rec < t_acq)).sum()), int(hard.sum())
     return [ClaimRow("collapse -> recovery -> acquisition", m.measure, m.variant,
                      "partial Spearman of log t_acq with the recovery step given the loss curve's events and the"
-                     " design", pr.r, pr.ci, r.n, n_runs(u),
+                     " design", pr.statistic, pr.ci, r.n, n_runs(u),
                      f"Freedman-Lane: residuals of the recovery on the covariates permuted within {m.strata}s"
                      f" ({pr.n_permutations} permutations)", 0.0, pr.p, "sequence",
-                     m.mean_direction(u) + f"partial r {fmt(pr.r)} (one-sided 95% bounds {fmt(pr.lower)},"
-                     f" {fmt(pr.upper)}) given {', '.join(names)}; the clock: partial r {fmt(cp.r)}; descriptive:"
-                     f" {k}/{n} hard cells recovered before acquisition" + (f"; {pr.reason}" if pr.reason else ""),
+                     m.mean_direction(u) + f"partial r {fmt(pr.statistic)} (one-sided 95% bounds {fmt(pr.ci[0])},"
+                     f" {fmt(pr.ci[1])}) given {', '.join(names)}; the clock: partial r {fmt(cp.statistic)};"
+                     f" descriptive: {k}/{n} hard cells recovered before acquisition"
+                     + (f"; {pr.reason}" if pr.reason else ""),
                      m.protocol, "greater+gain", "recovery", 0.90,
                      second=("leave-one-cell-out gain 1 - SSE(covariates, recovery) / SSE(covariates)", lo.statistic,
-                             *lo.ci), headline=m.headline, bound=pr.upper)]
+                             *lo.ci), headline=m.headline, bound=pr.ci[1])]
 
 
 # the timing claims' simulation: the design nulls, a precursor, the centred RankMe's rows, both event kinds

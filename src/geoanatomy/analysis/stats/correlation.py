@@ -38,10 +38,10 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats
 
+from .exact import TOL
 from .resample import strata_permutations
 from .results import Concordance, Correlation
 
-_TOL = 1e-12
 EXACT_MAX_N = 10            # largest n with an exact p (10! = 3628800 pairings, enumerated block-wise)
 _BLOCK = 8                  # trailing positions enumerated as one table (8! rows)
 _MC_CHUNK = 10_000          # random pairings drawn per batch
@@ -131,16 +131,16 @@ def spearman_exact(x, y, exact_max_n: int = EXACT_MAX_N, n_resamples: int = 2000
     if isinstance(prep, str):
         return Correlation(None, None, None, n, reason=prep, test=SPEARMAN)
     cx, cy, denom, rho = prep
-    thr = abs(rho) - _TOL
+    thr = abs(rho) - TOL
     if n <= min(int(exact_max_n), EXACT_MAX_N):
         total = math.factorial(n)
         p = _exact_hits(cx, cy, denom, thr) / total
-        p_gt = _exact_hits(cx, cy, denom, rho - _TOL, signed=True) / total
+        p_gt = _exact_hits(cx, cy, denom, rho - TOL, signed=True) / total
         null, n_perm = "exact permutation (all n! pairings)", total
     else:
         R = int(n_resamples)
         p = (1 + _mc_hits(cx, cy, denom, thr, R, seed)) / (1 + R)
-        p_gt = (1 + _mc_hits(cx, cy, denom, rho - _TOL, R, seed, signed=True)) / (1 + R)
+        p_gt = (1 + _mc_hits(cx, cy, denom, rho - TOL, R, seed, signed=True)) / (1 + R)
         null, n_perm = f"Monte Carlo permutation ({n_resamples} random pairings, seed {seed})", int(n_resamples)
     return Correlation(float(np.clip(rho, -1.0, 1.0)), min(1.0, p), null, n, p_greater=min(1.0, p_gt),
                        n_permutations=n_perm, test=SPEARMAN)
@@ -160,8 +160,8 @@ def spearman_stratified(x, y, strata, n_resamples: int = 20000, seed: int = 0) -
         return Correlation(None, None, None, n, reason=prep, n_strata=n_strata, test=SPEARMAN_STRATIFIED)
     cx, cy, denom, rho = prep
     R = int(n_resamples)
-    hits = _mc_hits(cx, cy, denom, abs(rho) - _TOL, R, seed, strata=strata)
-    hits_gt = _mc_hits(cx, cy, denom, rho - _TOL, R, seed, strata=strata, signed=True)
+    hits = _mc_hits(cx, cy, denom, abs(rho) - TOL, R, seed, strata=strata)
+    hits_gt = _mc_hits(cx, cy, denom, rho - TOL, R, seed, strata=strata, signed=True)
     return Correlation(float(np.clip(rho, -1.0, 1.0)), min(1.0, (1 + hits) / (1 + R)),
                        f"Monte Carlo permutation within strata ({n_resamples} random pairings, seed {seed})", n,
                        p_greater=min(1.0, (1 + hits_gt) / (1 + R)), n_permutations=R, n_strata=n_strata,
@@ -250,7 +250,7 @@ def spearman_within_strata(x, y, strata, max_exact: int = 100_000, n_resamples: 
             for g, pg in zip(groups, perms):
                 idx[g] = pg
             r = _pearson(cx, centre(ry[idx]))
-            count += int(r is not None and abs(r) >= abs(rho) - 1e-12)
+            count += int(r is not None and abs(r) >= abs(rho) - TOL)
             total += 1
         p = count / total
         null, n_perm = "exact stratified permutation", total
@@ -261,7 +261,7 @@ def spearman_within_strata(x, y, strata, max_exact: int = 100_000, n_resamples: 
             for g in groups:
                 idx[g] = rng.permutation(g)
             r = _pearson(cx, centre(ry[idx]))
-            count += int(r is not None and abs(r) >= abs(rho) - 1e-12)
+            count += int(r is not None and abs(r) >= abs(rho) - TOL)
         p = (1 + count) / (1 + n_resamples)
         null, n_perm = f"Monte-Carlo stratified permutation ({n_resamples}, seed {seed})", n_resamples
     return Correlation(rho, p, null, len(keep), n_permutations=n_perm, strata=counts, pooled=pooled,

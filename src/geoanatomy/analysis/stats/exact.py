@@ -16,7 +16,7 @@ from scipy import stats
 
 from .results import SignTest
 
-_TOL = 1e-12
+TOL = 1e-12                 # ties of a statistic with its observed value count as ties, not by float noise
 
 
 def holm(pvals) -> list:
@@ -65,7 +65,7 @@ def log_steps_close(t1, t2, tol_log10: float) -> bool | None:
     """|log10(t1 + 1) - log10(t2 + 1)| <= tol (None when either step is missing)."""
     if t1 is None or t2 is None:
         return None
-    return bool(abs(math.log10(t1 + 1.0) - math.log10(t2 + 1.0)) <= tol_log10 + _TOL)
+    return bool(abs(math.log10(t1 + 1.0) - math.log10(t2 + 1.0)) <= tol_log10 + TOL)
 
 
 def clopper_pearson(k: int, n: int) -> tuple:

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Result:
-    """A test's result (module doc): ``statistic``, ``p``, ``null``, ``n``; ``ci`` (lo, hi) when an
-    interval is computed; ``reason`` when the statistic could not be."""
+    """A test's result (module doc): ``statistic``, ``p``, ``null``, ``n``; ``ci`` (lo, hi), (None,
+    None) when no interval is computed; ``reason`` when the statistic could not be."""
     statistic: float | None
     p: float | None
     null: str | None
     n: int
-    ci: tuple | None = None
+    ci: tuple = (None, None)
     reason: str | None = None
 
 
@@ -29,10 +29,6 @@ class Correlation(Result):
     n_strata: int | None = None
     strata: dict | None = None
     pooled: float | None = None
-
-    @property
-    def rho(self) -> float | None:
-        return self.statistic
 
     def record(self) -> dict:
         """The summary JSON's keys: {rho, p, p_greater, n, [n_strata], method, n_permutations, reason, test}."""
@@ -113,11 +109,6 @@ class Partial(Result):
     n_permutations: int = 0
     covariates: int | None = None
     n_runs: int | None = None
-    ci: tuple = (None, None)
-
-    r = property(lambda self: self.statistic)
-    lower = property(lambda self: self.ci[0])
-    upper = property(lambda self: self.ci[1])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,7 +117,6 @@ class Gain(Result):
     percentile bootstrap 95% interval over units (``ci``) and both mean squared errors; no p."""
     mse_loss: float | None = None
     mse_loss_geometry: float | None = None
-    ci: tuple = (None, None)
 
 
 @dataclass(frozen=True)
@@ -151,10 +141,6 @@ class Lag(Result):
     delta: float = 0.0
     quantisation: float | None = None
     sd: float | None = None
-    ci: tuple = (None, None)
-
-    mean = property(lambda self: self.statistic)
-    p_lags = property(lambda self: self.p)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -69,6 +69,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+from .exact import TOL
 from .resample import strata_permutations
 from .results import BeyondLoss, Difference, Gain, Lag, Partial
 
@@ -123,7 +124,7 @@ def partial_rank(y, g, L, strata=None, n_perm: int = 2000, seed: int = 0, level:
     perm = eg[strata_permutations(strata, n_perm, np.random.default_rng(seed))]    # (R, n) permuted residuals
     r_null = _corr(ey, perm @ M.T)        # g* = fit + P e_g; its residual on L is M P e_g
     r_null = np.nan_to_num(r_null, nan=-np.inf)
-    p = float((1 + np.sum(r_null >= r - 1e-12)) / (1 + n_perm))
+    p = float((1 + np.sum(r_null >= r - TOL)) / (1 + n_perm))
     return Partial(r, p, null, n, ci=fisher_bounds(r, n - k, 1.06, level), n_permutations=n_perm, covariates=k)
 
 
@@ -187,7 +188,7 @@ def within_units(y, g, L, units, n_perm: int = 2000, seed: int = 0, level: float
     rng = np.random.default_rng(seed)
     flips = rng.choice([-1.0, 1.0], size=(n_perm, m))
     r_null = cos(ey, (flips * eg) @ M.T)
-    return Partial(r, float((1 + np.sum(r_null >= r - 1e-12)) / (1 + n_perm)), null, n_units,
+    return Partial(r, float((1 + np.sum(r_null >= r - TOL)) / (1 + n_perm)), null, n_units,
                    ci=fisher_bounds(r, m - C.shape[1], 1.0, level), n_permutations=n_perm, n_runs=n_runs,
                    covariates=C.shape[1])
 
@@ -206,9 +207,8 @@ def loo_gain(y, g, l, n_boot: int = 2000, seed: int = 0) -> Gain:
     n = len(y)
     l = l.reshape(n, -1) if l.size else np.zeros((n, 0))
     null = f"leave-one-unit-out least squares; percentile bootstrap over units ({n_boot}, seed {seed})"
-    out = Gain(None, None, null, n, reason=f"{n} units < {l.shape[1] + 4}")
     if n < l.shape[1] + 4:
-        return out
+        return Gain(None, None, null, n, reason=f"{n} units < {l.shape[1] + 4}")
     one = np.ones(n)
     e_l = _loo_errors(y, np.column_stack([one, l])) ** 2
     e_lg = _loo_errors(y, np.column_stack([one, l, g])) ** 2
@@ -344,5 +344,5 @@ def label_permutation(x, labels, strata, n_perm: int = 10_000, seed: int = 0) ->
     perm = labels[strata_permutations(strata, n_perm, np.random.default_rng(seed))]
     with np.errstate(invalid="ignore", divide="ignore"):
         null = np.nan_to_num(diff(perm), nan=-np.inf)
-    return Difference(d, float((1 + np.sum(null >= d - 1e-12)) / (1 + n_perm)), what, len(x), n_in=n_in,
+    return Difference(d, float((1 + np.sum(null >= d - TOL)) / (1 + n_perm)), what, len(x), n_in=n_in,
                       n_out=n_out)
