@@ -5,13 +5,35 @@ against the full grid, a confirmation against the exploration).
 """
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 from ..analysis.tables import read_table
 
 KEY = ["claim", "measure", "variant", "event", "statistic"]
 
 
+def machines(verdict_path) -> str | None:
+    """The machines line its manifest records ("machine: FINGERPRINT (cpu, instruction set,
+    BLAS) xN", or "machines: MIXED ..."), None where the manifest records none."""
+    meta = Path(str(verdict_path) + "-metadata.json")
+    if not meta.is_file():
+        return None
+    for note in json.loads(meta.read_text()).get("notes") or []:
+        m = re.search(r"(machines?: .*?)(?:; settings:|; \d+ runs read from|$)", str(note))
+        if m:
+            return m.group(1)
+    return None
+
+
+def _fingerprints(line: str | None) -> set:
+    return set(re.findall(r"\b([0-9a-f]{12}) \(", line or ""))
+
+
 def compare_verdicts(a_path, b_path, names=("A", "B")) -> str:
-    """Both word counts, the rows whose word differs, and how many of those A marked unstable."""
+    """Both word counts, the rows whose word differs, and how many of those A marked unstable;
+    first, when the two grids' machine fingerprints differ, that they ran on other float paths."""
     a, b = read_table(a_path), read_table(b_path)
     for df in (a, b):
         for k in KEY:
@@ -20,7 +42,14 @@ def compare_verdicts(a_path, b_path, names=("A", "B")) -> str:
     m = a.merge(b, on=KEY, how="outer", suffixes=(f"_{na}", f"_{nb}"), indicator=True)
     both = m[m["_merge"] == "both"]
     d = both[both[f"verdict_{na}"] != both[f"verdict_{nb}"]]
-    out = [f"rows {len(a)} ({na}), {len(b)} ({nb}); matched {len(both)}",
+    ma, mb = machines(a_path), machines(b_path)
+    out = []
+    if _fingerprints(ma) != _fingerprints(mb):
+        out += [f"machines differ: {na} {ma or 'not recorded'}; {nb} {mb or 'not recorded'}",
+                "  another CPU's float path trains other last bits, which on a plateau act like another seed:"
+                " the runs' numbers differ in their last digits and some hard runs' events move, so a few "
+                "words can change with no change of code or config"]
+    out += [f"rows {len(a)} ({na}), {len(b)} ({nb}); matched {len(both)}",
            f"{na}: {a['verdict'].value_counts().to_dict()}", f"{nb}: {b['verdict'].value_counts().to_dict()}",
            f"words differ: {len(d)}"]
     out += [f"- {r['claim']} | {r['measure']} | {r['event']} : {r[f'verdict_{na}']} -> {r[f'verdict_{nb}']}"
