@@ -645,10 +645,10 @@ def test_monitor_offers_the_registry_signals_and_they_equal_the_metrics_stage(tm
     """Every signal a monitor can compute (by registry name) is in its table, with the values the
     metrics stage's formulas give on the same probe rows; an unknown name is refused."""
     from geoanatomy.measures import signals as sig
-    from geoanatomy.measures.signal_registry import monitorable
+    from geoanatomy.monitor import monitor_signals
     model, data = _task_model()
     probe = Probe.from_task(data, 32)
-    names = [n for n in monitorable() if not n.startswith(("rankme", "mean_share"))]
+    names = [n for n in monitor_signals(probe) if not n.startswith(("rankme", "mean_share"))]
     mon = Monitor(probe, every=1, out_dir=tmp_path, log=None, signals=names)
     _train(model, data, mon, 8)
     mon.close()
@@ -660,8 +660,10 @@ def test_monitor_offers_the_registry_signals_and_they_equal_the_metrics_stage(tm
     assert val("stable_rank", "all_blocks") == pytest.approx(
         np.mean([r["value"] for r in sig.stable_rank_rows(model) if r["layer"] != "all_blocks"]), rel=1e-6)
     assert np.isfinite(val("update_gap", "all_params")) and np.isfinite(val("loss_cov_heat", "output"))
-    with pytest.raises(ValueError, match="cannot be computed by a monitor"):
+    with pytest.raises(ValueError, match=r"\['commutator'\] cannot be computed by it \(commutator reads gradients"):
         Monitor(probe, signals=["commutator"], log=None)
+    with pytest.raises(ValueError, match="unknown signal"):
+        Monitor(probe, signals=["no_such_signal"], log=None)
 
 
 def test_figure_false_writes_the_report_without_the_png(tmp_path):

@@ -394,14 +394,25 @@ def test_probe_file_errors_name_the_file_and_unknown_tokens_are_warned(tmp_path,
 
 
 def test_scan_adds_the_weight_signals_of_the_registry(gpt2_dir, prompt_file, tmp_path):
-    """--signals stable_rank update_gap: every checkpoint gets the stable ranks of its blocks'
-    weights (equal to the formula on the loaded model) and the update gap once the window is full;
-    a signal a scan cannot compute is refused before any model is loaded."""
+    """--signals: every signal of the registry whose inputs a scan offers (the signal conformance
+    battery's scan consumer: a new weight-only signal is checked here unasked) is written at every
+    checkpoint; the stable ranks of the blocks' weights equal the formula on the loaded model and
+    the update gap is finite once the window is full; a signal a scan cannot compute is refused
+    before any model is loaded."""
     from geoanatomy.hf import load_causal_lm
     from geoanatomy.measures import signals as sig
+    from geoanatomy.measures.signal_registry import SIGNAL_BY_NAME, offered
     from geoanatomy.measures.signals import DEFAULT_WINDOW
+    from geoanatomy.scan import SIGNAL_INPUTS
     out = tmp_path / "out"
-    scan(gpt2_dir, str(prompt_file), out, device="cpu", log=lambda *a: None, signals=["stable_rank", "update_gap"])
+    names = offered(SIGNAL_INPUTS)
+    assert {"stable_rank", "update_gap"} <= set(names)
+    scan(gpt2_dir, str(prompt_file), out, device="cpu", log=lambda *a: None, signals=names)
+    got = read_table(out / "metrics.csv")
+    for n in names:
+        s = SIGNAL_BY_NAME[n]
+        rows = got[(got.measure == s.measure) & (got.variant.fillna("").astype(str) == s.variant)]
+        assert sorted(set(rows.step)) == STEPS, f"the scan offers {n} but wrote it at {sorted(set(rows.step))}"
     df = read_table(out / "metrics.csv")
     sr = df[(df.measure == "stable_rank") & (df.layer == "all_blocks")].sort_values("step")
     assert len(sr) == len(STEPS)
@@ -410,7 +421,7 @@ def test_scan_adds_the_weight_signals_of_the_registry(gpt2_dir, prompt_file, tmp
     assert sr["value"].iloc[-1] == pytest.approx(want, rel=1e-6)
     gap = df[df.measure == "update_gap"].sort_values("step")["value"].to_numpy()
     assert np.isnan(gap[:DEFAULT_WINDOW]).all() and np.isfinite(gap[DEFAULT_WINDOW:]).all()
-    with pytest.raises(ScanError, match="a scan computes"):
+    with pytest.raises(ScanError, match=r"\['ildr'\] cannot be computed by it \(ildr reads hidden, labels"):
         scan(gpt2_dir, str(prompt_file), tmp_path / "x", device="cpu", log=lambda *a: None, signals=["ildr"])
 
 

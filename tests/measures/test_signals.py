@@ -9,7 +9,7 @@ import torch
 
 from geoanatomy.measures import signals as sig
 from geoanatomy.measures.registry import MEASURES
-from geoanatomy.measures.signal_registry import SIGNALS, monitorable
+from geoanatomy.measures.signal_registry import SIGNALS
 
 
 def test_loss_covariance_one_mode_and_two_modes():
@@ -129,9 +129,6 @@ def test_registry_entries_are_curves_some_stage_writes():
             assert (s.measure, s.variant) == ("probe_accuracy", "logreg")      # stages/probes.py's rows
         elif s.table == "metrics":
             assert s.measure in metrics_measures
-    assert set(monitorable()) == {"loss_cov_heat", "loss_cov_pr", "ildr", "update_gap", "head_erank_sv",
-                                  "head_erank_sv2", "stable_rank", "rankme_uncentred", "rankme_centred",
-                                  "mean_share"}
 
 
 def test_metrics_window_equals_the_formula_on_the_same_checkpoints():

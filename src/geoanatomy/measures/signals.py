@@ -49,6 +49,8 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 
@@ -291,7 +293,7 @@ class SignalWindow:
         self.gram = np.zeros((0, 0))
         self.losses: list[np.ndarray] = []
         self.example_rows: list[np.ndarray] = []
-        self.last_seconds: dict = {}
+        self.feed_seconds = 0.0       # CPU seconds the last checkpoint took to take in (the update's dot products)
 
     def _add_update(self, step: int, theta) -> None:
         import torch
@@ -309,37 +311,115 @@ class SignalWindow:
             self.updates.append(u)
         self.prev = (int(step), theta)
 
-    def rows(self, step: int, model, losses: np.ndarray | None) -> list[dict]:
-        """The update_gap row and (with per-example ``losses``) the two loss-covariance rows at
-        this checkpoint (NaN until the window is full)."""
+    def feed(self, step: int, model, losses: np.ndarray | None) -> None:
+        """Take this checkpoint: its parameters (the update since the last one) and, when given,
+        its per-example losses."""
         import torch
         clock = time.process_time()
         self._add_update(step, torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().clone())
+        self.feed_seconds = time.process_time() - clock
         if losses is not None:
             self.losses = (self.losses + [losses])[-self.size:]
             self.example_rows.append(losses.astype(np.float32))
-        w = {"window": self.size, "trailing": True}
-        gap = heat = pr = float("nan")
-        if len(self.updates) == self.size:
-            gap = gap_of_gram(self.gram)
-        t_gap = time.process_time() - clock
-        clock = time.process_time()
+
+    def gap_rows(self) -> list[dict]:
+        """The update_gap row at the last checkpoint fed (NaN until the window is full)."""
+        gap = gap_of_gram(self.gram) if len(self.updates) == self.size else float("nan")
+        return [_row("update_gap", "all_params", -1, "none", "window", 0, gap,
+                     {"window": self.size, "trailing": True,
+                      "updates": "per optimiser step between consecutive checkpoints"})]
+
+    def cov_rows(self, n: int) -> list[dict]:
+        """The two loss-covariance rows at the last checkpoint fed (NaN until the window holds
+        ``size`` checkpoints' losses), ``n`` the number of examples."""
+        heat = pr = float("nan")
         if len(self.losses) == self.size:
             cov = loss_covariance(np.stack(self.losses))
             heat, pr = cov["heat_capacity"], cov["participation_ratio"]
-        t_cov = time.process_time() - clock
-        # CPU seconds of this checkpoint's windowed signals (timings stay out of the tables: a
-        # table is the same bytes for the same config and seed)
-        self.last_seconds = {"update_gap": t_gap, "loss_cov": t_cov}
-        gap_row = _row("update_gap", "all_params", -1, "none", "window", 0, gap,
-                       {**w, "updates": "per optimiser step between consecutive checkpoints"})
-        if losses is None:
-            return [gap_row]
-        n = len(losses)
-        return [gap_row,
-                _row("loss_cov_heat", "output", -1, "answer", "window", n, heat,
-                     {**w, "losses": "per-example held-out answer loss"}),
-                _row("loss_cov_pr", "output", -1, "answer", "window", n, pr,
-                     {**w, "losses": "per-example held-out answer loss"})]
+        w = {"window": self.size, "trailing": True, "losses": "per-example held-out answer loss"}
+        return [_row("loss_cov_heat", "output", -1, "answer", "window", n, heat, w),
+                _row("loss_cov_pr", "output", -1, "answer", "window", n, pr, w)]
+
+    def rows(self, step: int, model, losses: np.ndarray | None) -> list[dict]:
+        """Feed this checkpoint, then the update_gap row and (with per-example ``losses``) the two
+        loss-covariance rows (NaN until the window is full)."""
+        self.feed(step, model, losses)
+        return self.gap_rows() + ([] if losses is None else self.cov_rows(len(losses)))
 
 
+# ------------------------------------------------ a signal computes itself
+# What a consumer (the metrics stage, the monitor, the scanner) can hand a signal at one
+# checkpoint; a signal's registry entry (``measures.signal_registry``) says which of these it
+# reads, and a consumer offers a set of them (its ``SIGNAL_INPUTS``).
+INPUTS = {
+    "weights": "the checkpoint's parameters",
+    "hidden": "hidden states of named layers at one position, one row per example",
+    "labels": "a class label per example (the first answer token)",
+    "heads": "each attention layer's output per head at that position",
+    "losses": "the per-example losses at this checkpoint",
+    "window": "the trailing window of earlier checkpoints (SignalWindow, fed this checkpoint)",
+    "gradients": "gradients on fixed training batches (an expensive measure: the measures stage)",
+    "behaviour": "the model's answers on fixed samples (the loss curve, log-probabilities)",
+    "probes": "linear probes fitted on frozen hidden states (the probes stage)",
+}
+
+
+@dataclass
+class SignalState:
+    """One checkpoint as a consumer hands it to the signals' computations. ``layers``: (name,
+    index, Z (N, d)) at ``position`` for the hidden-state signals; ``classes`` says what the
+    labels are; ``window`` has been fed this checkpoint."""
+    model: Any = None
+    step: int | None = None
+    position: str = "first"
+    layers: list = field(default_factory=list)
+    labels: Any = None
+    classes: str = "first answer token"
+    heads: dict | None = None
+    n_head: int | None = None
+    losses: Any = None
+    window: SignalWindow | None = None
+
+
+def _ildr_rows(st: SignalState) -> list[dict]:
+    y = np.asarray(st.labels)
+    meta = {"classes": st.classes, "definition": "mean centroid distance / mean distance to own centroid"}
+    return [_row("ildr", name, li, st.position, "", len(y), ildr(Z, y), meta) for name, li, Z in st.layers]
+
+
+def _head_rows(st: SignalState) -> list[dict]:
+    return head_rank_rows(st.heads or {}, int(st.n_head), st.position) if st.heads else []
+
+
+def _stable_rows(st: SignalState) -> list[dict]:
+    return stable_rank_rows(st.model)
+
+
+def _gap_rows(st: SignalState) -> list[dict]:
+    return st.window.gap_rows()
+
+
+def _cov_rows(st: SignalState) -> list[dict]:
+    return st.window.cov_rows(len(st.losses))
+
+
+@dataclass(frozen=True)
+class Computation:
+    """One computation of the cheap signals at a checkpoint: what it reads (``INPUTS``), its
+    rows from a ``SignalState``, the measures those rows carry and the timing key its CPU
+    seconds are recorded under (``signal_timings_*.json``)."""
+    name: str
+    reads: frozenset
+    rows: Callable[[SignalState], list]
+    measures: tuple
+    cost_key: str
+
+
+# in the order the metrics stage writes their rows (metrics.csv's row order)
+COMPUTATIONS: dict[str, Computation] = {c.name: c for c in (
+    Computation("ildr", frozenset({"hidden", "labels"}), _ildr_rows, ("ildr",), "ildr"),
+    Computation("head_erank", frozenset({"heads"}), _head_rows, ("head_erank",), "head_erank"),
+    Computation("stable_rank", frozenset({"weights"}), _stable_rows, ("stable_rank",), "stable_rank"),
+    Computation("update_gap", frozenset({"window"}), _gap_rows, ("update_gap",), "update_gap"),
+    Computation("loss_cov", frozenset({"window", "losses"}), _cov_rows, ("loss_cov_heat", "loss_cov_pr"), "loss_cov"),
+)}

@@ -64,6 +64,7 @@ from .callback import trainer_callback
 from .monitor import DEFAULT_EVERY, LogThenEvery, Monitor, log_then_every
 from .online import PROVISIONAL_NOTE, OnlineAcquisition, OnlineCollapse
 from .probe import DEFAULT_PROBE_SIZE, Probe, model_forward
+from .rows import monitor_signals
 
 __all__ = ["DEFAULT_EVERY", "DEFAULT_PROBE_SIZE", "PROVISIONAL_NOTE", "LogThenEvery", "Monitor", "OnlineAcquisition",
-           "OnlineCollapse", "Probe", "log_then_every", "model_forward", "trainer_callback"]
+           "OnlineCollapse", "monitor_signals", "Probe", "log_then_every", "model_forward", "trainer_callback"]

@@ -43,7 +43,8 @@ class Monitor:
                  step measured now are dropped), e.g. after restarting from a checkpoint;
                  refused when that table is another run's or another probe's
     log          one line per event (None: silent)
-    signals      names from the signal registry (``measures.signal_registry.monitorable()``)
+    signals      names from the signal registry (those whose inputs the monitor offers:
+                 ``monitor.rows.signal_inputs``; ``geoanatomy.monitor.monitor_signals()`` lists them)
                  computed at every measurement besides RankMe and the mean share: ildr,
                  head_erank_sv / head_erank_sv2 (GPT-style ``attn.c_proj`` modules),
                  stable_rank, update_gap, loss_cov_heat / loss_cov_pr (a trailing window of
@@ -233,7 +234,7 @@ class Monitor:
         model.eval()
         from ..measures import signals as sig
         idx_pos = next(((n, w) for n, (k, w) in p.positions.items() if k == "index"), None)
-        heads_wanted = any(x.startswith("head_erank") for x in self.signals) and idx_pos is not None
+        heads_wanted = any("heads" in x.reads for x in self.signals) and idx_pos is not None
         try:
             if heads_wanted:
                 with sig.capture_heads(model, idx_pos[1].to(device)) as heads:
@@ -287,7 +288,7 @@ class Monitor:
 
     def _signal_rows(self, model, step, logits, hidden, heads, idx_pos, ids) -> list[dict]:
         from .rows import signal_rows
-        if self._window is None and set(self.signals) & {"update_gap", "loss_cov_heat", "loss_cov_pr"}:
+        if self._window is None and any("window" in x.reads for x in self.signals):
             from ..measures.signals import SignalWindow
             self._window = SignalWindow()
         return signal_rows(self.signals, self.probe, self._window, self.names, model, step, logits, hidden, heads,

@@ -8,33 +8,57 @@ from ..measures import signals as sig
 from .probe import _nll64
 
 
+def signal_inputs(probe) -> frozenset:
+    """What a monitor hands the registry's signals (``measures.signals.INPUTS``) with this probe:
+    the weights and the trailing window always, the hidden states and their heads at the
+    probe's index position (if it has one), the labels and per-example losses when it is
+    labelled."""
+    idx = any(k == "index" for k, _ in probe.positions.values())
+    labelled = getattr(probe, "labels", None) is not None
+    return frozenset({"weights", "window", "hidden"} | ({"heads"} if idx else set())
+                     | ({"labels", "losses"} if idx and labelled else set()))
+
+
+def monitor_signals(probe=None) -> list[str]:
+    """The registry signals a monitor computes with ``probe`` (default: a labelled probe with an
+    index position, as ``Probe.from_task`` makes)."""
+    from ..measures.signal_registry import offered
+    full = frozenset({"weights", "window", "hidden", "heads", "labels", "losses"})
+    return offered(full if probe is None else signal_inputs(probe))
+
+
 def signal_rows(signals, p, window, names, model, step, logits, hidden, heads, idx_pos, ids) -> list[dict]:
-    """The requested registry ``signals`` at one measurement (``Monitor(signals=...)``); ``p``
-    the probe, ``window`` the monitor's ``SignalWindow`` (None without windowed signals)."""
-    want, rows = set(signals), []
-    if "ildr" in want and idx_pos is not None:
+    """The requested registry ``signals`` (entries of ``measures.signal_registry``) at one
+    measurement: each computation they need, run once on this measurement's ``SignalState``,
+    the rows of the requested measures kept; ``p`` the probe, ``window`` the monitor's
+    ``SignalWindow`` (None without windowed signals)."""
+    from ..measures.signal_registry import computations
+    comps = computations(signals)
+    if not comps:
+        return []
+    state = sig.SignalState(model=model, step=step, heads=heads, window=window,
+                            position=idx_pos[0] if idx_pos is not None else "none", classes="first labelled token")
+    reads = frozenset().union(*(c.reads for c in comps))
+    if "labels" in reads:
         tgt = p.labels.to(ids.device)[:, 1:]
         first = (tgt != -100).float().argmax(1)                              # first labelled position
-        y = tgt[torch.arange(len(tgt), device=tgt.device), first].cpu().numpy()
-        Z = hidden[-1][torch.arange(len(tgt), device=tgt.device), idx_pos[1].to(ids.device)]
-        rows.append(sig._row("ildr", names[-1], len(hidden) - 1, idx_pos[0], "", len(y), sig.ildr(Z, y),
-                             {"classes": "first labelled token"}))
-    if heads:
-        n_head = (getattr(getattr(model, "cfg", None), "n_head", None)
-                  or getattr(getattr(model, "config", None), "n_head", None)
-                  or getattr(getattr(model, "config", None), "num_attention_heads", None))
-        rows += sig.head_rank_rows(heads, int(n_head), idx_pos[0])
-    if "stable_rank" in want:
-        rows += sig.stable_rank_rows(model)
-    if want & {"update_gap", "loss_cov_heat", "loss_cov_pr"}:
-        losses = None
-        if want & {"loss_cov_heat", "loss_cov_pr"}:
-            tgt = p.labels.to(ids.device)[:, 1:]
-            sel = tgt != -100
-            lp = torch.log_softmax(logits[:, :-1].double(), -1).gather(-1, tgt.clamp(min=0)[..., None])[..., 0]
-            losses = (-(lp * sel).sum(1) / sel.sum(1).clamp(min=1)).detach().cpu().numpy()
-        rows += [r for r in window.rows(step, model, losses) if r["measure"] in want]
-    return rows
+        state.labels = tgt[torch.arange(len(tgt), device=tgt.device), first].cpu().numpy()
+    if "hidden" in reads:
+        ar = torch.arange(ids.shape[0], device=ids.device)
+        state.layers = [(names[-1], len(hidden) - 1, hidden[-1][ar, idx_pos[1].to(ids.device)])]
+    if "heads" in reads:
+        state.n_head = int(getattr(getattr(model, "cfg", None), "n_head", None)
+                           or getattr(getattr(model, "config", None), "n_head", None)
+                           or getattr(getattr(model, "config", None), "num_attention_heads", None))
+    if "losses" in reads:
+        tgt = p.labels.to(ids.device)[:, 1:]
+        sel = tgt != -100
+        lp = torch.log_softmax(logits[:, :-1].double(), -1).gather(-1, tgt.clamp(min=0)[..., None])[..., 0]
+        state.losses = (-(lp * sel).sum(1) / sel.sum(1).clamp(min=1)).detach().cpu().numpy()
+    if "window" in reads:
+        window.feed(step, model, state.losses)
+    want = {s.measure for s in signals}
+    return [r for c in comps for r in c.rows(state) if r["measure"] in want]
 
 
 def behaviour_rows(p, logits, ids, am, base) -> list[dict]:

@@ -50,20 +50,18 @@ def check_events(events: dict | None) -> dict | None:
     return events
 
 
-def check_signals(signals, probe) -> tuple[str, ...]:
-    """The requested signals, each a registry name a monitor can compute (ValueError naming the
-    allowed ones otherwise; the label-reading ones need a labelled probe)."""
-    from ..measures.signal_registry import monitorable
-    names = (signals,) if isinstance(signals, str) else tuple(signals or ())
-    allowed = monitorable()
-    bad = [n for n in names if n not in allowed]
-    if bad:
-        raise ValueError(f"Monitor(signals=...): {bad} cannot be computed by a monitor; allowed: {allowed}")
-    labelled = getattr(probe, "labels", None) is not None
-    need = [n for n in names if n in ("ildr", "loss_cov_heat", "loss_cov_pr")]
-    if need and not labelled:
-        raise ValueError(f"Monitor(signals=...): {need} need a labelled probe (Probe(..., labels=...) or "
-                         f"Probe.from_task); this probe has no labels")
-    return names
-
-
+def check_signals(signals, probe) -> tuple:
+    """The requested signals as registry entries, each one a monitor with this probe can compute
+    (``monitor.rows.signal_inputs``): a ValueError naming an unknown one, or one whose inputs
+    this monitor does not offer (the label-reading ones need a labelled probe)."""
+    from ..measures.signal_registry import requested
+    from .rows import signal_inputs
+    if not signals:
+        return ()
+    try:
+        return requested(signals, signal_inputs(probe), "Monitor(signals=...)")
+    except ValueError as e:
+        if getattr(probe, "labels", None) is None and "labels" in str(e):
+            raise ValueError(f"{e}; the label-reading signals need a labelled probe (Probe(..., labels=...) or "
+                             f"Probe.from_task); this probe has no labels") from None
+        raise

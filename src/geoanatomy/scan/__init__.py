@@ -214,8 +214,10 @@ def _source_field(sl: SourceList, resolved: bool = False):
     return [x.label if x.kind == "hub" or not resolved else str(Path(x.where).resolve()) for x in sl.sources]
 
 
-# the registry's signals a scan reads off the weights (measures.signal_registry)
-SCAN_SIGNALS = ("stable_rank", "update_gap")
+# what a scan hands the registry's signals (measures.signals.INPUTS): the weights of each
+# checkpoint and the trailing window of the ones before it; it computes every signal whose
+# inputs lie within these (measures.signal_registry.offered)
+SIGNAL_INPUTS = frozenset({"weights", "window"})
 
 
 @dataclass
@@ -261,16 +263,17 @@ def scan(root, probe: str, out_dir: str | Path | None = None, *, run: str | None
          cache_dir: str | None = None, keep_cache: bool | None = None, hub=None) -> dict:
     """Scan checkpoints (module doc) into one curve; returns the precursor dict. ``root``: a
     folder, a ``repo@revision``, a YAML source list, or a list of folders and revisions
-    (``scan.sources``). ``signals``: registry signals read off the weights alone
-    (``SCAN_SIGNALS``) added to every checkpoint's rows. Hub revisions: ``cache_dir`` the Hugging
+    (``scan.sources``). ``signals``: registry signals read off the weights alone (those whose
+    inputs lie within ``SIGNAL_INPUTS``) added to every checkpoint's rows. Hub revisions: ``cache_dir`` the Hugging
     Face cache, ``keep_cache`` leaves what the scan downloaded there (default: evicted once
     measured), ``hub`` an ``HfApi``-like client for the integrity check (default
     ``pythia.loading.default_hub_api()``: None offline, then the check is recorded as not made)."""
+    from ..measures.signal_registry import computations, requested
     signals = tuple(signals or ())
-    bad = [x for x in signals if x not in SCAN_SIGNALS]
-    if bad:
-        raise ScanError(f"--signals {bad}: a scan computes {list(SCAN_SIGNALS)} (the signals of the weights alone; "
-                        f"the monitor offers the probe-reading ones)")
+    try:
+        wanted = requested(signals, SIGNAL_INPUTS, "--signals")
+    except ValueError as e:
+        raise ScanError(f"{e} (a scan reads the weights alone; the monitor offers the probe-reading ones)") from None
     sl = source_list(root)
     has_hub = any(x.kind == "hub" for x in sl.sources)
     import torch
@@ -357,10 +360,12 @@ def scan(root, probe: str, out_dir: str | Path | None = None, *, run: str | None
         t0 = time.time()
         r = measure_model(model, probe_set, run=run, step=step, batch_size=batch_size, device=device, eps=eps,
                           scoring=scoring)
-        if "stable_rank" in signals:
-            r += [{"run": run, "step": step, **x} for x in sig.stable_rank_rows(model)]
-        if "update_gap" in signals:
-            r += [{"run": run, "step": step, **x} for x in window.rows(step, model, None)]
+        if any("window" in x.reads for x in wanted):
+            window.feed(step, model, None)
+        state = sig.SignalState(model=model, step=step, window=window)
+        keep = {x.measure for x in wanted}
+        r += [{"run": run, "step": step, **x} for c in computations(wanted) for x in c.rows(state)
+              if x["measure"] in keep]
         t_meas = time.time() - t0
         del model
         gc.collect()

@@ -123,13 +123,20 @@ def geometry_rows(hidden, names: list[str], first: int, eps: float = 1e-7) -> li
     return rows
 
 
+# what the metrics stage hands the registry's signals (measures.signals.INPUTS): it computes
+# every signal whose inputs lie within these (all the cheap ones)
+SIGNAL_INPUTS = frozenset({"weights", "hidden", "labels", "heads", "losses", "window", "behaviour"})
+
+
 def measure_checkpoint(model, seq: torch.Tensor, n_answer: int, eps: float = 1e-7,
                        train_seq: torch.Tensor | None = None, window: SignalWindow | None = None,
                        step: int | None = None, timings: dict | None = None) -> list[dict]:
-    """All per-checkpoint rows (without run/step): behaviour, geometry and the state signals on
-    the evaluation sequences seq (N, S), the loss on the training sample train_seq (M, S) if
-    given, and with ``window`` (fed this checkpoint at ``step``) the windowed signals.
-    ``timings`` (optional dict): incremented with each piece's CPU seconds (``TIMING_KEYS``)."""
+    """All per-checkpoint rows (without run/step): behaviour, geometry and the registry's cheap
+    signals on the evaluation sequences seq (N, S), the loss on the training sample train_seq
+    (M, S) if given. The signals are every computation of ``measures.signals.COMPUTATIONS``
+    whose inputs the stage offers (``SIGNAL_INPUTS``; the windowed ones only with ``window``,
+    fed this checkpoint at ``step``). ``timings`` (optional dict): incremented with each piece's
+    CPU seconds (``TIMING_KEYS``)."""
     t = timings if timings is not None else {}
     first = seq.shape[1] - 1 - n_answer
     clock = _tick(t, None, None)
@@ -138,12 +145,21 @@ def measure_checkpoint(model, seq: torch.Tensor, n_answer: int, eps: float = 1e-
     clock = _tick(t, "behaviour", clock)
     rows += geometry_rows(hidden, model.layer_names(), first, eps)
     clock = _tick(t, "geometry", clock)
-    labels = seq[:, first + 1].cpu().numpy()                               # the first answer token
-    rows += state_signal_rows(model, hidden, heads, first, labels, t)
     if window is not None:
-        rows += window.rows(step, model, losses)
-        for k, v in window.last_seconds.items():
-            t[k] = t.get(k, 0.0) + v
+        window.feed(step, model, losses)
+    state = sig.SignalState(model=model, step=step, position="first",
+                            layers=[(name, li, h[:, first, :]) for li, (name, h) in
+                                    enumerate(zip(model.layer_names(), hidden))],
+                            labels=seq[:, first + 1].cpu().numpy(), classes="first answer token",
+                            heads=heads, n_head=model.cfg.n_head, losses=losses, window=window)
+    offers = SIGNAL_INPUTS if window is not None else SIGNAL_INPUTS - {"window"}
+    for comp in sig.COMPUTATIONS.values():
+        if comp.reads <= offers:
+            clock = _tick(t, None, None)
+            rows += comp.rows(state)
+            _tick(t, comp.cost_key, clock)
+    if window is not None:          # taking the checkpoint in (the update's dot products) is the gap's cost
+        t["update_gap"] = t.get("update_gap", 0.0) + window.feed_seconds
     if train_seq is not None:
         clock = _tick(t, None, None)
         rows += behaviour_rows(model, train_seq, n_answer, "train")[0]
@@ -151,10 +167,9 @@ def measure_checkpoint(model, seq: torch.Tensor, n_answer: int, eps: float = 1e-
     return rows
 
 
-# what the metrics stage times (CPU seconds, signal_timings_metrics.json); the signal registry's
-# entries name theirs (Signal.cost_key)
-TIMING_KEYS = ("behaviour", "geometry", "ildr", "head_erank", "stable_rank", "update_gap", "loss_cov",
-               "behaviour_train")
+# what the metrics stage times (CPU seconds, signal_timings_metrics.json): behaviour, geometry
+# and each signal computation's key (Signal.cost_key)
+TIMING_KEYS = ("behaviour", "geometry", *(c.cost_key for c in sig.COMPUTATIONS.values()), "behaviour_train")
 
 
 def _tick(timings: dict, key: str | None, since: float | None) -> float:
@@ -163,22 +178,6 @@ def _tick(timings: dict, key: str | None, since: float | None) -> float:
     if key is not None:
         timings[key] = timings.get(key, 0.0) + now - since
     return now
-
-
-def state_signal_rows(model, hidden, heads: dict, first: int, labels, timings: dict | None = None) -> list[dict]:
-    """ILDR per layer, per-head effective ranks and weight stable ranks at one checkpoint."""
-    t = timings if timings is not None else {}
-    rows, N = [], len(labels)
-    clock = _tick(t, None, None)
-    st = {"classes": "first answer token", "definition": "mean centroid distance / mean distance to own centroid"}
-    for li, (name, h) in enumerate(zip(model.layer_names(), hidden)):
-        rows.append(sig._row("ildr", name, li, "first", "", N, sig.ildr(h[:, first, :], labels), st))
-    clock = _tick(t, "ildr", clock)
-    rows += sig.head_rank_rows(heads, model.cfg.n_head, "first")
-    clock = _tick(t, "head_erank", clock)
-    rows += sig.stable_rank_rows(model)
-    _tick(t, "stable_rank", clock)
-    return rows
 
 
 def write_example_losses(path: Path, run: str, steps: list[int], losses: list[np.ndarray]) -> None:
