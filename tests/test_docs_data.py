@@ -12,18 +12,15 @@
 
 A changed statistic fails the second test until the data are regenerated; an edited number on
 the page fails the first."""
-import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from geoanatomy.analysis.parts import BY_NAME
 from geoanatomy.analysis.settings import summary_settings
 from geoanatomy.analysis.summarize import run as summarize_part
 from geoanatomy.report.data import FINDINGS_BEGIN, page_blocks, write_pages
 from geoanatomy.report.findings import block
-from geoanatomy.report.recheck import REL, differences
+from geoanatomy.report.recheck import REL, recheck
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [(REPO / "docs" / "study.md", REPO / "docs" / "study" / "data"),
@@ -33,7 +30,6 @@ PAGES = [(p, d) for p, d in PAGES if d.is_dir()]
 # every committed grid snapshot whose summary is recomputed: the pages' and the confirmation's
 # (config/study_confirm.yaml, fresh seeds; its page block is the study page's confirmation table)
 SNAPSHOTS = [d for _, d in PAGES] + [d for d in [REPO / "docs" / "study" / "confirm_data"] if d.is_dir()]
-RECOMPUTED = ("tables", "scale", "prediction", "benchmark", "verdict")   # in order: verdict reads the others' JSON
 
 
 @pytest.mark.parametrize("page,data", BLOCK_PAGES, ids=lambda x: x.name)
@@ -63,24 +59,11 @@ def test_an_edited_number_on_a_page_is_caught(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("data", SNAPSHOTS, ids=lambda x: f"{x.parent.name}/{x.name}")
-def test_the_committed_summary_is_recomputed_from_the_committed_runs(data, tmp_path, monkeypatch):
-    summary = data / "summary"
-    out = tmp_path / "summary"
-    out.mkdir()
-    for f in ("verdict_power.csv", "verdict_power.csv-metadata.json"):
-        shutil.copy2(summary / f, out / f)
-    pres = sorted(str(p) for p in data.glob("*/precursor.json"))
-    curves = sorted(str(p) for p in data.glob("*/signal_curves.csv"))     # the benchmark's (where committed)
+def test_the_committed_summary_is_recomputed_from_the_committed_runs(data, monkeypatch):
     # the summary settings the grid was summarised with, as its summary records them (the
     # confirmation's name the frozen rules: checked again here, from the repository root)
-    st = summary_settings(json.loads((summary / "floor_summary.json").read_text())["settings"])
     monkeypatch.chdir(REPO)
-    for part in RECOMPUTED:
-        summarize_part(part, pres, out, st, log=lambda *a: None, curves=curves)
-    files = [f for part in RECOMPUTED for f in BY_NAME[part].files() if not f.endswith(".png")]
-    files += [f + "-metadata.json" for f in files if f.endswith(".csv")]
-    assert files
-    bad = [d for f in files for d in differences(summary / f, out / f)]
+    bad = recheck(data)
     assert not bad, (f"{data.relative_to(REPO)}/summary differs from what the summary code makes of the committed "
                      f"runs beyond the recheck's promise (words identical, numbers to relative {REL:g}):\n"
                      + "\n".join(bad[:20]))

@@ -437,7 +437,11 @@ def test_a_lead_row_draws_its_relative_lead_against_the_clear_gap_that_decides_i
     (the relative lead, a dotted line at f), not the step lead against 0."""
     import pandas as pd
     from geoanatomy.analysis import figures_verdict as fv
-    from geoanatomy.analysis.verdict import VERDICT_COLUMNS, word
+    from geoanatomy.analysis.verdict import VERDICT_COLUMNS, Evidence
+    from geoanatomy.analysis.verdict import word as _word
+
+    def word(*a, **kw):
+        return _word(Evidence(*a, **kw))
     base = {c: None for c in VERDICT_COLUMNS}
     lead = dict(base, claim="log-prob before accuracy", measure="accuracy", protocol="single-task",
                 statistic="median lead (steps)", value=12.0, ci_lo=2.0, ci_hi=60.0, p_holm=0.01,

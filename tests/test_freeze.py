@@ -78,18 +78,57 @@ def test_a_code_only_change_is_re_fingerprinted_keeping_the_freeze_and_saying_wh
     out = tmp_path / "frozen.json"
     first = fz.freeze(_cfg(), out)
     with pytest.raises(ValueError, match="nothing to re-fingerprint"):
-        fz.refreeze(_cfg(), out, "no change")
+        fz.refrozen(_cfg(), out, "no change")
     c0 = claims_pkg.CLAIMS[0]                   # a rows function whose source moved
     monkeypatch.setattr(claims_pkg, "CLAIMS", [dataclasses.replace(c0, rows=lambda v: c0.rows(v))]
                         + claims_pkg.CLAIMS[1:])
     with pytest.raises(ValueError, match=f"claim '{c0.name}' changed"):
         fz.check(_cfg(frozen_rules=str(out)))
     with pytest.raises(ValueError, match="summary_settings differ"):   # a setting is a rule, never code
-        fz.refreeze(_cfg(alpha=0.1), out, "not code")
+        fz.refrozen(_cfg(alpha=0.1), out, "not code")
     with pytest.raises(ValueError, match="needs the reason"):
-        fz.refreeze(_cfg(), out, " ")
-    rec = fz.refreeze(_cfg(), out, "moved the rows function")
+        fz.refrozen(_cfg(), out, " ")
+    rec = fz.refrozen(_cfg(), out, "moved the rows function")
+    out.write_text(json.dumps(rec))
     assert (rec["date"], rec["commit"]) == (first["date"], first["commit"])
     assert rec["code_changes"][-1]["changed"] == [f"claim '{c0.name}' changed"]
     assert rec["code_changes"][-1]["reason"] == "moved the rows function"
     assert fz.check(_cfg(frozen_rules=str(out))) == f"rules as frozen in frozen.json on {first['date']}"
+
+
+def test_freeze_onto_an_existing_file_is_refused_unless_replace_and_keeps_history(tmp_path):
+    out = tmp_path / "frozen.json"
+    first = fz.freeze(_cfg(), out)
+    with pytest.raises(ValueError, match="holds rules frozen on"):
+        fz.freeze(_cfg(), out)
+    assert json.loads(out.read_text()) == first
+    again = fz.freeze(_cfg(), out, replace=True)
+    assert again["previous_freezes"] == [first]
+    out.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a frozen-rules file"):
+        fz.check(_cfg(frozen_rules=str(out)))
+
+
+@pytest.mark.slow
+def test_code_only_is_shown_on_the_snapshots_not_declared(tmp_path, monkeypatch, repo):
+    """A re-freeze as code only summarises a committed snapshot again under the new rules: a
+    refactoring of the verdict's rule (same words) is written, with where it was shown; a change
+    that moves words (every row reproduced) is refused and the frozen file is left as it was."""
+    from geoanatomy.analysis import verdict
+    from geoanatomy.report.recheck import refreeze_shown
+    monkeypatch.chdir(repo)
+    data = repo / "docs" / "validation" / "data"
+    out = tmp_path / "frozen.json"
+    fz.freeze(_cfg(), out)
+    before = out.read_text()
+    orig = verdict.word
+    monkeypatch.setattr(verdict, "word", lambda e, alpha=0.05, n_min=5: "reproduced")
+    with pytest.raises(ValueError, match="not a code-only change"):
+        refreeze_shown(_cfg(), out, "a refactor (so it is said)", [data])
+    assert out.read_text() == before
+    monkeypatch.setattr(verdict, "word", lambda e, alpha=0.05, n_min=5: orig(e, alpha, n_min))
+    rec = refreeze_shown(_cfg(), out, "word wrapped", [data])
+    assert rec["code_changes"][-1]["shown_on"] == [str(data)]
+    assert rec["code_changes"][-1]["changed"] == ["verdict_rule changed"]
+    with pytest.raises(ValueError, match="must be shown"):
+        refreeze_shown(_cfg(), out, "x", [])

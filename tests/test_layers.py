@@ -141,3 +141,27 @@ def test_the_layers_test_can_fail(tmp_path):
         SRC = old
     assert graph["geoanatomy.tasks"] == {"geoanatomy.cli"}
     assert graph["geoanatomy.cli"] == {"geoanatomy.tasks"}
+
+
+def test_the_outside_model_branches_are_peers():
+    """pythia, monitor and scan share the hub module (hf.hub) and the figures (plots) from below
+    and never import each other, so they do not stack into floors of their own."""
+    peers = {"pythia", "monitor", "scan"}
+    across = sorted((m, t) for m, ts in _graph().items() for t in ts
+                    if _component(m) in peers and _component(t) in peers and _component(t) != _component(m))
+    assert not across, across
+
+
+def test_the_import_graph_is_at_most_nine_floors_deep():
+    """The longest chain of components (each importing the next) spans at most 9 floors."""
+    comp = {}
+    for m, ts in _graph().items():
+        comp.setdefault(_component(m), set()).update(_component(t) for t in ts if _component(t) != _component(m))
+    depth: dict = {}
+
+    def d(c, seen=()):
+        if c not in depth:
+            depth[c] = 1 + max((d(t, seen + (c,)) for t in comp.get(c, ()) if t not in seen), default=0)
+        return depth[c]
+    deepest = max(d(c) for c in comp)
+    assert deepest <= 9, {c: v for c, v in sorted(depth.items(), key=lambda kv: -kv[1])[:5]}

@@ -626,7 +626,7 @@ def test_one_difficulty_rule_for_monitor_and_scan_and_a_warning_when_curves_star
 def test_a_scan_figure_names_no_curve_it_does_not_draw(monkeypatch, tmp_path):
     """A benchmark scan scored one way has no accuracy_mean rows: its figure once listed
     'accuracy (mean scoring)' in the legend anyway. Every legend entry is a drawn line."""
-    from geoanatomy.pythia import plot as pplot
+    from geoanatomy import plots as pplot
     from geoanatomy.precursor.record import report_record
     model, data = _task_model()
     mon = Monitor(Probe.from_task(data, 20, chance=0.1), every=2, log=None)

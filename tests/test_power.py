@@ -91,21 +91,47 @@ def test_power_table_separates_nulls_from_alternatives():
 
 
 def test_the_simulation_reaches_every_simulated_claims_rows():
-    """One population under each claim's alternative: the claim has rows in it (by what it
-    reads, never by a list of names), so a new claim gets a real power, not 0 by omission."""
-    rows = design()
+    """One population under each claim's alternative (the conformance check over CLAIMS): the
+    claim has rows in it (by what it reads, never by a list of names), each with a finite
+    statistic and p over some units, so a new claim gets a real power, not 0 by omission (a
+    column the simulation does not build gives "no run has both events", a None statistic)."""
+    from geoanatomy.analysis.claims import RUN_COLUMNS
+    from geoanatomy.analysis.units import unit_events
+    rng = np.random.default_rng(0)                  # 16 cells of two seeds each (the within-cell claims' units)
+    t_acq = np.round(np.exp(rng.uniform(np.log(30), np.log(3000), 32)))
+    t_ref = np.round(0.6 * t_acq * np.exp(rng.normal(0, 0.3, 32)))
+    rows = grid_rows(t_acq, t_acq, t_ref, [c for c in cells_of(16) for _ in (0, 1)], seeds=[0, 1] * 16)
     t = power._design(rows, 1)
+    measures = sorted({d.design.measure for d, _ in power.designs() if d.design.measure})
     for c in CLAIMS:
         if c.design.kind != "simulated":
             continue
+        assert set(c.columns) <= set(RUN_COLUMNS), c.name
         sim = power._simulate(t, c.design.alternative[0], np.random.default_rng(0))
-        measures = sorted({d.design.measure for d, _ in power.designs() if d.design.measure})
         batch = power._sim_rows(t, sim, measures)
-        from geoanatomy.analysis.units import unit_events
         units = unit_events(batch, ("task", "level", "size"))
-        got = power._population_rows(units, t, sim, {**ST, **power.POWER_SETTINGS}, ("task", "level", "size"),
-                                     rows=batch)
-        assert any(r["claim"] == c.name for r in got), c.name
+        got = [r for r in power._population_rows(units, t, sim, {**ST, **power.POWER_SETTINGS},
+                                                 ("task", "level", "size"), rows=batch) if r["claim"] == c.name]
+        assert got, f"{c.name}: no row in a simulated population"
+        for r in got:
+            assert r["value"] is not None and np.isfinite(r["value"]), (c.name, r["measure"], r["detail"])
+            assert r["p"] is not None and r["n_units"] > 0, (c.name, r["measure"])
+
+
+def test_the_simulated_runs_view_builds_every_declared_column():
+    """A runs-reading claim's columns are declared once (Claim.columns, of RUN_COLUMNS); the real
+    view and a simulated population's view both carry exactly them, and a simulated claim that
+    names none is refused."""
+    from geoanatomy.analysis.claims import RUN_COLUMNS, Claim, Design, simulated_runs
+    t = power._design(design(), 1)
+    sim = simulated_runs(t, t["acquisition_step"].to_numpy(float), np.arange(len(t), dtype=float))
+    assert list(sim.columns) == ["task", "level", "size", *RUN_COLUMNS]
+    assert sim["t_lp"].tolist() == list(range(len(t))) and sim["t_acq"].equals(sim["t_first"])
+    with pytest.raises(ValueError, match="name the columns of RUN_COLUMNS"):
+        Claim("x", "one", "s", "t", "n", "i", "runs", lambda v: [],
+              design=Design("simulated", ("exchangeable",), ("proportional",)))
+    with pytest.raises(ValueError, match=r"columns \['t_nope'\]"):
+        Claim("x", "one", "s", "t", "n", "i", "runs", lambda v: [], columns=("t_nope",))
 
 
 def test_every_claim_has_a_design_power_can_run():

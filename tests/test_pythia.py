@@ -30,6 +30,7 @@ from geoanatomy.config import pythia as settings  # noqa: E402
 from geoanatomy.config import pythia_revisions as revisions  # noqa: E402
 from geoanatomy.hf import deduction
 from geoanatomy.pythia import fingerprint  # noqa: E402
+from geoanatomy.hf import hub as hf_hub  # noqa: E402
 from geoanatomy.hf.benchmarks import load_benchmark, load_fixed  # noqa: E402
 from geoanatomy.config.pythia import FIXED_BENCHMARKS  # noqa: E402
 from conftest import FakeHub, fake_hub_cache, tiny_bpe_tokenizer  # noqa: E402,F401
@@ -538,16 +539,16 @@ def test_duplicate_rule_latest_holder_and_main():
         fingerprint.check_step0(h, "EleutherAI/pythia-2.8b", "hub LFS sha256")
     # files: safetensors preferred; an index file or config does not count
     files = {"config.json": "git:1", "model.safetensors": "lfs:a", "pytorch_model.bin": "lfs:b"}
-    assert fingerprint.weight_files(files) == {"model.safetensors": "lfs:a"}
-    assert fingerprint.files_fingerprint({"pytorch_model.bin": "lfs:b", "pytorch_model.bin.index.json": "git:2"}) \
-        == fingerprint.files_fingerprint({"pytorch_model.bin": "lfs:b"})
-    assert fingerprint.files_fingerprint({"config.json": "git:1"}) is None
+    assert hf_hub.weight_files(files) == {"model.safetensors": "lfs:a"}
+    assert hf_hub.files_fingerprint({"pytorch_model.bin": "lfs:b", "pytorch_model.bin.index.json": "git:2"}) \
+        == hf_hub.files_fingerprint({"pytorch_model.bin": "lfs:b"})
+    assert hf_hub.files_fingerprint({"config.json": "git:1"}) is None
     # one format for the whole repository where one covers every revision
     lists = {"main": {"model.safetensors": "lfs:a", "pytorch_model.bin": "lfs:b"},
              "step143000": {"pytorch_model.bin": "lfs:b"}}
-    assert fingerprint.common_format(lists) == "bin"
-    assert fingerprint.files_fingerprint(lists["main"], "bin") == fingerprint.files_fingerprint(lists["step143000"])
-    assert fingerprint.common_format({"a": {"model.safetensors": "x"}, "b": {"pytorch_model.bin": "y"}}) is None
+    assert hf_hub.common_format(lists) == "bin"
+    assert hf_hub.files_fingerprint(lists["main"], "bin") == hf_hub.files_fingerprint(lists["step143000"])
+    assert hf_hub.common_format({"a": {"model.safetensors": "x"}, "b": {"pytorch_model.bin": "y"}}) is None
 
 
 # ------------------------------------------------------------------ the branch on local dirs

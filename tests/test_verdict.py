@@ -15,7 +15,13 @@ from geoanatomy.analysis import claims, verdict
 from geoanatomy.analysis.claims import base as cbase
 from geoanatomy.analysis.claims import behaviour as cbeh
 from geoanatomy.analysis.claims import CLAIMS, ClaimRow
-from geoanatomy.analysis.verdict import VERDICT_COLUMNS, finish, precursor_claims, word
+from geoanatomy.analysis.verdict import VERDICT_COLUMNS, Evidence, finish, precursor_claims
+from geoanatomy.analysis.verdict import word as _word
+
+
+def word(*evidence, alpha=0.05, n_min=5, **kw):
+    """verdict.word on the Evidence of these fields (in Evidence's order)."""
+    return _word(Evidence(*evidence, **kw), alpha, n_min)
 
 TASKS = ["copy", "rev", "cmp", "par", "add", "mod", "sort", "mul"]
 ST = summary_settings({"alpha": 0.05, "n_bootstrap": 499, "n_permutations": 999, "seed": 0, "verdict_min_units": 5,

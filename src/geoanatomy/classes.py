@@ -168,8 +168,3 @@ def check_against_grid(classes: dict, runs: list[dict], path: str | Path) -> Non
         if int(r["steps"]) != row["steps"]:
             raise ClassFileError(f"run {r['name']} trains {r['steps']} steps, but its class in {path} was "
                                  f"calibrated at {row['steps']} steps")
-
-
-def describe(path: str | Path, sha256: str) -> str:
-    """The one-line provenance every verdict row carries."""
-    return f"calibration class file {Path(path).name} sha256 {sha256[:16]} ({RULE})"

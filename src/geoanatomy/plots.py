@@ -341,3 +341,78 @@ def draw_run(df, pre: dict):
 def plot_run(df, pre: dict, out_png: str | Path) -> None:
     """``draw_run`` saved as a PNG (the run's trajectory.png)."""
     save_png(draw_run(df, pre), out_png)
+
+
+# ------------------------------------------------ the figures of the outside-model branches
+# (the Pythia branch, the checkpoint scanner and the monitor draw with these; they share them
+# here so that none of the three imports another)
+def plot_pythia_run(df, pre: dict, out_png: str | Path, duplicate_steps: list[int] = ()) -> None:
+    """Top: accuracy (both scorings) + headline RankMe with events; bottom: RankMe per layer."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rm = pre["measures"]["rankme"]
+    pos, var, layer = rm["position"], rm["variant"], rm["layer"]
+    curve = curve_getter(df)
+
+    fig, (ax1, ax3) = plt.subplots(2, 1, figsize=(8, 7.5), sharex=True, constrained_layout=True)
+    other = "mean" if pre["scoring"] == "sum" else "sum"
+    s, acc = curve("accuracy")
+    if len(s):            # a curve without rows gets no legend entry (a scan once named one it did not draw)
+        ax1.plot(_x(s), acc, color="tab:green", lw=2, label=f"accuracy ({pre['scoring']} of option log-probs)",
+                 gid="accuracy")
+    s, acc2 = curve(f"accuracy_{other}")
+    if len(s):
+        ax1.plot(_x(s), acc2, color="tab:green", lw=1, alpha=0.5, label=f"accuracy ({other} scoring)",
+                 gid=f"accuracy_{other}")
+    ax1.axhline(pre["chance_accuracy"], color="0.6", lw=1, ls=":", label=f"chance {pre['chance_accuracy']:.2f}")
+    ax1.set_ylabel(f"multiple-choice accuracy (N={rm['n_samples']} items)")
+    ax1.set_ylim(-0.03, 1.03)
+    ax2 = ax1.twinx()
+    s, r = curve("rankme", layer=layer, position=pos, variant=var)
+    ax2.plot(_x(s), r, color="tab:blue", lw=2, label=f"RankMe {layer}, {pos}, {var}")
+    ax2.set_ylabel(f"RankMe ({layer}, {pos}, {var}, N={rm['n_samples']})", color="tab:blue")
+    mark_events(ax1, pre)
+    if len(duplicate_steps):
+        ax1.plot(_x(duplicate_steps), np.full(len(duplicate_steps), -0.02), "|", color="0.4", ms=8,
+                 label=f"duplicate revisions, excluded ({len(duplicate_steps)})")
+    title_and_legend(ax1, ax2, pre, loc="upper left")
+    plot_layers(ax3, curve, pre, f"RankMe per layer ({pos}, {var}; max {rm['per_layer'][layer].get('max_rank')})",
+                legend_fontsize=6)
+    save_png(fig, out_png)
+
+
+def plot_report(df, pre: dict, out_png: str | Path) -> None:
+    """trajectory.png of a monitored run or a scanned checkpoint folder: ``plot_run`` when the
+    table has accuracy and token accuracy (the monitor with labels), ``plot_pythia_run`` for
+    benchmarks, and a loss panel (``plot_loss_run``) otherwise."""
+    measures = set(df["measure"])
+    if pre["behaviour"]["kind"] == "accuracy":
+        if "token_accuracy" in measures:
+            return plot_run(df, pre, out_png)
+        return plot_pythia_run(df, {**pre, "scoring": pre.get("scoring", "sum")}, out_png)
+    return plot_loss_run(df, pre, out_png)
+
+
+def plot_loss_run(df, pre: dict, out_png: str | Path) -> None:
+    """Two panels: probe-set loss + headline RankMe with its events, RankMe of every layer."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rm = pre["measures"]["rankme"]
+    pos, var, layer = rm["position"], rm["variant"], rm["layer"]
+    get = curve_getter(df)
+    fig, (ax1, ax3) = plt.subplots(2, 1, figsize=(8, 7.5), sharex=True, constrained_layout=True)
+    s, loss = get("loss")
+    ax1.plot(_x(s), loss, color="tab:green", lw=2, label="probe-set loss (mean next-token)")
+    ax1.set_ylabel("loss (nats per token)")
+    ax2 = ax1.twinx()
+    s, r = get("rankme", layer=layer, position=pos, variant=var)
+    ax2.plot(_x(s), r, color="tab:blue", lw=2, label=f"RankMe {layer}, pos={pos}, {var}")
+    ax2.set_ylabel(f"RankMe ({layer}, {pos}, {var}, N={rm['n_samples']})", color="tab:blue")
+    mark_events(ax1, pre)
+    title_and_legend(ax1, ax2, {**pre, "n_params": pre.get("n_params") or 0}, loc="upper right")
+    plot_layers(ax3, get, pre, f"RankMe per layer ({pos}, {var})")
+    save_png(fig, out_png)

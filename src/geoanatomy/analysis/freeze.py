@@ -18,12 +18,15 @@ one that changes a number is caught by the confirmation grid's data tests instea
 
 A change of code that moves or renames but decides no word differently (a refactoring of a
 rows function) changes its source and so its sha256. ``geoanatomy freeze ... --code-only
-"why"`` (``refreeze``) then writes the new fingerprints into the same file and keeps the
+"why"`` then writes the new fingerprints into the same file (``refrozen``) and keeps the
 freeze's date and commit, the moment the rules were fixed; it appends what changed, when, at
 which commit and why to ``code_changes``. It refuses a change of the settings (those are
-rules, not code). That no number moved is shown, not claimed: the committed data snapshots of
-the study and of its confirmation are summarised again with the re-fingerprinted rules and
-compared byte for byte (tests/test_docs_data.py), verdict.csv included.
+rules, not code). That no number moved is shown, not claimed: before the file is written the
+committed data snapshots of the study and of its confirmation are summarised again with the
+re-fingerprinted rules and must keep every word, n and p-value (``report.recheck.
+refreeze_shown``; tests/test_docs_data.py checks the same afterwards). ``geoanatomy freeze``
+onto an existing file is refused unless ``--replace`` (the old freeze kept in
+``previous_freezes``).
 """
 from __future__ import annotations
 
@@ -81,13 +84,24 @@ def _commit() -> str | None:
         return None
 
 
-def freeze(cfg: dict, out, config_name: str = "") -> dict:
-    """Write the frozen-rules file ``out`` (module doc); the dict written."""
+def freeze(cfg: dict, out, config_name: str = "", replace: bool = False) -> dict:
+    """Write the frozen-rules file ``out`` (module doc); the dict written. An existing file is
+    refused (its date is the moment the rules were fixed) unless ``replace``: then the old
+    freeze is kept in ``previous_freezes``, its history with it."""
     from ..files import atomic_write_json
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    previous: list = []
+    if Path(out).exists():
+        old = _read_frozen(Path(out))
+        if not replace:
+            raise ValueError(f"{out} holds rules frozen on {old.get('date')}; a new freeze would replace that date "
+                             f"and its history (pass --replace to freeze anew, keeping the old one in "
+                             f"previous_freezes; --code-only to re-fingerprint a code change)")
+        previous = [*old.pop("previous_freezes", []), old]
     rec = {"what": "sha256 of every rule that decides a verdict word, frozen before a confirmation grid "
                    "(geoanatomy.analysis.freeze)", "date": now,
-           "commit": _commit(), "config": config_name, **fingerprints(cfg)}
+           "commit": _commit(), "config": config_name, **fingerprints(cfg),
+           **({"previous_freezes": previous} if previous else {})}
     atomic_write_json(Path(out), rec)
     return rec
 
@@ -95,13 +109,13 @@ def freeze(cfg: dict, out, config_name: str = "") -> dict:
 SETTINGS_KEYS = ("summary_settings", "events_settings")
 
 
-def refreeze(cfg: dict, path, reason: str) -> dict:
-    """Re-fingerprint a frozen-rules file after a code-only change (module doc): the new sha256s,
-    the original date and commit, and a ``code_changes`` entry; ValueError when a setting
-    differs or nothing does."""
-    from ..files import atomic_write_json
+def refrozen(cfg: dict, path, reason: str) -> dict:
+    """The frozen-rules file ``path`` re-fingerprinted after a code-only change (module doc),
+    not written: the new sha256s, the original date and commit, and a ``code_changes`` entry;
+    ValueError when a setting differs or nothing does. ``report.recheck.refreeze_shown``
+    writes it once every committed snapshot is shown to keep its words under it."""
     p = Path(path)
-    old = json.loads(p.read_text())
+    old = _read_frozen(p)
     now = fingerprints(cfg)
     diff = differences(old, now)
     if not diff:
@@ -113,10 +127,20 @@ def refreeze(cfg: dict, path, reason: str) -> dict:
     if not reason.strip():
         raise ValueError("--code-only needs the reason (what the change did and why no number moves)")
     when = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    rec = {**old, **now, "code_changes": [*old.get("code_changes", []),
-                                          {"date": when, "commit": _commit(), "changed": diff, "reason": reason}]}
-    atomic_write_json(p, rec)
-    return rec
+    return {**old, **now, "code_changes": [*old.get("code_changes", []),
+                                           {"date": when, "commit": _commit(), "changed": diff, "reason": reason}]}
+
+
+def _read_frozen(p: Path) -> dict:
+    """A frozen-rules file as a dict; ValueError naming the file when it is not one."""
+    try:
+        d = json.loads(p.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{p}: not a frozen-rules file ({e})") from None
+    if not isinstance(d, dict) or "claims" not in d:
+        raise ValueError(f"{p}: not a frozen-rules file (a JSON object with the rules' fingerprints; got "
+                         f"{type(d).__name__})")
+    return d
 
 
 def differences(frozen: dict, now: dict) -> list[str]:
@@ -145,7 +169,7 @@ def check(cfg: dict) -> str:
     if not p.is_file():
         raise ValueError(f"summary.frozen_rules: {p} does not exist (write it with geoanatomy freeze before the "
                          f"confirmation grid trains)")
-    frozen = json.loads(p.read_text())
+    frozen = _read_frozen(p)
     diff = differences(frozen, fingerprints(cfg))
     if not diff:
         return f"rules as frozen in {p.name} on {frozen.get('date')}"

@@ -71,8 +71,8 @@ import pandas as pd
 from .load import CHECKPOINTS, clear_gap, half_widths, run_grids
 from .stats import CELLS, binomial_p, clopper_pearson, timing
 from .units import unit_events
-from .claims import CLAIMS, RunsView, reading, views_of_units
-from .verdict import ROLE_ALT, ROLE_NULL, finish, word
+from .claims import CLAIMS, RunsView, reading, simulated_runs, views_of_units
+from .verdict import ROLE_ALT, ROLE_NULL, Evidence, finish, word
 
 POWER_SETTINGS = {"n_permutations": 999, "n_bootstrap": 499}
 SCENARIOS = ("exchangeable", "clock", "class-clock", "loss-copy", "loss-tied", "seed-clustered", "behaviour-clustered",
@@ -326,10 +326,7 @@ def _population_rows(units: pd.DataFrame, t: pd.DataFrame, sim: dict, st_sim: di
     for v in views_of_units(units, st_sim, frac, rows=rows):
         res += [r.as_dict() for c in reading("measure", "simulated") if c.design.measure == v.measure
                 for r in c.rows(v)]
-    runs = t[list(unit_cols)].assign(t_acq=t["acquisition_step"].to_numpy(float),
-                                     t_first=t["acquisition_step"].to_numpy(float),
-                                     t_lp=on_grid(sim["extreme"], checkpoints),
-                                     t_probe=on_grid(sim["extreme"], checkpoints))
+    runs = simulated_runs(t, t["acquisition_step"].to_numpy(float), on_grid(sim["extreme"], checkpoints), unit_cols)
     view = RunsView(runs, [], st_sim, frac, tuple(unit_cols))
     res += [r.as_dict() for c in reading("runs", "simulated") for r in c.rows(view)]
     return res
@@ -466,8 +463,8 @@ def _binomial_power(rows, st, n_populations, rng, unit_cols, multiples=(1,)) -> 
             ws = []
             for _ in range(n_populations):
                 k = int(rng.binomial(n, share))
-                ws.append(word(binomial_p(k, n, "greater"), clopper_pearson(k, n)[0], k / n if n else None, n,
-                               0.5, alpha, n_min))
+                ws.append(word(Evidence(binomial_p(k, n, "greater"), clopper_pearson(k, n)[0], k / n if n else None,
+                                        n, 0.5), alpha, n_min))
             ws = pd.Series(ws)
             out.append({"claim": claim, "event": "", "scenario": sc, "role": role, "design": design_name(mult),
                         "n_cells": n, "n_units": n,

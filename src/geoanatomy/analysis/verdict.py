@@ -20,6 +20,7 @@ Regenerate the table in docs/analysis.md: ``python -m geoanatomy.report.claims d
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -64,13 +65,48 @@ RULE = ("; ".join(f"{k}: {v}" for k, v in RULES.items())
         + "; inconclusive otherwise, or with fewer than n_min units, or no test; gates: " + GATES)
 
 
-def word(p, ci_lo, estimate, n_units: int, null_value: float, alpha: float = 0.05, n_min: int = 5,
-         rule: str = "greater", ci_hi=None, second_lo=None, second_hi=None, effect_of_interest=None,
-         bound=None) -> str:
-    """The verdict rules (``RULES``): p is the Holm-adjusted p; ci_lo, ci_hi the interval
-    (None or NaN: no interval, the estimate decides); null_value is delta for equivalence;
-    ``bound`` the one-sided 95% bound facing ``effect_of_interest``, the smallest effect the
-    claim states (both None: the row cannot read "not reproduced")."""
+def _num(x):
+    """A finite float, or None (a missing or non-finite cell)."""
+    x = pd.to_numeric(x, errors="coerce")
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a row's word is read from (``word``): the Holm-adjusted ``p``, the interval
+    (``ci_lo``, ``ci_hi``; None: no interval, the estimate decides), the ``estimate``, the units
+    it rests on, the null value (delta for equivalence), the row's rule, the second statistic's
+    interval (rule greater+gain), and ``bound``, the one-sided 95% bound facing
+    ``effect_of_interest``, the smallest effect the claim states (both None: the row cannot read
+    "not reproduced")."""
+    p: float | None
+    ci_lo: float | None
+    estimate: float | None
+    n_units: int
+    null_value: float = 0.0
+    rule: str = "greater"
+    ci_hi: float | None = None
+    second_lo: float | None = None
+    second_hi: float | None = None
+    effect_of_interest: float | None = None
+    bound: float | None = None
+
+    @classmethod
+    def of_row(cls, r) -> "Evidence":
+        """The evidence of a verdict row (a dict or a namedtuple of VERDICT_COLUMNS)."""
+        g = (lambda k: r.get(k)) if isinstance(r, dict) else (lambda k: getattr(r, k, None))
+        num = _num
+        return cls(num(g("p_holm")), num(g("ci_lo")), num(g("value")), int(g("n_units") or 0),
+                   num(g("null_value")) or 0.0, g("rule") or "greater", num(g("ci_hi")), num(g("second_ci_lo")),
+                   num(g("second_ci_hi")), num(g("effect_of_interest")), num(g("bound")))
+
+
+def word(e: Evidence, alpha: float = 0.05, n_min: int = 5) -> str:
+    """The verdict rules (``RULES``) on one row's ``Evidence``; ``alpha`` the level of the
+    adjusted p, ``n_min`` the fewest units a word needs (summary.verdict_min_units)."""
+    p, ci_lo, estimate, n_units, null_value, rule = e.p, e.ci_lo, e.estimate, e.n_units, e.null_value, e.rule
+    ci_hi, second_lo, effect_of_interest, bound = e.ci_hi, e.second_lo, e.effect_of_interest, e.bound
+
     def ok(x):
         return x is not None and not (isinstance(x, float) and math.isnan(x))
     if rule == DESCRIPTIVE:
@@ -167,13 +203,7 @@ def finish(rows: list[dict], st: dict, power: pd.DataFrame | None = None) -> pd.
     df["effect_of_interest"] = [e if e == e and e is not None else eoi.get(c)
                                 for c, e in zip(df["claim"], df["effect_of_interest"])]
 
-    def num(x):
-        x = pd.to_numeric(x, errors="coerce")
-        return None if x is None or not np.isfinite(x) else float(x)
-    df["verdict"] = [word(num(r.p_holm), num(r.ci_lo), num(r.value), int(r.n_units or 0),
-                          num(r.null_value) or 0.0, alpha, n_min, r.rule or "greater", num(r.ci_hi),
-                          num(r.second_ci_lo), num(r.second_ci_hi), num(r.effect_of_interest), num(r.bound))
-                     for r in df.itertuples()]
+    df["verdict"] = [word(Evidence.of_row(r), alpha, n_min) for r in df.itertuples()]
     notes = [[] for _ in range(len(df))]
     for i, r in enumerate(df.itertuples()):
         if isinstance(r.forced_by, str) and r.forced_by and r.verdict != DESCRIPTIVE:
@@ -197,7 +227,7 @@ def finish(rows: list[dict], st: dict, power: pd.DataFrame | None = None) -> pd.
         if fam.endswith(" (secondary)") and r.verdict == "reproduced" and fam[:-len(" (secondary)")] not in primaries:
             df.loc[df.index[i], "verdict"] = "inconclusive"
             notes[i].append("gate closed: the primary row is not reproduced, so the secondary family is not read")
-        t = bound_text(r.rule, num(r.bound), num(r.effect_of_interest), df.loc[df.index[i], "verdict"])
+        t = bound_text(r.rule, _num(r.bound), _num(r.effect_of_interest), df.loc[df.index[i], "verdict"])
         if t:
             notes[i].append(t)
     df["detail"] = [("; ".join(([d] if isinstance(d, str) and d else []) + n)) if n else d

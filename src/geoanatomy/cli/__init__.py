@@ -160,8 +160,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="the file to write (JSON)")
     p.add_argument("--check", action="store_true", help="compare instead of writing: exit 1 and list what differs")
     p.add_argument("--code-only", metavar="REASON", help="re-fingerprint --out after a code change that decides no "
-                   "word differently: keeps the freeze's date and commit, records the change and REASON (refused "
-                   "when a setting differs); the data tests then recompute the committed snapshots byte for byte")
+                   "word differently: keeps the freeze's date and commit, records the change and REASON; written only "
+                   "once every --snapshot, summarised again under the new fingerprints, keeps every word, n and "
+                   "p-value (refused when a setting differs or a number moves)")
+    p.add_argument("--snapshot", action="append", default=None, metavar="DATA",
+                   help="with --code-only: a committed snapshot folder to recheck (repeatable; default: every "
+                        "docs/**/summary/floor_summary.json's folder under the current directory)")
+    p.add_argument("--replace", action="store_true", help="freeze anew onto an existing --out (the old freeze is kept "
+                   "in its previous_freezes)")
     for name, what in DELEGATED.items():  # listed here; parsed by their own modules
         sub.add_parser(name, help=f"{what} (geoanatomy {name} --help)", add_help=False)
     return ap
@@ -234,7 +240,7 @@ def _dispatch(args) -> int:
     if args.cmd == "freeze":
         import json as _json
 
-        from ..analysis.freeze import differences, fingerprints, freeze, refreeze
+        from ..analysis.freeze import differences, fingerprints, freeze
         from ..config import load_config
         cfg = load_config(args.config)
         if args.check:
@@ -242,15 +248,23 @@ def _dispatch(args) -> int:
             print("\n".join(diff) if diff else f"{args.out}: the rules are the frozen ones")
             return 1 if diff else 0
         if args.code_only is not None:
+            from ..report.recheck import refreeze_shown
+            snaps = args.snapshot or sorted(str(f.parent.parent)
+                                            for f in Path("docs").glob("**/summary/floor_summary.json"))
             try:
-                rec = refreeze(cfg, args.out, args.code_only)
+                rec = refreeze_shown(cfg, args.out, args.code_only, snaps)
             except ValueError as e:
                 print(f"geoanatomy freeze: {e}", file=sys.stderr)
                 return 2
-            print(f"{args.out}: re-fingerprinted ({'; '.join(rec['code_changes'][-1]['changed'])}); still frozen on "
-                  f"{rec['date']} (commit {str(rec['commit'])[:10]})")
+            print(f"{args.out}: re-fingerprinted ({'; '.join(rec['code_changes'][-1]['changed'])}); every word, n and "
+                  f"p-value of {', '.join(snaps)} the same; still frozen on {rec['date']} (commit "
+                  f"{str(rec['commit'])[:10]})")
             return 0
-        rec = freeze(cfg, args.out, args.config)
+        try:
+            rec = freeze(cfg, args.out, args.config, replace=args.replace)
+        except ValueError as e:
+            print(f"geoanatomy freeze: {e}", file=sys.stderr)
+            return 2
         print(f"{args.out}: {len(rec['claims'])} claims, verdict rule, benchmark, summary and events settings "
               f"frozen on {rec['date']} (commit {str(rec['commit'])[:10]})")
         return 0

@@ -162,11 +162,6 @@ def _truth_table(clue: tuple, P: np.ndarray) -> np.ndarray:
     return P[:, a] == x
 
 
-def solutions(n: int, clues: list[tuple]) -> list[tuple[int, ...]]:
-    """Every assignment pos (tuple, pos[obj] = position) satisfying all clues (brute force)."""
-    return [p for p in itertools.permutations(range(n)) if all(holds(c, p) for c in clues)]
-
-
 def make_puzzle(n: int, rng: random.Random, domain: Domain) -> dict:
     """One puzzle (see module doc) as a dict with text, options, answer and its structure."""
     if n not in NUMBER_WORDS:

@@ -568,7 +568,7 @@ class Monitor:
             self._say(self.final_line(name, st))
         if self.out_dir is not None and self._write_or_keep():
             from ..precursor.seal import write_sealed
-            from ..scan.report import plot_report
+            from ..plots import plot_report
             try:
                 c = time.process_time()
                 pre = write_sealed(self.out_dir / "precursor.json", pre)

@@ -46,7 +46,7 @@ def run_events(run_dir: str | Path, benchmarks: list[str], e: dict, log=print) -
     """precursor.json + trajectory.png for every benchmark of one model."""
     from ..table import read_table
     from ..precursor.seal import write_sealed
-    from .plot import plot_pythia_run
+    from ..plots import plot_pythia_run
 
     run_dir = Path(run_dir)
     extract = json.loads((run_dir / "extract.json").read_text())

@@ -3,8 +3,8 @@
 Two fingerprints, one rule.
 
 * **Before downloading** (hub ids, where the hub answers): the LFS sha256 of each
-  revision's weight files as the hub lists them (``loading.hub_weight_hashes``), folded
-  into one hash per revision by ``files_fingerprint``::
+  revision's weight files as the hub lists them (``hf.hub.hub_weight_hashes``), folded
+  into one hash per revision by ``hf.hub.files_fingerprint``::
 
       sha256( for path in sorted(weight files): path, 0x00, lfs sha256, 0x0A )
 
@@ -63,41 +63,6 @@ def weights_sha256(model) -> str:
         h.update(b"\0" + str(t.dtype).encode() + str(tuple(t.shape)).encode() + b"\0")
         h.update(t.reshape(-1).view(torch.uint8).numpy())      # raw bytes, no copy
     return h.hexdigest()
-
-
-def weight_files(files: dict[str, str], fmt: str | None = None) -> dict[str, str]:
-    """{path: sha256} of a revision's files -> its weight files: ``fmt`` "safetensors"
-    (``*.safetensors``) or "bin" (``pytorch_model*.bin``); None = what transformers would
-    load (the safetensors files if any, else the .bin files)."""
-    st = {p: s for p, s in files.items() if p.endswith(".safetensors")}
-    pt = {p: s for p, s in files.items() if p.split("/")[-1].startswith("pytorch_model") and p.endswith(".bin")}
-    if fmt == "safetensors":
-        return st
-    if fmt == "bin":
-        return pt
-    return st or pt
-
-
-def files_fingerprint(files: dict[str, str], fmt: str | None = None) -> str | None:
-    """One sha256 for a revision's weight files ({path: LFS sha256}, see ``weight_files``);
-    None without any."""
-    w = weight_files(files, fmt)
-    if not w or any(not s for s in w.values()):
-        return None
-    h = hashlib.sha256()
-    for p in sorted(w):
-        h.update(p.encode() + b"\0" + str(w[p]).encode() + b"\n")
-    return h.hexdigest()
-
-
-def common_format(listings: dict[str, dict[str, str]]) -> str | None:
-    """The weight format every listed revision has ("safetensors" preferred, else "bin"), so
-    that file hashes compare like with like; None when no single format covers them all."""
-    with_weights = [f for f in listings.values() if weight_files(f)]
-    for fmt in ("safetensors", "bin"):
-        if with_weights and all(weight_files(f, fmt) for f in with_weights):
-            return fmt
-    return None
 
 
 def resolve(hashes: dict[str, str | None]) -> dict[str, str]:

@@ -16,13 +16,20 @@ equality holds on one machine only. The promise on any x86-64 CPU:
   differs whenever one digit of the table does, and the table itself is compared as above.
 
 ``differences(a, b)`` lists where two files break that promise (empty when they keep it);
-the docs-data test holds every recomputed summary file to it.
+``recompute(data, out)`` summarises a committed snapshot's runs again (every part but the power
+simulation, whose verdict_power.csv is taken as committed: it alone takes minutes);
+``recheck(data)`` does both. The docs-data test holds every committed snapshot to it, and a
+code-only re-freeze (``refreeze_shown``) is accepted only when every snapshot keeps it under
+the re-fingerprinted rules: "code only" is shown, not declared.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 REL = 1e-9
@@ -92,3 +99,81 @@ def differences(a, b, rel: float = REL, abs_: float = ABS) -> list[str]:
     if a.name.endswith("-metadata.json"):
         ta, tb = _without_digest(ta), _without_digest(tb)
     return text_differences(ta, tb, rel, abs_, where=b.name)
+
+
+# the summary parts a recheck recomputes, in order (the verdict reads the others' JSON files)
+RECOMPUTED = ("tables", "scale", "prediction", "benchmark", "verdict")
+TAKEN_AS_COMMITTED = ("verdict_power.csv", "verdict_power.csv-metadata.json")
+
+
+def snapshot_settings(data) -> dict:
+    """The ``summary:`` settings a snapshot's summary records (floor_summary.json)."""
+    return json.loads((Path(data) / "summary" / "floor_summary.json").read_text())["settings"]
+
+
+def recompute(data, out, settings: dict | None = None) -> list[str]:
+    """Summarise the committed runs of snapshot folder ``data`` again into ``out`` with the
+    summary settings it records (``settings`` overrides some); the files compared (tables,
+    statistics and their manifests; figures left out)."""
+    from ..analysis.parts import BY_NAME
+    from ..analysis.settings import summary_settings
+    from ..analysis.summarize import run as summarize_part
+    data, out = Path(data), Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for f in TAKEN_AS_COMMITTED:
+        shutil.copy2(data / "summary" / f, out / f)
+    pres = sorted(str(p) for p in data.glob("*/precursor.json"))
+    curves = sorted(str(p) for p in data.glob("*/signal_curves.csv"))
+    st = summary_settings({**snapshot_settings(data), **(settings or {})})
+    for part in RECOMPUTED:
+        summarize_part(part, pres, out, st, log=lambda *a: None, curves=curves)
+    files = [f for part in RECOMPUTED for f in BY_NAME[part].files() if not f.endswith(".png")]
+    return files + [f + "-metadata.json" for f in files if f.endswith(".csv")]
+
+
+def recheck(data, settings: dict | None = None) -> list[str]:
+    """Where a recomputation of snapshot ``data`` breaks the promise (module doc); [] when it
+    keeps it. Run from the repository root (the settings name files relative to it)."""
+    data = Path(data)
+    with tempfile.TemporaryDirectory() as tmp:
+        files = recompute(data, Path(tmp) / "summary", settings)
+        return [d for f in files for d in differences(data / "summary" / f, Path(tmp) / "summary" / f)]
+
+
+def refreeze_shown(cfg: dict, path, reason: str, snapshots) -> dict:
+    """A code-only re-freeze (``analysis.freeze.refrozen``) written only when it is shown: every
+    committed snapshot in ``snapshots`` is summarised again under the re-fingerprinted rules
+    (a snapshot that names the frozen file reads the candidate at the same relative path in a
+    scratch folder, with the same date) and keeps the recheck's promise, every word, n and p-value included. ValueError
+    naming what moved otherwise, and the frozen file is left as it was."""
+    from ..analysis.freeze import refrozen
+    from ..files import atomic_write_json
+    snapshots = [Path(d) for d in snapshots]
+    if not snapshots:
+        raise ValueError("--code-only must be shown: name the committed snapshots summarised with these rules "
+                         "(--snapshot DATA); each is summarised again and must keep every word, n and p-value")
+    p = Path(path)
+    rec = refrozen(cfg, p, reason)
+    bad = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for d in snapshots:
+            d = d.resolve()
+            named = snapshot_settings(d).get("frozen_rules")
+            if named and Path(named).name == p.name and not Path(named).is_absolute():
+                # the snapshot names the frozen file by a path relative to the repository: the
+                # candidate goes to that path under a scratch folder, which the recheck runs in
+                # (every setting the summary records stays as recorded; the real file is untouched)
+                cand = Path(tmp) / named
+                cand.parent.mkdir(parents=True, exist_ok=True)
+                cand.write_text(json.dumps(rec))
+                with contextlib.chdir(tmp):
+                    bad += [f"{d}: {x}" for x in recheck(d)]
+            else:
+                bad += [f"{d}: {x}" for x in recheck(d)]
+    if bad:
+        raise ValueError(f"not a code-only change: under the new rules {len(bad)} line(s) of the committed snapshots "
+                         "move: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else "")
+                         + " (a rule that changes a word is a new exploratory version, not a re-fingerprint)")
+    rec["code_changes"][-1]["shown_on"] = [str(d) for d in snapshots]
+    atomic_write_json(p, rec)
+    return rec

@@ -51,7 +51,7 @@ checkpoints but are not used (``checkpoint-abc``, ``step-5``, no config.json) an
 with non-finite weights (not measured).
 
 Precision: weights load in ``--dtype`` and are cast to float32 for measuring
-(``pythia.loading.for_scoring``); log-probabilities and losses are float64 (the output
+(``hf.for_scoring``); log-probabilities and losses are float64 (the output
 embedding applied in float64, ``geoanatomy.hf.logits64``), RankMe in float64.
 
 Safety: folders are read as local files only (every load passes ``local_files_only=True``; no
@@ -267,7 +267,7 @@ def scan(root, probe: str, out_dir: str | Path | None = None, *, run: str | None
     inputs lie within ``SIGNAL_INPUTS``) added to every checkpoint's rows. Hub revisions: ``cache_dir`` the Hugging
     Face cache, ``keep_cache`` leaves what the scan downloaded there (default: evicted once
     measured), ``hub`` an ``HfApi``-like client for the integrity check (default
-    ``pythia.loading.default_hub_api()``: None offline, then the check is recorded as not made)."""
+    ``hf.hub.default_hub_api()``: None offline, then the check is recorded as not made)."""
     from ..measures.signal_registry import computations, requested
     signals = tuple(signals or ())
     try:
@@ -282,7 +282,7 @@ def scan(root, probe: str, out_dir: str | Path | None = None, *, run: str | None
     from ..runtime import pick_device
     from ..hf import for_scoring, load_causal_lm, load_tokenizer_for
     from ..precursor.record import report_record
-    from .report import plot_report
+    from ..plots import plot_report
 
     out_dir = Path(out_dir) if out_dir is not None else sl.default_out()
     run = run or sl.default_run()

@@ -1,19 +1,20 @@
-"""Hub revisions in a scan: fetched through the Pythia branch's loader, checked, evicted.
+"""Hub revisions in a scan: fetched through the hub module both outside-model branches use
+(``hf.hub``), checked, evicted.
 
 For every ``repo@revision`` of a source list (``scan.sources``):
 
-1. **Small files first** (``pythia.loading.fetch_revision(weights=False)``: config.json and
+1. **Small files first** (``hf.hub.fetch_revision(weights=False)``: config.json and
    the tokenizer), for every revision, so the architecture check runs over all sources before
    any weights are downloaded.
 2. **Weights**, one revision at a time, just before it is measured: the format transformers
    loads (``*.safetensors`` where the revision has them, else ``pytorch_model*.bin``).
 3. **Integrity**: the sha256 of every weight file on disk must equal the LFS sha256 the hub
-   lists for it (``pythia.loading.revision_files``, the metadata the Pythia branch plans
+   lists for it (``hf.hub.revision_files``, the metadata the Pythia branch plans
    with); a difference stops the scan naming the file and both hashes, and a revision this
    scan downloaded is evicted first. Offline (no hub client) the check cannot be made:
    scan.json says so per revision.
 4. **Eviction**: a revision whose weights were not in the cache when the scan reached it is
-   deleted from the cache once measured (``pythia.loading.delete_cached_revision``), unless
+   deleted from the cache once measured (``hf.hub.delete_cached_revision``), unless
    ``keep_cache``; one that was there before is left. The revisions downloaded and not yet
    evicted are kept in ``partial/downloads.json``, so an interrupted scan still evicts them.
 
@@ -28,9 +29,8 @@ from pathlib import Path
 
 from ..files import atomic_write_json, sha256_file
 from ..hf.probes import ScanError
-from ..pythia.fingerprint import weight_files
-from ..pythia.loading import (HUB_WEIGHT_FILES, LoadError, cached_weight_files, default_hub_api,
-                              delete_cached_revision, fetch_revision, revision_files)
+from ..hf.hub import (HUB_WEIGHT_FILES, LoadError, cached_weight_files, default_hub_api, delete_cached_revision,
+                      fetch_revision, revision_files, weight_files)
 
 
 def _lfs(v: str | None) -> str | None:

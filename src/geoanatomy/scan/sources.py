@@ -5,7 +5,7 @@ A source is
 * a **folder** of ``stepN/`` or ``checkpoint-N/`` sub-folders (``find_checkpoints``), or
 * a **hub revision** ``repo@revision`` (``EleutherAI/pythia-160m@step1000``; in YAML also
   ``{repo: ..., revision: ..., step: N}``): one checkpoint, fetched into the Hugging Face cache
-  through the Pythia branch's loader (``pythia.loading.fetch_revision``). Its step is read
+  through the hub module (``hf.hub.fetch_revision``). Its step is read
   from the revision name (``stepN``, ``checkpoint-N``, ``stepN-tokens...`` as OLMo names them)
   unless ``step:`` gives it.
 

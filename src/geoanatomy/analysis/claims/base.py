@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from ..load import clear_gap, min_gap_frac
@@ -69,8 +70,11 @@ BINOMIAL = Design("binomial")
 @dataclass(frozen=True)
 class Claim:
     """One claim of the study: its ``claim`` column, the study's statement, our test and its
-    null, what it reads, and ``rows(view)``, its rows from one view of the data (``reads``
-    says which: "runs" RunsView, "measure" MeasureView, "summary" the summary JSON files);
+    null, what it reads (``columns``: the ``RUN_COLUMNS`` of a runs-reading claim, which a
+    simulated one must name: the power simulation builds exactly those; the floor claims read
+    precursor.json's floors, ``RunsView.pres``, and are not simulated), and ``rows(view)``, its
+    rows from one view of the data (``reads`` says which: "runs" RunsView, "measure"
+    MeasureView, "summary" the summary JSON files);
     ``design``: how analysis.power simulates it; ``figure``: the figure family that draws it
     (figures/verdict_{figure}.png) and ``draws``: what its rows draw there ("value": the
     statistic and its interval; "second": the second statistic's, as the timing test's gain
@@ -89,10 +93,18 @@ class Claim:
     caption: str = ""
     effect_of_interest: float | None = None     # the smallest effect of interest, in the rows' bound's units
     effect_reason: str = ""                     # why that size (fixed before the confirmation grid)
+    columns: tuple = ()                         # the RUN_COLUMNS a runs-reading claim's rows read (module doc)
 
     def __post_init__(self):
         if self.reads not in READS:
             raise ValueError(f"claim {self.name!r}: reads {self.reads!r} is not one of {READS}")
+        if self.reads == "runs" and self.design.kind == "simulated" and not self.columns:
+            raise ValueError(f"claim {self.name!r} reads runs and is simulated: name the columns of RUN_COLUMNS its "
+                             f"rows read ({list(RUN_COLUMNS)}), so the power simulation builds them")
+        unknown = [c for c in self.columns if c not in RUN_COLUMNS]
+        if unknown or (self.columns and self.reads != "runs"):
+            raise ValueError(f"claim {self.name!r}: columns {unknown or list(self.columns)} are not run columns of "
+                             f"{list(RUN_COLUMNS)} (only a runs-reading claim names them)")
         if self.figure not in FIGURES:
             raise ValueError(f"claim {self.name!r}: figure {self.figure!r} is not one of {FIGURES}")
         if self.draws not in ("value", "second"):
@@ -149,6 +161,43 @@ def fmt(x, nd=2) -> str:
 
 
 # ------------------------------------------------- what the claims read (one view each)
+@dataclass(frozen=True)
+class RunColumn:
+    """One column of the runs view (``RunsView.runs``): what it is, where precursor.json holds
+    it (``key``, a path of keys) and what the power simulation puts there (``simulated``:
+    "acquired" True, "acquisition" the design's acquisition step, "event" the simulated
+    precursor step on the runs' checkpoints). A runs-reading claim names the columns it reads
+    (``Claim.columns``); the view and the simulated populations are built from this one table."""
+    name: str
+    what: str
+    key: tuple
+    simulated: str
+
+    def read(self, p: dict):
+        v = p
+        for k in self.key:
+            v = (v or {}).get(k)
+        return bool(v) if self.simulated == "acquired" else v
+
+
+RUN_COLUMNS = {c.name: c for c in (
+    RunColumn("acquired", "the run acquired", ("acquired",), "acquired"),
+    RunColumn("t_acq", "acquisition step (whole answer)", ("acquisition_step",), "acquisition"),
+    RunColumn("t_lp", "log-prob half-rise step", ("logprob_half_step",), "event"),
+    RunColumn("t_first", "first-token acquisition step", ("first_token_acquisition_step",), "acquisition"),
+    RunColumn("t_probe", "final-layer probe acquisition step", ("probes", "acquisition_step"), "event"),
+)}
+
+
+def simulated_runs(units: pd.DataFrame, t_acq, event, unit_cols=CELLS) -> pd.DataFrame:
+    """The runs view's table of one simulated population: the design's unit columns, then every
+    run column as ``RUN_COLUMNS`` says (``t_acq`` the design's acquisition steps, ``event`` the
+    simulated precursor steps)."""
+    t_acq = np.asarray(t_acq, dtype=float)
+    what = {"acquired": np.isfinite(t_acq), "acquisition": t_acq, "event": np.asarray(event, dtype=float)}
+    return units[list(unit_cols)].assign(**{c.name: what[c.simulated] for c in RUN_COLUMNS.values()})
+
+
 def _settings(st: dict) -> tuple[int, int, int]:
     """(bootstrap resamples, permutations, seed) of the ``summary:`` settings, one home for
     their defaults in the views."""
@@ -173,10 +222,8 @@ class RunsView:
 def runs_views(pres: list[dict], st: dict, unit_cols=CELLS) -> list[RunsView]:
     """One view of the non-control, non-diverged runs; none when there is no such run."""
     study = [p for p in pres if not p.get("control") and not p.get("diverged")]
-    runs = pd.DataFrame([{"task": p["task"], "level": p["level"], "size": p["size"], "acquired": bool(p["acquired"]),
-                          "t_acq": p.get("acquisition_step"), "t_lp": p.get("logprob_half_step"),
-                          "t_first": p.get("first_token_acquisition_step"),
-                          "t_probe": ((p.get("probes") or {}).get("acquisition_step")),
+    runs = pd.DataFrame([{"task": p["task"], "level": p["level"], "size": p["size"],
+                          **{c.name: c.read(p) for c in RUN_COLUMNS.values()},
                           **{c: p.get(c) for c in unit_cols if c not in ("task", "level", "size")}}
                          for p in study])
     frac = clear_gap(min_gap_frac(p) for p in study)

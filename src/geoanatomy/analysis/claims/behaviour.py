@@ -73,7 +73,7 @@ CLAIMS = [
           "most task x level x size combinations are acquired within the training budget",
           "share of cells acquired (a cell: most of its seeds acquired); exact one-sided binomial test over cells,"
           " Clopper-Pearson interval", "1/2", "precursor.json: acquired", "runs", acquisition_rate,
-          design=BINOMIAL, figure="prediction", effect_of_interest=0.5,
+          design=BINOMIAL, figure="prediction", effect_of_interest=0.5, columns=("acquired",),
           effect_reason="one half: the claim is that most cells acquire; a share below a half is what it excludes"),
     Claim("log-prob before accuracy", "two rows (whole answer, first token)",
           "the answer's log-probability emerges much earlier than accuracy, when accuracy is still near zero",
@@ -85,7 +85,7 @@ CLAIMS = [
                                                                                                    "first_token_acquisition_step,"
           " logprob_half_step", "runs", logprob_before_accuracy,
           design=Design("simulated", ("exchangeable", "behaviour-clustered", "simultaneous", "short-lead"),
-                        PRECURSOR, row_measure="accuracy"), figure="lags",
+                        PRECURSOR, row_measure="accuracy"), figure="lags", columns=("t_acq", "t_first", "t_lp"),
           effect_reason="per row, the precursor rule's clear gap f (the runs' events.precursor_min_gap_frac): 'much"
                         " earlier' is a lead of at least f of the acquisition step"),
     Claim("probes before behaviour", "one row",
@@ -94,7 +94,7 @@ CLAIMS = [
           " relative lead's one-sided 95% bound is below 0.1 (rule lead)",
           "lead 0", "precursor.json: first_token_acquisition_step, probes", "runs", probes_before_behaviour,
           design=Design("simulated", ("exchangeable", "behaviour-clustered", "simultaneous"), PRECURSOR),
-          figure="lags", effect_of_interest=PROBE_EOI,
+          figure="lags", effect_of_interest=PROBE_EOI, columns=("t_first", "t_probe"),
           effect_reason="a relative lead of 0.1: a shorter lead is within one checkpoint interval of the default"
                         " schedule where cells acquire (30 steps of 300), so 'before' could not be seen"),
 ]

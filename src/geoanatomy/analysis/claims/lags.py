@@ -67,11 +67,6 @@ gradient_ranks_in_step = _acquired_lag(("grad_erank", "grad_cov_erank"), "gradie
 hessian_lags = _acquired_lag(("hessian_top",), "Hessian lags acquisition", "lag", "lags")
 
 
-def in_step_or_lag(m: MeasureView) -> list[ClaimRow]:
-    """The rows of the three lag claims (LLC, gradient ranks, Hessian) for one measure."""
-    return llc_synchronous(m) + gradient_ranks_in_step(m) + hessian_lags(m)
-
-
 CLAIMS = [
     Claim("easy cells: transition simultaneous with acquisition", "per measure and variant",
           "on easy runs the model learns during the initial collapse: no precursor, geometry and behaviour together",
