@@ -54,8 +54,8 @@ and the batch of step t is the same whether or not training was interrupted.
 Modules: ``tokens`` (the vocabulary), ``base`` (``Task``: what one task is; ``TaskSpec``:
 one task level), ``catalogue`` (the eight tasks, one class each), ``registry`` (name ->
 task object, ``make_task``), ``data`` (``TaskData``), ``hashing`` (stable seeds). Adding a
-task: one class in ``catalogue``, its entry in ``registry.REGISTRY``, a task token in
-``tokens.VOCAB`` and its levels in ``config.yaml``.
+task: docs/where-things-go.md (one class in ``catalogue``, its entry in ``registry.REGISTRY``;
+its token takes a reserved slot of the vocabulary by itself).
 """
 from .base import LevelParamError, Task, TaskSpec
 from .catalogue import parity_support
