@@ -9,7 +9,6 @@ import torch
 
 from geoanatomy.measures import signals as sig
 from geoanatomy.measures.registry import MEASURES
-from geoanatomy.measures.signal_registry import SIGNALS
 
 
 def test_loss_covariance_one_mode_and_two_modes():
@@ -112,23 +111,6 @@ def test_commutator_measure_on_a_model_restores_the_weights():
     rows = MEASURES["commutator"].rows(model, pool, 2, MEASURES["commutator"].tiny_settings(), None)
     assert rows[0]["measure"] == "commutator" and rows[0]["value"] > 0 and math.isfinite(rows[0]["value"])
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
-
-
-def test_registry_entries_are_curves_some_stage_writes():
-    from geoanatomy.measures.registry import TABLE_MEASURES
-    metrics_measures = {"loss", "logprob_per_token", "rankme", "mean_share", "ildr", "head_erank", "stable_rank",
-                        "update_gap", "loss_cov_heat", "loss_cov_pr"}
-    names = [s.name for s in SIGNALS]
-    assert len(names) == len(set(names))
-    for s in SIGNALS:
-        assert s.direction in ("up", "down") and s.kind in ("candidate", "reference")
-        assert s.needs in ("state", "window", "gradients", "training")
-        if s.table == "measures":
-            assert s.measure in TABLE_MEASURES
-        elif s.table == "probes":
-            assert (s.measure, s.variant) == ("probe_accuracy", "logreg")      # stages/probes.py's rows
-        elif s.table == "metrics":
-            assert s.measure in metrics_measures
 
 
 def test_metrics_window_equals_the_formula_on_the_same_checkpoints():
