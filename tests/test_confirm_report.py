@@ -3,6 +3,7 @@ checked on hand-made verdict.csv pairs whose answer is known."""
 import json
 
 import pandas as pd
+import pytest
 
 from geoanatomy.report.confirm import compare_rows, confirmation_block, confirmation_table
 
@@ -41,4 +42,5 @@ def test_words_held_changed_and_estimates_in_the_interval(tmp_path):
     # the page block reads the sibling folder; without it, it says the grid has not run
     assert confirmation_block(explo) == text
     (confirm / "summary" / "verdict.csv").unlink()
-    assert "has not run" in confirmation_block(explo)
+    with pytest.raises(ValueError, match="no such file beside the exploratory snapshot"):
+        confirmation_block(explo)

@@ -257,6 +257,27 @@ def test_prune_keeps_final_refuses_readers_and_retraining_rebuilds_the_same_chec
     open_run(spec, run_dir, device="cpu")
 
 
+def test_a_stray_prune_record_beside_complete_checkpoints_deletes_nothing(copy_of_trained_run):
+    """A pruned.json that is not true of the folder (its removed steps are there) or not this
+    run's (another settings hash) is refused by name; every checkpoint stays (it once made
+    training remove 17 good checkpoints and retrain from 0)."""
+    from geoanatomy.checkpoints import header_meta
+    from geoanatomy.errors import CheckpointError
+    from geoanatomy.stages.train import run as train_run
+    cfg, spec, run_dir = copy_of_trained_run
+    ck = run_dir / "checkpoints"
+    steps = list_checkpoints(ck)
+    before = {s: ckpt_path(ck, s).read_bytes() for s in steps}
+    h = header_meta(ckpt_path(ck, steps[-1]))["settings_hash"]
+    (run_dir / "train.json").unlink()
+    for rec, needle in (({"settings_hash": h, "removed_steps": steps[:-1]}, "the record is not true of"),
+                        ({"settings_hash": "other", "removed_steps": []}, "written for other settings")):
+        (run_dir / "pruned.json").write_text(json.dumps(rec))
+        with pytest.raises(CheckpointError, match=needle):
+            train_run(spec, run_dir, device="cpu", log=quiet)
+        assert {s: ckpt_path(ck, s).read_bytes() for s in list_checkpoints(ck)} == before
+
+
 def test_a_kill_between_the_optimizer_hash_and_the_optimizer_state_still_resumes(tmp_path):
     """The hash of a new optimizer state is recorded before the state is written, beside the
     previous one: a kill between the two leaves the old state on disk and a record that still

@@ -341,6 +341,27 @@ def read_train_log(ckpt_dir: Path) -> list[dict]:
 
 
 # --------------------------------------------------------------- resume
+def _check_pruned(pruned: Path, ckdir: Path, settings_hash: str) -> None:
+    """A prune record is acted on (the run's checkpoints removed, retrained from 0) only when it
+    proves itself: it is this run's (its settings hash) and the steps it says it removed are
+    gone. A stray or copied record beside complete checkpoints is refused, nothing deleted."""
+    import json
+    try:
+        rec = json.loads(pruned.read_text())
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{pruned} is not a prune record ({e}); nothing was deleted: remove it if the "
+                              f"checkpoints in {ckdir} are complete") from None
+    theirs = rec.get("settings_hash") if isinstance(rec, dict) else None
+    if theirs != settings_hash:
+        raise CheckpointError(f"{pruned} was written for other settings (hash {theirs} != {settings_hash}); "
+                              f"nothing was deleted: remove it if the checkpoints in {ckdir} are complete")
+    still = [st for st in rec.get("removed_steps") or [] if ckpt_path(ckdir, int(st)).exists()]
+    if still:
+        raise CheckpointError(f"{pruned} says steps {still[:5]} were removed, but {ckpt_path(ckdir, still[0]).name} is "
+                              f"there: the record is not true of {ckdir}; nothing was deleted (remove the stray "
+                              f"{pruned.name} to resume from the checkpoints)")
+
+
 def resume_state(run_dir: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, settings_hash: str,
                  compact: bool, name: str, log: Callable[[str], None]) -> tuple[int, list[dict]]:
     """Load the newest resumable state of ``run_dir``'s checkpoints into ``model`` and ``opt``;
@@ -355,6 +376,7 @@ def resume_state(run_dir: Path, model: torch.nn.Module, opt: torch.optim.Optimiz
     ckdir = checkpoint_dir(run_dir)
     pruned = pruned_record(run_dir)  # stages.prune removed the analysis checkpoints: none to resume
     if pruned.exists():
+        _check_pruned(pruned, ckdir, settings_hash)    # the record must be this run's and true: else nothing removed
         log(f"[train] {name}: {pruned} says its analysis checkpoints were removed; retraining from step 0")
         shutil.rmtree(ckdir, ignore_errors=True)
         pruned.unlink()

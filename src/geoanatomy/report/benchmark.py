@@ -35,8 +35,9 @@ def _iv(r, col, lo, hi) -> str:
 def benchmark_block(data) -> str:
     """The block (module doc) of the snapshot folder ``data``."""
     p = Path(data) / "summary" / "precursor_benchmark.csv"
-    if not p.is_file():
-        return "(no precursor_benchmark.csv in this snapshot)"
+    if not p.is_file():    # refuse: a placeholder would replace the committed table (a mistyped folder)
+        raise ValueError(f"{p}: no such file; the page's benchmark block is left as it is (is {data} the snapshot "
+                         f"folder?)")
     from ..analysis.tables import header_lines, read_table
     t = read_table(p)
     if not len(t):

@@ -15,7 +15,7 @@ comparison: every number is a cell of one of the two verdict.csv files.
 
 In docs/study.md the block between ``BEGIN`` and ``END`` is this table made from
 ``docs/study/data`` and its sibling ``docs/study/confirm_data`` (``CONFIRM_DATA``) by
-``geoanatomy report pages``; without the sibling folder the block says the grid has not run.
+``geoanatomy report pages``; without the sibling folder it refuses (the committed block stays).
 """
 from __future__ import annotations
 
@@ -98,7 +98,8 @@ def confirmation_table(explo: Path, confirm: Path) -> str:
 def confirmation_block(data) -> str:
     """The page block from the exploratory snapshot ``data`` and its sibling ``CONFIRM_DATA``."""
     confirm = Path(data).parent / CONFIRM_DATA
-    if not (confirm / "summary" / "verdict.csv").is_file():
-        return (f"The confirmation grid has not run: no `{CONFIRM_DATA}/summary/verdict.csv` beside the "
-                f"exploratory snapshot `{Path(data).name}/` (`geoanatomy report snapshot RESULTS {CONFIRM_DATA}`).")
+    if not (confirm / "summary" / "verdict.csv").is_file():   # refuse: never a placeholder over a committed table
+        raise ValueError(f"{confirm}/summary/verdict.csv: no such file beside the exploratory snapshot {data}; the "
+                         f"page's confirmation block is left as it is (write the confirmation's snapshot with "
+                         f"geoanatomy report snapshot RESULTS {confirm})")
     return confirmation_table(Path(data), confirm)

@@ -4,7 +4,9 @@ beside the page that quotes it, and the pages' generated blocks made from it.
     geoanatomy report snapshot RESULTS DEST [--summary RESULTS/summary] [--command "..."]
     geoanatomy report pages docs/study.md docs/study/data [--check]
 
-``snapshot`` copies every run's ``precursor.json`` (all the verdict reads: events, classes,
+``snapshot`` refuses a DEST that holds anything a snapshot does not write (its snapshot.json
+is the proof of a folder it made), and a DEST inside the grid or holding it; then it copies
+every run's ``precursor.json`` (all the verdict reads: events, classes,
 settings, machine), ``signal_curves.csv`` where present (the precursor benchmark's curves) and
 ``train.json`` (how the run was trained, its checkpoint hashes, code
 version and machine) into DEST/RUN/, and the summary's tables and JSON files (no figures) with
@@ -57,6 +59,29 @@ def _size(paths) -> int:
     return sum(p.stat().st_size for p in paths)
 
 
+def _not_a_snapshot(d: Path, sealed: bool) -> str | None:
+    """None when folder ``d`` is absent or holds only what ``snapshot`` writes (with
+    ``sealed``, its snapshot.json too: proof that a snapshot wrote it); else the first file
+    that shows it is not ours."""
+    if not d.exists():
+        return None
+    if not d.is_dir():
+        return "is a file, not a snapshot folder"
+    run_files = set(RUN_FILES) | set(OPTIONAL_RUN_FILES)
+    for p in sorted(d.rglob("*")):
+        rel = p.relative_to(d).parts
+        if p.is_dir() and len(rel) == 1:
+            continue
+        ok = (len(rel) == 1 and rel[0] in ("README.md", "snapshot.json")) or (
+            len(rel) == 2 and p.is_file() and (rel[1] in run_files if rel[0] != "summary"
+                                               else p.suffix in SUMMARY_SUFFIXES))
+        if not ok:
+            return f"holds {Path(*rel)}, which no snapshot writes"
+    if sealed and not (d / "snapshot.json").is_file():
+        return "has no snapshot.json (the proof that a snapshot wrote it)"
+    return None
+
+
 def snapshot(results, dest, summary=None, command: str = "") -> dict:
     """Copy RESULTS' runs and summary into DEST (module doc); the provenance it wrote."""
     results, dest = Path(results), Path(dest)
@@ -69,7 +94,16 @@ def snapshot(results, dest, summary=None, command: str = "") -> dict:
     missing = [str(r / f) for r in runs for f in RUN_FILES if not (r / f).is_file()]
     if missing:
         raise ValueError(f"run files missing: {', '.join(missing[:5])}")
+    for a, b in ((dest, results), (dest, summary)):
+        if a.resolve() == b.resolve() or b.resolve().is_relative_to(a.resolve()) or a.resolve().is_relative_to(
+                b.resolve()):
+            raise ValueError(f"{dest}: a snapshot's destination must be outside the grid it copies ({b})")
     tmp = dest.with_name(dest.name + ".partial")
+    for d in (dest, tmp):
+        foreign = _not_a_snapshot(d, sealed=d is dest)
+        if foreign:
+            raise ValueError(f"{d} exists and {foreign}; refusing to replace it (choose another DEST, or move it "
+                             f"away)")
     if tmp.exists():
         shutil.rmtree(tmp)
     copied = []

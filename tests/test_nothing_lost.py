@@ -1,0 +1,62 @@
+"""Commands never remove or overwrite what they cannot prove they wrote: a snapshot's DEST that
+holds other files, or is the grid itself, is refused (nothing deleted); a docs page's generated
+block is never replaced by a placeholder because an input is missing (refused, the page left
+as it was)."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+from geoanatomy.report.data import snapshot, write_pages
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "docs" / "validation" / "data"
+
+
+def _grid(tmp_path) -> Path:
+    """A results folder: the validation snapshot's runs and summary, plus a checkpoint."""
+    res = tmp_path / "results"
+    shutil.copytree(DATA, res)
+    run = next(p.parent for p in res.glob("*/precursor.json"))
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "step_000000.safetensors").write_bytes(b"weights")
+    return res
+
+
+def test_snapshot_refuses_a_destination_it_did_not_write(tmp_path):
+    res = _grid(tmp_path)
+    dest = tmp_path / "notes"
+    dest.mkdir()
+    (dest / "my_notes.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="holds my_notes.txt, which no snapshot writes"):
+        snapshot(res, dest)
+    assert (dest / "my_notes.txt").read_text() == "keep me"
+    with pytest.raises(ValueError, match="must be outside the grid"):
+        snapshot(res, res)                                   # DEST = RESULTS once emptied a results folder
+    with pytest.raises(ValueError, match="must be outside the grid"):
+        snapshot(res, res / "snap")
+    assert next(res.glob("*/checkpoints/step_000000.safetensors")).read_bytes() == b"weights"
+    ok = tmp_path / "snap"
+    snapshot(res, ok)
+    snapshot(res, ok)                                         # its own snapshot: replaced
+    (ok / "summary" / "extra.png").write_bytes(b"x")
+    with pytest.raises(ValueError, match="extra.png"):
+        snapshot(res, ok)
+
+
+def test_pages_refuse_instead_of_writing_a_placeholder(tmp_path):
+    page = tmp_path / "benchmark.md"
+    shutil.copy2(REPO / "docs" / "benchmark.md", page)
+    before = page.read_text()
+    with pytest.raises(ValueError, match="no such file; the page's benchmark block is left as it is"):
+        write_pages(page, tmp_path / "mistyped")
+    assert page.read_text() == before
+    study = tmp_path / "docs" / "study.md"
+    study.parent.mkdir()
+    shutil.copy2(REPO / "docs" / "study.md", study)
+    alone = tmp_path / "docs" / "study" / "data"
+    shutil.copytree(REPO / "docs" / "study" / "data", alone)            # no confirm_data beside it
+    before = study.read_text()
+    with pytest.raises(ValueError, match="no such file beside the exploratory snapshot"):
+        write_pages(study, alone)
+    assert study.read_text() == before
