@@ -180,8 +180,32 @@ def check_classes(cfg: dict) -> None:
                                  for t, lv, z, ctl, sd in runs(cfg)], path)
 
 
-CHECKS = [check_task_params, check_pruning, check_level_order, check_mixtures, check_schedules, check_inputs,
-          check_llc, check_events_layer, check_classes]
+MAX_RUNS = 20_000     # a plan beyond this is refused before any DAG is built (about 5 jobs a run)
+
+
+def check_plan_size(cfg: dict) -> None:
+    """The grid's run count, multiplied out per block before any run is listed: refused beyond
+    ``MAX_RUNS`` naming each block's product (a grid of 864,000 runs once validated in 3 s,
+    then grew Snakemake's DAG to 2.35 GB before it was killed)."""
+    parts, total = [], 0
+    for i, b in enumerate(cfg.get("grid") or []):
+        if not isinstance(b, dict) or b.get("protocol", "single") == "mixture":
+            continue
+        dims = [len(dict.fromkeys(b.get(k) or [])) for k in ("tasks", "levels", "sizes")]
+        dims.append(len(dict.fromkeys(b.get("seeds") or [cfg.get("seed")])))
+        n = dims[0] * dims[1] * dims[2] * dims[3]
+        total += n
+        parts.append(f"grid.{i}: {dims[0]} tasks x {dims[1]} levels x {dims[2]} sizes x {dims[3]} seeds "
+                     f"= {n:,}")
+    if total > MAX_RUNS:
+        raise ConfigError(f"config field 'grid': {total:,} runs planned, more than {MAX_RUNS:,} "
+                          f"(about {5 * total:,} Snakemake jobs); {'; '.join(parts[:4])}"
+                          f"{' ...' if len(parts) > 4 else ''}. Split the grid into configs of at most "
+                          f"{MAX_RUNS:,} runs")
+
+
+CHECKS = [check_plan_size, check_task_params, check_pruning, check_level_order, check_mixtures, check_schedules,
+          check_inputs, check_llc, check_events_layer, check_classes]
 
 # Config blocks checked by the branch that owns them: block -> "module:function", imported
 # when a config holding the block is checked, after CHECKS.
@@ -229,6 +253,11 @@ def check_results_dir(cfg: dict, workdir: str | Path | None = None) -> None:
         if base not in target.parents:
             raise ConfigError(f"{f}: {rd!r} resolves to {target}, outside the working directory {base}; "
                               f"give a relative path below it, or set allow_results_outside_workdir: true")
+    repo_own = [base / d for d in ("src", "docs", ".git", "workflow", "tests", "config")]
+    inside = next((d for d in repo_own if d.is_dir() and (target == d or d in target.parents)), None)
+    if inside is not None and (base / "Snakefile").is_file():
+        raise ConfigError(f"{f}: {rd!r} lies inside the repository's own {inside.name}/ folder; results go to a "
+                          f"folder of their own, such as 'results'")
     for q in [target, *target.parents]:
         if q.exists():
             if not q.is_dir():
