@@ -60,3 +60,22 @@ def test_pages_refuse_instead_of_writing_a_placeholder(tmp_path):
     with pytest.raises(ValueError, match="no such file beside the exploratory snapshot"):
         write_pages(study, alone)
     assert study.read_text() == before
+
+
+@pytest.mark.parametrize("saved,claimed,needle", [(3, 2, "no place for"), (2, 3, "do not hold")])
+def test_weights_that_do_not_match_their_config_are_refused_by_name(tmp_path, saved, claimed, needle):
+    """A checkpoint of 3 layers under a config of 2 once lost its third layer in silence; one of
+    2 under a config of 3 got a random third layer, measured as a curve point."""
+    import json
+
+    import transformers
+
+    from geoanatomy.hf import ScanLoadError
+    from geoanatomy.hf.loading import load_causal_lm
+    cfg = transformers.GPT2Config(n_layer=saved, n_embd=16, n_head=2, vocab_size=32, n_positions=16)
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(tmp_path / "ck")
+    c = json.loads((tmp_path / "ck" / "config.json").read_text())
+    assert load_causal_lm(tmp_path, "ck").config.n_layer == saved          # as saved: it loads
+    (tmp_path / "ck" / "config.json").write_text(json.dumps({**c, "n_layer": claimed}))
+    with pytest.raises(ScanLoadError, match=rf"ck: the .*{needle}.*h\.{min(saved, claimed)}\."):
+        load_causal_lm(tmp_path, "ck")

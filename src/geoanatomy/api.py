@@ -176,7 +176,8 @@ class Run:
         import transformers
         from .export import gpt2_config, gpt2_state_dict
         m = transformers.GPT2LMHeadModel(gpt2_config(model))
-        m.load_state_dict(gpt2_state_dict(model), strict=False)
+        sd = gpt2_state_dict(model)                 # every key, the tied head too: strict
+        m.load_state_dict({**sd, "lm_head.weight": sd["transformer.wte.weight"]}, strict=True)
         m.tie_weights()
         return m.eval().to(device)
 

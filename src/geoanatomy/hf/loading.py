@@ -35,12 +35,29 @@ def load_causal_lm(root: str | Path, folder: str, dtype: str = "float32", device
     model_type(path)                                   # names the folder when config.json is unreadable
     config = AutoConfig.from_pretrained(str(path), trust_remote_code=False, local_files_only=True)
     try:
-        model = AutoModelForCausalLM.from_pretrained(
+        model, info = AutoModelForCausalLM.from_pretrained(
             str(path), config=config, dtype=getattr(torch, dtype), trust_remote_code=False,
-            use_safetensors=None, weights_only=True, local_files_only=True)
+            use_safetensors=None, weights_only=True, local_files_only=True, output_loading_info=True)
     except Exception as e:  # noqa: BLE001
         raise ScanLoadError(f"{path}: cannot load the weights ({type(e).__name__}: {e})") from e
+    weights_match_config(info, path, ScanLoadError)
     return model.to(device).eval()
+
+
+def weights_match_config(info: dict, where, error=ValueError) -> None:
+    """Refuse a load whose weights do not fit the config (``from_pretrained(...,
+    output_loading_info=True)``'s report): a weight the config's model has no place for
+    (dropped in silence: a third layer under a config of two) or a parameter the weights do
+    not hold (initialised at random and measured as if trained), naming the keys."""
+    for kind, what in (("missing_keys", "the config's model has parameters the weights do not hold (they would be "
+                                        "initialised at random)"),
+                       ("unexpected_keys", "the weights hold tensors the config's model has no place for (they would "
+                                           "be dropped)"),
+                       ("mismatched_keys", "weights of another shape than the config's")):
+        keys = [k if isinstance(k, str) else str(k[0]) for k in (info or {}).get(kind) or []]
+        if keys:
+            raise error(f"{where}: {what}: {', '.join(sorted(keys)[:6])}{' ...' if len(keys) > 6 else ''} "
+                        f"({len(keys)} in all); the config and the weights are of different models")
 
 
 def tokenizer_folder(root: str | Path, folder: str) -> Path | None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from ..hf.hub import (HUB_SMALL_FILES, HUB_WEIGHT_FILES, LoadError, cached_revision_bytes,  # noqa: F401
                       cached_weight_files, default_hub_api, delete_cached_revision, fetch_revision,
                       hub_weight_hashes, revision_files)
-from ..hf.loading import TOKENIZER_FILES, tokenizer_folder
+from ..hf.loading import TOKENIZER_FILES, tokenizer_folder, weights_match_config
 from ..hf.scoring import for_scoring  # noqa: F401 (the branch's name for the cast to float32)
 
 DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
@@ -65,11 +65,12 @@ def load_model(source: str, kind: str, revision: str, dtype: str = "float32", de
         raise LoadError(f"{source} @ {revision}: model_type {config.model_type!r}; the Pythia branch "
                         f"expects GPT-NeoX checkpoints")
     try:
-        model = GPTNeoXForCausalLM.from_pretrained(
+        model, info = GPTNeoXForCausalLM.from_pretrained(
             where, config=config, dtype=getattr(torch, DTYPES[dtype]), trust_remote_code=False,
-            use_safetensors=None, weights_only=True, **kw)
+            use_safetensors=None, weights_only=True, output_loading_info=True, **kw)
     except Exception as e:  # noqa: BLE001
         raise LoadError(f"{source} @ {revision}: cannot load the weights ({type(e).__name__}: {e})") from e
+    weights_match_config(info, f"{source} @ {revision}", LoadError)
     return model.to(device).eval()
 
 
