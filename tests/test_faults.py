@@ -545,6 +545,39 @@ def test_a_hand_edited_train_json_is_refused_by_its_seal(copy_of_trained_run):
         events_run(spec, run_dir, cfg_events=cfg["events"], log=lambda m: None)
 
 
+def test_a_stripped_seal_is_refused_unless_the_legacy_switch_is_set(copy_of_trained_run, monkeypatch):
+    """A train.json whose seal key was deleted was accepted as unsealed (diverged: true sealed
+    into precursor.json); now it is refused by the events stage and by open_run, unless
+    GEOANATOMY_LEGACY_UNSEALED=1 says the record predates seals."""
+    import geoanatomy
+    from geoanatomy.errors import CheckpointError
+    from geoanatomy.stages.events import run as events_run
+    cfg, spec, run_dir = copy_of_trained_run
+    rec = json.loads((run_dir / "train.json").read_text())
+    rec.pop("content_sha256")
+    rec["diverged"] = True
+    (run_dir / "train.json").write_text(json.dumps(rec))
+    with pytest.raises(CheckpointError,
+                       match=r"train\.json: it has no content_sha256 seal .*GEOANATOMY_LEGACY_UNSEALED"):
+        events_run(spec, run_dir, cfg_events=cfg["events"], log=lambda m: None)
+    with pytest.raises(CheckpointError, match="has no content_sha256 seal"):
+        geoanatomy.open_run(run_dir)
+    monkeypatch.setenv("GEOANATOMY_LEGACY_UNSEALED", "1")
+    assert geoanatomy.open_run(run_dir).name == spec.name
+
+
+def test_an_optimizer_state_without_its_hash_record_is_not_resumed_from(copy_of_trained_run):
+    from geoanatomy.checkpoints import check_resume_state, read_meta
+    from geoanatomy.errors import CheckpointError
+    cfg, spec, run_dir = copy_of_trained_run
+    ck = run_dir / "checkpoints"
+    meta = read_meta(ck / "optim.safetensors")
+    check_resume_state(ck, int(meta["step"]), meta)                      # with its record: resumable
+    (ck / "optim.sha256.json").unlink()
+    with pytest.raises(CheckpointError, match=r"optim\.sha256\.json is missing: .*not resuming from it"):
+        check_resume_state(ck, int(meta["step"]), meta)
+
+
 def test_a_run_read_from_legacy_tables_says_so_in_its_record_and_the_summary(copy_of_trained_run, monkeypatch):
     """Tables of the earlier format are read only on request, and then every output says so:
     precursor.json lists them (legacy_tables) and the summary's run line counts those runs."""

@@ -73,15 +73,15 @@ class Run:
 
     def __init__(self, path):
         from .files import read_json
-        from .precursor.seal import SEAL_KEY, seal_problem
+        from .precursor.seal import sealed_problem
         from .errors import CheckpointError
         self.path = Path(path)
         if not self.path.is_dir():
             raise FileNotFoundError(f"{self.path}: no such run folder (results/<task>_<level>_<size>)")
         tj = self.path / "train.json"
         self.train = read_json(tj, CheckpointError, ": not a trained run folder (no train.json)", "")
-        if SEAL_KEY in self.train and seal_problem(self.train):
-            raise CheckpointError(f"{tj}: {seal_problem(self.train)}; recompute the run")
+        if why := sealed_problem(self.train):     # a stripped seal is refused like a broken one
+            raise CheckpointError(f"{tj}: {why}; recompute the run")
         self.name = str(self.train.get("run", self.path.name))
 
     def __repr__(self) -> str:

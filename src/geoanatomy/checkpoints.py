@@ -171,6 +171,10 @@ def check_resume_state(ckpt_dir: Path, step: int, optim_meta: dict, optim_name: 
     is refused here, naming the file, not found after the run has trained to its end."""
     ckpt_dir = Path(ckpt_dir)
     rec = ckpt_dir / OPTIM_HASH
+    if not rec.exists() and os.environ.get("GEOANATOMY_LEGACY_UNSEALED") != "1":
+        raise CheckpointError(f"{rec} is missing: the optimizer state {ckpt_dir / optim_name} cannot be shown to be "
+                              f"the one training wrote; not resuming from it (GEOANATOMY_LEGACY_UNSEALED=1 resumes "
+                              f"a run written before the record existed). {RECOVER}")
     if rec.exists():
         states = json.loads(rec.read_text()).get("states", [])
         want = {int(x["step"]): x["sha256"] for x in states}

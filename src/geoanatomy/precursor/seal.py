@@ -52,6 +52,22 @@ def seal_problem(d: dict) -> str | None:
     return None
 
 
+LEGACY_ENV = "GEOANATOMY_LEGACY_UNSEALED"    # set to 1 to read records written before they were sealed
+
+
+def sealed_problem(d: dict) -> str | None:
+    """``seal_problem`` for a file the project writes sealed (train.json, precursor.json): a
+    missing seal is a problem too (a stripped seal once let a hand edit through), unless the
+    documented legacy switch ``GEOANATOMY_LEGACY_UNSEALED=1`` is set for records written before
+    they were sealed."""
+    if d.get(SEAL_KEY) is None and os.environ.get(LEGACY_ENV) == "1":
+        return None
+    why = seal_problem(d)
+    if why and d.get(SEAL_KEY) is None:
+        why += f" (set {LEGACY_ENV}=1 to read a record written before records were sealed)"
+    return why
+
+
 def _no_constant(name: str):
     raise ValueError(f"{name} is not a JSON number (write null for a missing value)")
 

@@ -42,9 +42,9 @@ def run_record(spec: RunSpec, run_dir: str | Path) -> dict:
     path = Path(run_dir) / "train.json"
     fix = f"recompute the run with `geoanatomy clean-run {run_dir}` and rerun snakemake"
     rec = read_json(path, CheckpointError, ": run the training job first", f"; {fix}")
-    from ..precursor.seal import SEAL_KEY, seal_problem
-    if SEAL_KEY in rec and seal_problem(rec):     # runs trained before train.json was sealed have none
-        raise CheckpointError(f"{path}: {seal_problem(rec)}; {fix}")
+    from ..precursor.seal import sealed_problem
+    if why := sealed_problem(rec):               # a stripped seal is refused like a broken one
+        raise CheckpointError(f"{path}: {why}; {fix}")
     for key, want in (("run", spec.train_name), ("settings_hash", spec.train_hash())):
         if rec.get(key) != want:
             raise CheckpointError(f"{path}: {key} is {rec.get(key)!r}, this run's is {want!r} "
