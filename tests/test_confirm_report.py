@@ -5,6 +5,7 @@ import json
 import pandas as pd
 import pytest
 
+from geoanatomy.analysis.tables import write_csv
 from geoanatomy.report.confirm import compare_rows, confirmation_block, confirmation_table
 
 COLS = ["claim", "measure", "variant", "event", "statistic", "value", "ci_lo", "ci_hi", "verdict", "n_units"]
@@ -12,7 +13,7 @@ COLS = ["claim", "measure", "variant", "event", "statistic", "value", "ci_lo", "
 
 def _snapshot(root, rows, machine, commit):
     (root / "summary").mkdir(parents=True)
-    pd.DataFrame(rows, columns=COLS).to_csv(root / "summary" / "verdict.csv", index=False)
+    write_csv(pd.DataFrame(rows, columns=COLS), root / "summary" / "verdict.csv", "verdict", [])
     (root / "snapshot.json").write_text(json.dumps({"runs": 4, "machines": {machine: 4}, "commits": {commit: 4}}))
     return root
 

@@ -4,6 +4,8 @@ its own numbers and word, and the page's generated block is replaced without tou
 from pathlib import Path
 
 import pandas as pd
+
+from geoanatomy.analysis.tables import write_csv
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,7 +32,7 @@ ROWS = [
 
 @pytest.fixture
 def summary(tmp_path):
-    pd.DataFrame(ROWS).to_csv(tmp_path / "verdict.csv", index=False)
+    write_csv(pd.DataFrame(ROWS), tmp_path / "verdict.csv", "verdict", [])     # with its manifest, as the summary
     return tmp_path
 
 

@@ -79,3 +79,28 @@ def test_weights_that_do_not_match_their_config_are_refused_by_name(tmp_path, sa
     (tmp_path / "ck" / "config.json").write_text(json.dumps({**c, "n_layer": claimed}))
     with pytest.raises(ScanLoadError, match=rf"ck: the .*{needle}.*h\.{min(saved, claimed)}\."):
         load_causal_lm(tmp_path, "ck")
+
+
+def test_reports_read_through_the_checked_readers(tmp_path):
+    """A hand-edited verdict.csv (words forged, manifest stale) once went into docs/study.md
+    through report findings, confirm and pages; an edited precursor.json (seal broken) into
+    report grid and pages --check ("up to date"). Now each refuses, naming the file."""
+    from geoanatomy.manifest import ManifestError
+    from geoanatomy.analysis.load import SummaryInputError
+    from geoanatomy.report.confirm import confirmation_table
+    from geoanatomy.report.findings import findings
+    from geoanatomy.report.grid import grid_tables
+    data = tmp_path / "data"
+    shutil.copytree(REPO / "docs" / "study" / "data", data)
+    v = data / "summary" / "verdict.csv"
+    v.write_text(v.read_text().replace("not reproduced", "reproduced", 5))
+    with pytest.raises(ManifestError, match="verdict.csv"):
+        findings(data / "summary")
+    with pytest.raises(ManifestError, match="verdict.csv"):
+        confirmation_table(data, REPO / "docs" / "study" / "confirm_data")
+    pre = next(data.glob("*/precursor.json"))
+    pre.write_text(pre.read_text().replace('"acquisition_step": ', '"acquisition_step": 9', 1))
+    with pytest.raises(SummaryInputError, match="precursor.json"):
+        grid_tables(data)
+    with pytest.raises(ValueError, match="no RUN/precursor.json"):
+        grid_tables(tmp_path / "nowhere")

@@ -67,12 +67,13 @@ def _fix(path) -> str:
     return f"rebuild the summary (delete {Path(path).name} and run snakemake again)"
 
 
-def read_table(path) -> pd.DataFrame:
+def read_table(path, **read_csv) -> pd.DataFrame:
     """A summary CSV, checked against its manifest (an empty frame when it has no columns: a
-    table with no rows, e.g. the single-task tables of a grid of mixture blocks only)."""
+    table with no rows, e.g. the single-task tables of a grid of mixture blocks only);
+    ``read_csv``: pandas' options for the checked bytes."""
     data, meta = read_checked(path, _fix(path))
     try:
-        df = pd.read_csv(io.BytesIO(data))
+        df = pd.read_csv(io.BytesIO(data), **read_csv)
     except pd.errors.EmptyDataError:
         df = pd.DataFrame()
     check_rows(path, len(df), meta, _fix(path))

@@ -33,7 +33,8 @@ CONFIRM_DATA = "confirm_data"          # the confirmation snapshot: a sibling of
 
 
 def _read(snapshot: Path) -> pd.DataFrame:
-    df = pd.read_csv(Path(snapshot) / "summary" / "verdict.csv", keep_default_na=False, na_values=[""])
+    from ..analysis.tables import read_table      # checked against its manifest: a hand edit is refused
+    df = read_table(Path(snapshot) / "summary" / "verdict.csv", keep_default_na=False, na_values=[""])
     for k in KEY:
         df[k] = df[k].fillna("").astype(str)
     return df

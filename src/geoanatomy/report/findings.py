@@ -26,7 +26,8 @@ import math
 from collections import Counter
 from pathlib import Path
 
-import pandas as pd
+
+from ..analysis.tables import read_table
 
 from ..analysis.claims import CLAIMS
 from ..analysis.figures_verdict import FAMILIES, TITLES
@@ -86,7 +87,7 @@ def _bound(r) -> str:
 
 def findings(summary: Path) -> str:
     """The findings table (module doc) of ``summary``/verdict.csv."""
-    df = pd.read_csv(Path(summary) / "verdict.csv")
+    df = read_table(Path(summary) / "verdict.csv")      # checked against its manifest
     stable = df["stable"].map(_flag)
     out = ["| # | claim | measure (variant) | event / scope | statistic: estimate [interval] | second statistic"
            " [95%] (gain over the covariates; relative lead) | bound vs smallest effect | n cells (runs) | null |"
@@ -150,7 +151,7 @@ def _row_line(r, stable: str) -> str:
 
 def by_claim(summary: Path) -> str:
     """The findings claim by claim (see the module docstring), from ``summary``/verdict.csv."""
-    df = pd.read_csv(Path(summary) / "verdict.csv")
+    df = read_table(Path(summary) / "verdict.csv")      # checked against its manifest
     df["_stable"] = df["stable"].map(_flag)
     claims = {c.name: c for c in CLAIMS}
     out = []

@@ -17,7 +17,6 @@ schedule), and each measure's headline events (onset, extreme, return) with its 
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..measures import TABLE_MEASURES
@@ -86,7 +85,11 @@ def _measures_table(rows: list[dict], out: list) -> None:
 
 def grid_tables(root) -> str:
     """The events table and the expensive-measures table (module doc) of ``root``/*/precursor.json."""
-    rows = [json.loads(p.read_text()) for p in sorted(Path(root).glob("*/precursor.json"))]
+    from ..analysis.load import load_precursor         # the notebook API's checked reader: seal, fields
+    paths = sorted(Path(root).glob("*/precursor.json"))
+    if not paths:
+        raise ValueError(f"{root}: no RUN/precursor.json (is it a results folder or a snapshot?)")
+    rows = [load_precursor(p) for p in paths]
     out: list[str] = []
     _events_table(rows, out)
     _measures_table(rows, out)
