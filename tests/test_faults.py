@@ -402,6 +402,8 @@ def test_atomic_writes_get_normal_permissions(tmp_path):
     (["metrics", "--spec", "TRAIN_SPEC"], "geoanatomy metrics: the --spec is for stage 'train', not 'metrics'"),
     (["train", "--config", "config.yaml"], "geoanatomy train: give --run NAME"),
     (["report", "compare", "RESULTS/a.csv", "RESULTS/a.csv"], "geoanatomy report compare: table "),
+    (["report", "grid", "RESULTS/nowhere"], "geoanatomy report grid: "),        # once an empty table, exit 0
+    (["scan", "RESULTS", "--probe", "x", "--n-items", "-1"], "argument --n-items: -1 is not >= 1"),  # dropped a prompt
 ])
 def test_cli_errors_are_one_line_and_exit_2(tmp_path, argv, message):
     if "TRAIN_SPEC" in argv:
@@ -597,3 +599,36 @@ def test_a_run_read_from_legacy_tables_says_so_in_its_record_and_the_summary(cop
         pre = precursor_of_run(spec, d, cfg["events"])[0]
     assert pre["legacy_tables"] and "metrics.csv" in pre["legacy_tables"][0]
     assert "without a manifest" in _n_line([{**pre, "run": spec.name}])
+
+
+def test_monitor_every_and_run_model_step_are_checked():
+    """Monitor(every="10") iterated characters and every=2.5 failed with a TypeError at the first
+    step; open_run(...).model(7.9) loaded step 7."""
+    import torch
+
+    from geoanatomy.monitor import Monitor, Probe
+    probe = Probe(torch.randint(0, 10, (4, 6)))
+    for bad in ("10", 2.5, [1, "2"], True):
+        with pytest.raises(ValueError, match="every"):
+            Monitor(probe, every=bad, log=None)
+    assert Monitor(probe, every=[0, 5], log=None).every == [0, 5]
+
+
+def test_a_precursor_record_with_impossible_values_is_refused():
+    from geoanatomy.analysis.load import record_problems
+    ok = {"run": "add_L1_nano", "task": "add", "level": "L1", "size": "nano", "seed": 0, "control": "",
+          "final_accuracy": 0.5, "n_params": 100}
+    assert not [p for p in record_problems(ok) if "final_accuracy" in p or "n_params" in p]
+    bad = record_problems({**ok, "final_accuracy": 7.5, "n_params": -3})
+    assert any("'final_accuracy' is 7.5, not a share in [0, 1]" in p for p in bad)
+    assert any("'n_params' is -3, not a positive parameter count" in p for p in bad)
+
+
+def test_run_model_refuses_a_fractional_step(copy_of_trained_run):
+    import geoanatomy
+    cfg, spec, run_dir = copy_of_trained_run
+    run = geoanatomy.open_run(run_dir)
+    s = run.steps[1]
+    with pytest.raises(ValueError, match=rf"step must be a whole number, got {s + 0.9}"):
+        run.model(s + 0.9)
+    assert run.model(float(s)) is not None

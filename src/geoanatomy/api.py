@@ -153,6 +153,8 @@ class Run:
         from .checkpoints import checkpoint_dir, ckpt_path, load_weights, pruned_record
         from .errors import CheckpointError
         from .model import GPT, ModelConfig
+        if isinstance(step, bool) or not float(step).is_integer():     # 7.9 once loaded step 7
+            raise ValueError(f"{self.name}: step must be a whole number, got {step!r}")
         if int(step) not in self.steps:
             raise CheckpointError(f"{self.name}: no checkpoint at step {step}; its steps: {self.steps[:6]} ... "
                                   f"{self.steps[-1] if self.steps else ''}")

@@ -55,6 +55,7 @@ def _redo(p: Path) -> str:
 NUMBER_KEYS = frozenset({"init", "floor", "final", "change", "peak", "global_floor", "global_peak",
                          "final_accuracy", "max_accuracy", "chance_accuracy", "first_token_chance",
                          "baseline_logprob_per_token", "rank_corr_with_rankme", "n_params"})
+SHARE_KEYS = frozenset({"final_accuracy", "max_accuracy", "chance_accuracy", "first_token_chance"})  # in [0, 1]
 BOOL_KEYS = frozenset({"acquired", "diverged", "collapsed", "risen", "precursor", "at_window_end",
                        "constant_by_construction", "changed", "before_behaviour"})
 NULLABLE_BOOLS = frozenset({"precursor", "changed", "before_behaviour"})
@@ -93,6 +94,10 @@ def record_problems(d: dict) -> list[str]:
                 elif k in NUMBER_KEYS:
                     if v is not None and not _is_number(v):
                         out.append(f"'{here}' is {v!r}, not a finite number or null")
+                    elif v is not None and k in SHARE_KEYS and not 0 <= v <= 1:
+                        out.append(f"'{here}' is {v!r}, not a share in [0, 1]")
+                    elif v is not None and k == "n_params" and not (_is_int(v) and v > 0):
+                        out.append(f"'{here}' is {v!r}, not a positive parameter count")
                 elif k in BOOL_KEYS:
                     if not isinstance(v, bool) and not (v is None and k in NULLABLE_BOOLS):
                         out.append(f"'{here}' is {v!r}, not true or false")

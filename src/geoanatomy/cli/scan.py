@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--keep-cache", action="store_true", default=None,
                     help="leave the hub revisions this scan downloaded in the cache (default: evicted once measured)")
     ap.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the checkpoint's, then DIR)")
-    ap.add_argument("--n-items", type=int, default=None,
+    ap.add_argument("--n-items", type=positive_int, default=None,
                     help="benchmark: items (deduction: how many to generate, fixed sets: the first n); "
                          "prompt file: the first n prompts")
     ap.add_argument("--seed", type=int, default=0, help="seed of the generated deduction puzzles")

@@ -73,6 +73,10 @@ class Monitor:
         self._d: int | None = None
         events = check_events(events)
         self.probe = probe if isinstance(probe, Probe) else Probe(probe)
+        if isinstance(every, (str, bytes, float, bool)) or (isinstance(every, np.floating)):
+            # a string would be iterated character by character, a float would fail at the modulo
+            raise ValueError(f"Monitor(every=...) must be an int >= 1, an iterable of int steps or a callable "
+                             f"step -> bool, got {every!r} ({type(every).__name__})")
         if isinstance(every, (int, np.integer)):
             if every < 1:
                 raise ValueError(f"every must be >= 1, got {every}")
@@ -81,7 +85,11 @@ class Monitor:
         elif callable(every):
             self._due = every
         else:
-            steps = {int(s) for s in every}
+            items = list(every)
+            bad = [x for x in items if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0]
+            if bad:
+                raise ValueError(f"Monitor(every=...): the steps must be non-negative ints, got {bad[:3]!r}")
+            steps = {int(s) for s in items}
             self._due = steps.__contains__
         self.every = every if isinstance(every, int) else (repr(every) if callable(every) else sorted(steps))
         if track not in ("headline", "all"):
