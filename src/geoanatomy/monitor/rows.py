@@ -39,8 +39,8 @@ def signal_rows(signals, p, window, names, model, step, logits, hidden, heads, i
     state = sig.SignalState(model=model, step=step, heads=heads, window=window,
                             position=idx_pos[0] if idx_pos is not None else "none", classes="first labelled token")
     reads = frozenset().union(*(c.reads for c in comps))
+    tgt = p.labels.to(ids.device)[:, 1:] if reads & {"labels", "losses"} else None
     if "labels" in reads:
-        tgt = p.labels.to(ids.device)[:, 1:]
         first = (tgt != -100).float().argmax(1)                              # first labelled position
         state.labels = tgt[torch.arange(len(tgt), device=tgt.device), first].cpu().numpy()
     if "hidden" in reads:
@@ -51,7 +51,6 @@ def signal_rows(signals, p, window, names, model, step, logits, hidden, heads, i
                            or getattr(getattr(model, "config", None), "n_head", None)
                            or getattr(getattr(model, "config", None), "num_attention_heads", None))
     if "losses" in reads:
-        tgt = p.labels.to(ids.device)[:, 1:]
         sel = tgt != -100
         lp = torch.log_softmax(logits[:, :-1].double(), -1).gather(-1, tgt.clamp(min=0)[..., None])[..., 0]
         state.losses = (-(lp * sel).sum(1) / sel.sum(1).clamp(min=1)).detach().cpu().numpy()

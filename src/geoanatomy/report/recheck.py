@@ -159,6 +159,7 @@ def refreeze_shown(cfg: dict, path, reason: str, snapshots) -> dict:
         for d in snapshots:
             d = d.resolve()
             named = snapshot_settings(d).get("frozen_rules")
+            where = contextlib.nullcontext()
             if named and Path(named).name == p.name and not Path(named).is_absolute():
                 # the snapshot names the frozen file by a path relative to the repository: the
                 # candidate goes to that path under a scratch folder, which the recheck runs in
@@ -166,9 +167,8 @@ def refreeze_shown(cfg: dict, path, reason: str, snapshots) -> dict:
                 cand = Path(tmp) / named
                 cand.parent.mkdir(parents=True, exist_ok=True)
                 cand.write_text(json.dumps(rec))
-                with contextlib.chdir(tmp):
-                    bad += [f"{d}: {x}" for x in recheck(d)]
-            else:
+                where = contextlib.chdir(tmp)
+            with where:
                 bad += [f"{d}: {x}" for x in recheck(d)]
     if bad:
         raise ValueError(f"not a code-only change: under the new rules {len(bad)} line(s) of the committed snapshots "
