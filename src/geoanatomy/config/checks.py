@@ -101,11 +101,21 @@ def check_inputs(cfg: dict) -> None:
     for task, lv in _used_levels(cfg):
         params = level_params(cfg, task, lv)
         spec = make_task(task, lv, params)
-        _check_key_bits(task, lv, params, spec.n_in)
+        t = get_task(task)
+        try:
+            t.check_run(params, cfg["data"]["heldout_frac"], cfg["model"]["block_size"])
+            if spec.heldout_frac is not None:             # the task's own split (grok's fixed training set)
+                for seed in sorted({r[4] for r in runs(cfg) if r[:2] == (task, lv)}):
+                    t.check_split(params, seed)
+        except LevelParamError as e:
+            raise ConfigError(f"config field 'tasks.{task}.{lv}.{e.field or t.level_param}': {e}") from None
+        if not t.wide_inputs(params):
+            _check_key_bits(task, lv, params, spec.n_in)
         if spec.seq_len - 1 > cfg["model"]["block_size"]:
             raise ConfigError(f"config field 'model.block_size': {task} {lv} needs {spec.seq_len - 1} positions, "
                               f"block_size is {cfg['model']['block_size']}")
-        _check_heldout_share(cfg, task, lv, input_space(task, params))
+        if spec.heldout_frac is None:     # a task's own split is its check_split's (it may hold out most)
+            _check_heldout_share(cfg, task, lv, input_space(task, params))
         n_heldout = cfg["data"]["n_heldout"]
         by_size = cfg["eval"].get("n_samples_by_size") or {}
         samples = (("eval.n_samples", cfg["eval"]["n_samples"]), ("probes.n_samples", cfg["probes"]["n_samples"]),

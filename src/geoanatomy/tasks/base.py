@@ -9,6 +9,9 @@ from typing import Callable
 import numpy as np
 
 
+WIDE_KEY_MOD = (1 << 57) - 1     # the key of an input wider than 62 bits (TaskSpec.keys)
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """One task at one level: how to draw inputs and compute answers.
@@ -28,6 +31,9 @@ class TaskSpec:
     answer: Callable[[np.ndarray], np.ndarray]               # inputs -> answer tokens (N, n_answer)
     base: int = 10            # input symbols are 0 .. base - 1
     pair_width: int | None = None   # width of each of two same-width operands, else None
+    # the task's own held-out share (a fixed training set: grok's 1 - train_frac), replacing
+    # data.heldout_frac for its runs; None: the config's
+    heldout_frac: float | None = None
 
     @property
     def run_prefix(self) -> str:
@@ -52,11 +58,18 @@ class TaskSpec:
         return np.arange(a0, a0 + self.n_answer)
 
     def keys(self, inputs: np.ndarray) -> np.ndarray:
-        """A unique int key per input row (the input symbols read as a base-``base`` number)."""
+        """An int key per input row: the input symbols read as a base-``base`` number (unique)
+        when that fits 62 bits; for a wider input (ind's context) a polynomial hash of the row
+        modulo 2^57 - 1 (``WIDE_KEY_MOD``), where two inputs sharing a key only share their
+        held-out membership and control answer (with ~10^3-10^5 draws, a chance of ~10^-8)."""
+        x = np.asarray(inputs, dtype=np.int64)
         if self.n_in * np.log2(self.base) > 62:
-            raise ValueError(f"{self.task} {self.level}: {self.n_in} input symbols exceed the int64 key")
+            k = np.zeros(len(x), dtype=np.int64)
+            for j in range(x.shape[1]):          # k < 2^57, so k * base + x < 2^63 for base <= 32
+                k = (k * self.base + x[:, j]) % WIDE_KEY_MOD
+            return k
         pows = self.base ** np.arange(self.n_in - 1, -1, -1, dtype=np.int64)
-        return (np.asarray(inputs, dtype=np.int64) * pows[None, :]).sum(1)
+        return (x * pows[None, :]).sum(1)
 
 
 class LevelParamError(ValueError):
@@ -128,6 +141,23 @@ class Task:
         v = p[self.level_param]
         return int(sum(v)) if isinstance(v, (list, tuple)) else int(v)
 
+    def heldout_frac(self, p: dict) -> float | None:
+        """The task's own held-out share (a task whose split is part of its definition, as
+        grokking's fixed training set is), or None: the config's ``data.heldout_frac``."""
+        return None
+
+    def wide_inputs(self, p: dict) -> bool:
+        """Whether the inputs may exceed the 62-bit exact key (then hashed: ``TaskSpec.keys``)."""
+        return False
+
+    def check_run(self, p: dict, heldout_frac: float, block_size: int) -> None:
+        """Checks that need the level's whole setting (its split share, the context); a
+        LevelParamError naming the parameter at fault. Default: none."""
+
+    def check_split(self, p: dict, seed: int) -> None:
+        """For a task with its own split (``heldout_frac``): LevelParamError unless the split of
+        ``seed`` leaves a usable training and held-out side. Default: none."""
+
     def pair_width(self, p: dict) -> int | None:
         """Width of each operand when the input is two operands of the same width (held-out
         membership can then be decided for the unordered pair), else None."""
@@ -153,4 +183,8 @@ class Task:
         """The TaskSpec of this task at ``level`` with parameters ``p``."""
         return TaskSpec(self.name, level, p, self.n_in(p), self.n_answer(p), self.space_log10(p),
                         partial(self.draw, p), partial(self.layout, p), partial(self.answer, p),
-                        base=self.base, pair_width=self.pair_width(p))
+                        base=self.symbol_base(p), pair_width=self.pair_width(p), heldout_frac=self.heldout_frac(p))
+
+    def symbol_base(self, p: dict) -> int:
+        """Input symbols are 0 .. symbol_base - 1 (the class's ``base``; grok's: its modulus)."""
+        return self.base

@@ -41,7 +41,8 @@ class TaskData:
             raise ValueError(f"unknown control {control!r}; allowed: {list(CONTROLS)}")
         self.spec = spec
         self.seed = seed
-        self.heldout_frac = float(heldout_frac)
+        # a task with its own split (grok: 1 - train_frac) replaces the config's share
+        self.heldout_frac = float(heldout_frac if spec.heldout_frac is None else spec.heldout_frac)
         self.symmetric = bool(symmetric) and spec.pair_width is not None
         self.control = control
         self.n_heldout = int(n_heldout)

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from .base import Task, TaskSpec
-from .catalogue import Add, Cmp, Copy, Mod, Mul, Parity, Rev, Sort
+from .catalogue import Add, Cmp, Copy, Grok, Ind, Mod, Mul, Parity, Rev, Sort
 from .tokens import add_task_token
 
 # Task name -> its object, in the order runs, tables and checks list tasks.
-REGISTRY: dict[str, Task] = {t.name: t for t in (Copy(), Rev(), Cmp(), Parity(), Add(), Mod(), Sort(), Mul())}
+REGISTRY: dict[str, Task] = {t.name: t for t in (Copy(), Rev(), Cmp(), Parity(), Add(), Mod(), Sort(), Mul(),
+                                                Grok(), Ind())}
 for _t in REGISTRY.values():      # a task beyond the vocabulary's eight takes a reserved slot (tokens doc)
     add_task_token(_t.token)
 TASKS = list(REGISTRY)
