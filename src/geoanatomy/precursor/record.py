@@ -70,6 +70,19 @@ def events_record(facts: dict, df, cfg_events: dict, baselines: dict, n_eval: in
     t_acq = ev.acquisition_step(steps, acc_norm, e["acquisition_threshold"], p)
     s1, acc1 = curve(df, "accuracy_norm", position="first")
     t_acq_first = ev.acquisition_step(s1, acc1, e["acquisition_threshold"], p)
+    # the training side's acquisition (chance-normalised like the held-out one): grokking's
+    # delay is acquisition_step - train_acquisition_step; None when the table predates the row
+    s_tr, acc_tr = curve(df, "train_accuracy", variant="train")
+    c = base["chance_accuracy"]
+    t_train = (ev.acquisition_step(s_tr, (acc_tr - c) / (1.0 - c), e["acquisition_threshold"], p)
+               if len(s_tr) and c < 1 else None)
+    # an in-context task's mechanism: the first checkpoint some head's prefix-matching score
+    # (measures.induction) holds >= 0.5 at the query; None where the table has no such rows
+    ind = select(df, "prefix_matching", variant="max")
+    t_ind = None
+    if len(ind):
+        best = ind.groupby("step")["value"].max()
+        t_ind = ev.acquisition_step(best.index.to_numpy(), best.to_numpy(float), 0.5, p)
     s_lp, lp = curve(df, "logprob_per_token")
     t_lp = ev.emergence_step(s_lp, lp, base["logprob_per_token"], e["logprob_margin"], p)
     matched = dict(onset_frac=e["onset_frac"], extreme_tol=e["extreme_tol"], return_frac=e["return_frac"],
@@ -94,6 +107,9 @@ def events_record(facts: dict, df, cfg_events: dict, baselines: dict, n_eval: in
         "n_checkpoints": int(len(steps)), "diverged": diverged,
         "acquired": t_acq is not None, "acquisition_step": t_acq,
         "first_token_acquisition_step": t_acq_first,
+        "train_acquisition_step": t_train,
+        "induction_head_step": t_ind,
+        "generalisation_delay": (t_acq - t_train) if t_acq is not None and t_train is not None else None,
         "logprob_emergence_step": t_lp, "logprob_half_step": lp_m["half_step"],
         "loss_plateau_exit_step": t_plateau,
         "loss_events": {"onset_step": loss_m["onset_step"], "half_step": loss_m["half_step"],

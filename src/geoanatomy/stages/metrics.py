@@ -24,6 +24,9 @@ first position predicts, so probes are compared with the same target's behaviour
 * ``loss``              mean cross-entropy per answer token at the checkpoint's weights,
                         ``variant`` "heldout" (the evaluation set) or "train" (the fixed
                         training sample); the loss-plateau exit is read from "train"
+* ``train_accuracy``    exact match of every answer token on the same fixed training sample
+                        (``variant`` "train"): when the training set is fitted, the event
+                        grokking's delay is measured from (``train_acquisition_step``)
 * ``train_loss``        the training loop's batch loss averaged over the steps since the
                         previous checkpoint (settings say so); kept for reference, no event
                         uses it: it lags the checkpoint by half an interval on average
@@ -75,6 +78,7 @@ from ..baselines import training_baselines
 from ..checkpoints import iter_checkpoints, read_train_log, recorded_hashes
 from ..measures import signals as sig
 from ..measures.geometry import matrix_rows
+from ..tasks import get_task
 from ..measures.signals import SignalWindow, capture_heads
 from ..spec import JobSpec, RunSpec
 from ..table import stamp_checkpoints, write_table
@@ -97,9 +101,12 @@ def behaviour_rows(model, seq: torch.Tensor, n_answer: int, split: str) -> tuple
              "n_samples": N, "value": -logp.mean().item(),
              "settings": {"split": split, "per": "answer token", "dtype": "float64"}}]
     per_example = (-logp.mean(1)).cpu().numpy()
-    if split != "heldout":
-        return rows, hidden, per_example
     correct = ans_logits.argmax(-1) == target                            # (N, n_answer)
+    if split != "heldout":     # the training side's exact match: when the training set is fitted
+        rows.append({"measure": "train_accuracy", "layer": "output", "layer_index": -1, "position": "answer",
+                     "variant": split, "n_samples": N, "value": correct.all(1).double().mean().item(),
+                     "settings": {"split": split, "per": "example, every answer token right"}})
+        return rows, hidden, per_example
     beh = dict(layer="output", layer_index=-1, variant="", n_samples=N)
     rows += [{**beh, "position": "answer", "measure": "accuracy", "value": correct.all(1).double().mean().item()},
              {**beh, "position": "answer", "measure": "token_accuracy", "value": correct.double().mean().item()},
@@ -167,6 +174,24 @@ def measure_checkpoint(model, seq: torch.Tensor, n_answer: int, eps: float = 1e-
     return rows
 
 
+def induction_rows(model, seq: torch.Tensor, query: int) -> list[dict]:
+    """``prefix_matching`` rows (``measures.induction``) of every head at the query position (the
+    task's ``induction_query``): layer ``block{i}``, variant ``head{h}``, and variant ``max`` (the
+    largest over the layer's heads) whose crossing of 0.5 is the run's ``induction_head_step``."""
+    from ..measures.induction import attention_patterns, prefix_matching_score, uniform_score
+    tokens = seq[:, :-1].cpu().numpy()
+    score = prefix_matching_score(attention_patterns(model, seq[:, :-1]), tokens, query)
+    settings = {"query_position": int(query), "uniform_head": uniform_score(tokens, query),
+                "meaning": "attention from the query to the token after an earlier copy of its token"}
+    rows = []
+    for li, per_head in enumerate(score):
+        key = dict(measure="prefix_matching", layer=f"block{li}", layer_index=li + 1, position="first",
+                   n_samples=int(seq.shape[0]), settings=settings)
+        rows += [{**key, "variant": f"head{h}", "value": float(v)} for h, v in enumerate(per_head)]
+        rows.append({**key, "variant": "max", "value": float(np.nanmax(per_head))})
+    return rows
+
+
 # what the metrics stage times (CPU seconds, signal_timings_metrics.json): behaviour, geometry
 # and each signal computation's key (Signal.cost_key)
 TIMING_KEYS = ("behaviour", "geometry", *(c.cost_key for c in sig.COMPUTATIONS.values()), "behaviour_train")
@@ -206,6 +231,7 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> 
     base = training_baselines(data)
     chance = {"answer": base["chance_accuracy"], "first": base["first_token_chance"]}
     train_log = {r["step"]: r for r in read_train_log(ckdir)}
+    query = get_task(spec.task).induction_query(spec.level_params) if spec.task else None
     if n < model.cfg.d_model:
         log(f"[metrics] {spec.name}: warning: n_samples={n} < d_model={model.cfg.d_model}, "
             f"so RankMe is capped at {n}")
@@ -219,6 +245,8 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", log=print) -> 
         with warnings.catch_warnings():  # the N < d cap is reported once above
             warnings.simplefilter("ignore")
             ck_rows = measure_checkpoint(model, seq, na, eps, train_seq, window, step, timings)
+            if query is not None:
+                ck_rows += induction_rows(model, seq, query)
         done.append(step)
         for r in ck_rows:
             r.update(run=spec.name, step=step)

@@ -158,6 +158,12 @@ class Task:
         """For a task with its own split (``heldout_frac``): LevelParamError unless the split of
         ``seed`` leaves a usable training and held-out side. Default: none."""
 
+    def induction_query(self, p: dict) -> int | None:
+        """The position (in the model input) whose prefix-matching score the metrics stage
+        records for every head (``measures.induction``): a task solved by in-context copying
+        names it; None (the default) records none."""
+        return None
+
     def pair_width(self, p: dict) -> int | None:
         """Width of each operand when the input is two operands of the same width (held-out
         membership can then be decided for the unordered pair), else None."""

@@ -425,6 +425,10 @@ class Ind(Task):
             raise LevelParamError(f"length {p['length']} with a segment of {self._k(p)} repeated needs {need} "
                                   f"positions; the context (model.block_size) is {block_size}", "length")
 
+    def induction_query(self, p):
+        """The final ``=``: its one earlier copy is the marker, whose next token is the answer."""
+        return self.spec("L1", p).first_answer_pred_pos
+
     def draw(self, p, rng, N):
         n, k = int(p["length"]), self._k(p)
         o = rng.integers(0, n + 1, size=N)
