@@ -7,6 +7,7 @@
     geoanatomy report cost CONFIG                                    cost table (docs/slurm.md)
     geoanatomy report snapshot RESULTS DEST [--summary S] [--command TEXT]   a grid's data for the docs
     geoanatomy report pages PAGE DATA [--check]                      a page's generated blocks from DATA
+    geoanatomy report known GRID... --out DIR                        published claims on known transitions
 """
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ def main(argv=None) -> int:
     pg.add_argument("page")
     pg.add_argument("data")
     pg.add_argument("--check", action="store_true", help="compare only; exit 1 when a block differs")
+    kn = sub.add_parser("known", help="published precursor claims on the known-transition grids (tables, figure)")
+    kn.add_argument("grids", nargs="+", help="grid results folders or their snapshots (results/known_grok ...)")
+    kn.add_argument("--out", required=True, help="folder for known_claims.csv, known_runs.csv, the figure")
     args = ap.parse_args(argv)
     from ..manifest import ManifestError
     try:
@@ -62,6 +66,9 @@ def _run(ap, args) -> int:
             print(f"{args.write}: {'rewritten' if write_block(args.write, text) else 'up to date'}")
         else:
             print(text)
+    elif args.what == "known":
+        from ..report.known import known_report
+        print(known_report(args.grids, args.out))
     elif args.what == "grid":
         from ..report.grid import grid_tables
         print(grid_tables(args.results))
