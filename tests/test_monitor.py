@@ -673,3 +673,54 @@ def test_figure_false_writes_the_report_without_the_png(tmp_path):
     mon.close()
     assert (tmp_path / "precursor.json").exists() and not (tmp_path / "trajectory.png").exists()
     assert set(mon.close_parts) == {"report", "precursor_json"}
+
+
+def test_a_training_probe_logs_the_fit_and_the_delay_to_acquisition(tmp_path):
+    """A hand-made trajectory: the training batch is answered right from step 30 on, the held-out
+    batch from step 70 on (forward_fn decides by the model's step counter). The monitor logs the
+    training fit at 30, acquisition at 70 and says it came 40 steps after the fit."""
+    import torch
+    from geoanatomy.monitor import Monitor, Probe
+
+    V, T, B = 8, 4, 16
+    g = torch.Generator().manual_seed(0)
+
+    def batch():
+        ids = torch.randint(0, V, (B, T), generator=g)
+        labels = torch.full((B, T), -100)
+        labels[:, -1] = ids[:, -1]
+        return ids, labels
+
+    held, held_lab = batch()
+    train, train_lab = batch()
+
+    class Clock(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+            self.step = 0
+
+    def forward_fn(model, ids, am):
+        right = model.step >= (30 if ids is train or torch.equal(ids, train) else 70)
+        logits = torch.zeros(ids.shape[0], T, V)
+        target = ids[:, -1] if right else (ids[:, -1] + 1) % V
+        logits[torch.arange(ids.shape[0]), -2, target] = 5.0
+        hidden = [torch.randn(ids.shape[0], T, 6, generator=torch.Generator().manual_seed(model.step))]
+        return logits, ["embed"], hidden
+
+    mon = Monitor(Probe(held, labels=held_lab, chance=1 / V), every=10, out_dir=tmp_path / "m",
+                  forward_fn=forward_fn, train_probe=Probe(train, labels=train_lab, chance=1 / V), figure=False)
+    model = Clock()
+    for step in range(0, 121, 10):
+        model.step = step
+        mon.step(model, step)
+    ev = mon.events()
+    assert (ev["train_acquisition_step"], ev["acquisition_step"]) == (30, 70)
+    fit = [r for r in ev["log"] if r["event"] == "training set fitted"]
+    acq = [r for r in ev["log"] if r["event"] == "acquisition"]
+    assert [r["step"] for r in fit] == [30] and [r["step"] for r in acq] == [70]
+    assert "40 steps after the training set was fitted (step 30)" in acq[0]["detail"]
+    rows = [r for r in mon.rows if r["measure"] == "train_accuracy"]
+    assert [r["value"] for r in rows if r["step"] in (20, 30)] == [0.0, 1.0] and rows[0]["variant"] == "train"
+    with pytest.raises(ValueError, match="train_probe=...\\) needs labels"):
+        Monitor(Probe(held, labels=held_lab), train_probe=Probe(train), out_dir=tmp_path / "x")

@@ -62,8 +62,16 @@ class Monitor:
                  run: str = "monitor", events: dict | None = None, track: str = "headline", eps: float = 1e-7,
                  forward_fn: Callable | None = None, flush_every: int = 10, resume: bool = False,
                  log: Callable[[str], None] | None = None, strict: bool = False, signals: Iterable[str] = (),
-                 figure: bool = True):
+                 figure: bool = True, train_probe=None):
         self.strict = bool(strict)
+        # a labelled batch of *training* examples (grokking: the fixed training set): its exact
+        # match is recorded as ``train_accuracy`` and its crossing logged as "training set fitted",
+        # so the delay to the held-out probe's acquisition is seen while training
+        self.train_probe = None if train_probe is None else (
+            train_probe if isinstance(train_probe, Probe) else Probe(train_probe))
+        if self.train_probe is not None and self.train_probe.labels is None:
+            raise ValueError("Monitor(train_probe=...) needs labels: its accuracy is what the training-fit event reads")
+        self.fit: OnlineAcquisition | None = None
         self.figure = bool(figure)
         self.close_parts: dict = {}                   # CPU seconds of close()'s parts (report, files, figure)
         self.signals = check_signals(signals, probe)
@@ -261,6 +269,8 @@ class Monitor:
         B = ids.shape[0]
         base = {"run": self.run, "step": step}
         rows = self._behaviour_rows(logits, ids, am, base)
+        if self.train_probe is not None:
+            rows += self._train_rows(model, device, base)
         if self._loss_n:
             row = {**base, "measure": "train_loss", "layer": "output", "layer_index": -1, "position": "answer",
                    "variant": "batch_average", "n_samples": self._loss_n, "value": self._loss_sum / self._loss_n,
@@ -302,6 +312,23 @@ class Monitor:
         return signal_rows(self.signals, self.probe, self._window, self.names, model, step, logits, hidden, heads,
                            idx_pos, ids)
 
+    def _train_rows(self, model, device, base) -> list[dict]:
+        """``train_accuracy`` (and ``train_accuracy_norm`` with a chance level) of the training
+        probe, variant "train"."""
+        from .rows import behaviour_rows
+        tp = self.train_probe
+        ids = tp.input_ids.to(device)
+        am = None if tp.attention_mask is None else tp.attention_mask.to(device)
+        was = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                logits = self.forward_fn(model, ids, am)[0]
+        finally:
+            model.train(was)
+        return [{**r, "measure": f"train_{r['measure']}", "variant": "train"}
+                for r in behaviour_rows(tp, logits, ids, am, base) if r["measure"] in ("accuracy", "accuracy_norm")]
+
     def _behaviour_rows(self, logits, ids, am, base) -> list[dict]:
         from .rows import behaviour_rows
         return behaviour_rows(self.probe, logits, ids, am, base)
@@ -332,9 +359,17 @@ class Monitor:
                 if self.acq is None:
                     self.acq = OnlineAcquisition("accuracy_norm", self.e)
                 new += self.acq.update(r["step"], r["value"])
+            elif r["measure"] == "train_accuracy_norm":
+                if self.fit is None:
+                    self.fit = OnlineAcquisition("train_accuracy_norm", self.e)
+                new += [{**rec, "event": "training set fitted"} for rec in self.fit.update(r["step"], r["value"])]
         for rec in new:
             if rec["event"] == "acquisition":
                 rec["precursor"] = self._verdict(rec["step"])
+                if self.fit is not None:
+                    fit = self.fit.step_found
+                    rec["detail"] += (f"; {rec['step'] - fit} steps after the training set was fitted (step {fit})"
+                                      if fit is not None else "; the training set is not fitted yet")
             self.event_log.append(rec)
             if log:
                 self._say(self.format(rec))
@@ -365,6 +400,7 @@ class Monitor:
         with a status per event), plus "acquisition_step" and the event "log"."""
         out = {f"{k[0]}/{k[1]}/{k[2]}": t.state() for k, t in self.trackers.items()}
         return {"curves": out, "acquisition_step": self.acq.step_found if self.acq else None,
+                "train_acquisition_step": self.fit.step_found if self.fit else None,
                 "log": list(self.event_log), "note": PROVISIONAL_NOTE}
 
     def _replay(self, rows: list[dict]) -> None:
