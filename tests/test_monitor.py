@@ -724,3 +724,22 @@ def test_a_training_probe_logs_the_fit_and_the_delay_to_acquisition(tmp_path):
     assert [r["value"] for r in rows if r["step"] in (20, 30)] == [0.0, 1.0] and rows[0]["variant"] == "train"
     with pytest.raises(ValueError, match="train_probe=...\\) needs labels"):
         Monitor(Probe(held, labels=held_lab), train_probe=Probe(train), out_dir=tmp_path / "x")
+
+
+def test_the_monitors_figure_draws_its_loss_curves_from_its_table(toy_run):
+    """The loss panel draws the loss variants the monitor writes (probe, batch_average): what the
+    figure draws equals the table (it drew the pipeline's train/heldout variants only, and was
+    empty here)."""
+    from geoanatomy.plots import draw_run
+    from geoanatomy.table import curve
+    out, model, data, mon, pre, lines, df = toy_run
+    fig = draw_run(df, pre)
+    axl = fig.axes[1]
+    drawn = {ln.get_gid(): ln for ln in axl.get_lines() if str(ln.get_gid()).startswith("loss:")}
+    assert set(drawn) == {"loss:probe", "loss:batch_average"}
+    for gid, measure, variant in (("loss:probe", "loss", "probe"), ("loss:batch_average", "train_loss",
+                                                                    "batch_average")):
+        s, v = curve(df, measure, variant=variant)
+        assert len(s) > 5
+        np.testing.assert_allclose(drawn[gid].get_xdata(), s + 1.0)
+        np.testing.assert_allclose(drawn[gid].get_ydata(), v)

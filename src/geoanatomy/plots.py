@@ -281,14 +281,24 @@ LOSS_EVENT_STYLE = {"onset_step": ("loss onset", ":"), "half_step": ("loss half-
                     "extreme_step": ("loss floor", "--")}
 
 
+# every loss curve a table can hold, as (measure, variant, colour, width, what it is): the
+# pipeline writes train and heldout, the monitor and the scanner probe and batch_average
+LOSS_CURVES = (("loss", "train", "tab:red", 1.8, "answer loss per token, fixed training sample"),
+               ("loss", "heldout", "tab:orange", 1.0, "answer loss per token, held-out"),
+               ("loss", "probe", "tab:orange", 1.8, "loss of the probe batch"),
+               ("train_loss", "batch_average", "tab:red", 1.0, "training batch loss, mean since the last measurement"))
+
+
 def plot_loss(ax, curve, pre: dict) -> None:
-    """The answer loss per token on the fixed training sample (the curve the loss events are read
-    from) and on the held-out set, with the loss curve's events that happened (precursor.json
-    ``loss_events``): what every geometric event is judged against."""
-    for variant, colour, lw in (("train", "tab:red", 1.8), ("heldout", "tab:orange", 1.0)):
-        s, v = curve("loss", position="answer", variant=variant)
+    """Every loss curve of the table (``LOSS_CURVES``: the pipeline's answer loss on the fixed
+    training sample, the curve the loss events are read from, and on the held-out set; the
+    monitor's and the scanner's probe-batch loss and training batch loss), with the loss curve's
+    events that happened (precursor.json ``loss_events``): what every geometric event is judged
+    against."""
+    for measure, variant, colour, lw, what in LOSS_CURVES:
+        s, v = curve(measure, variant=variant)
         if len(s):
-            ax.plot(_x(s), v, color=colour, lw=lw, label=f"answer loss per token ({variant})", gid=f"loss:{variant}")
+            ax.plot(_x(s), v, color=colour, lw=lw, label=f"{what} ({variant})", gid=f"loss:{variant}")
     for key, (lab, ls) in LOSS_EVENT_STYLE.items():
         step = (pre.get("loss_events") or {}).get(key)
         if step is not None:
