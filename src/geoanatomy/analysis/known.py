@@ -203,36 +203,50 @@ def scaled(v: np.ndarray) -> np.ndarray:
 
 def draw_runs(panels: list[tuple[dict, str]]):
     """One heat strip per (grid, run): a row per signal, its curve scaled to [0, 1] over the run
-    (``scaled``: dark low, light high) at each checkpoint, its matched onset (o) and extreme (X),
-    and the run's behavioural events as vertical lines. Returns the figure."""
+    (``scaled``: dark low, light high) at each checkpoint it was measured at (an expensive
+    measure's cell spans to its next measurement), its matched onset (o) and extreme (X), and
+    the run's behavioural events as vertical lines, on a log axis of step + 1 (the early
+    collapse and the training fit sit in the first tenth of the run). Returns the figure; row i
+    of a panel is its axes' collection i."""
     from .figstyle import plt as _plt
     p = _plt()
-    fig, axes = p.subplots(len(panels), 1, figsize=(7.5, 3.6 * len(panels)), squeeze=False)
+    fig, axes = p.subplots(len(panels), 1, figsize=(10, 4.2 * len(panels)), squeeze=False)
     for ax, (grid, run) in zip(axes[:, 0], panels):
         curves, ev, beh = figure_rows(grid, run)
         names = [s for s in ev["signal"].tolist() if s in curves]
         steps = curves["step"].to_numpy(float)
-        mat = np.full((len(names), len(steps)), np.nan)
         for i, s in enumerate(names):
-            mat[i] = scaled(curves[s].to_numpy(float))
-        edges = np.r_[steps[0] - 0.5, (steps[1:] + steps[:-1]) / 2, steps[-1] + 0.5]
-        ax.pcolormesh(edges, np.arange(len(names) + 1), np.ma.masked_invalid(mat), cmap="viridis", vmin=0, vmax=1)
+            v = curves[s].to_numpy(float)
+            ok = np.isfinite(v)
+            st, val = steps[ok], scaled(v[ok])
+            edges = 1 + (np.r_[st[0] - 0.5, (st[1:] + st[:-1]) / 2, steps[-1] + 0.5] if len(st) else
+                         np.array([0.0, 1.0]))
+            ax.pcolormesh(edges, [i, i + 1], np.ma.masked_invalid(val[None, :] if len(st) else np.full((1, 1), np.nan)),
+                          cmap="viridis", vmin=0, vmax=1)
         for i, s in enumerate(names):
             r = ev[ev["signal"] == s].iloc[0]
             for k, m in (("onset", "o"), ("extreme", "X")):
                 if np.isfinite(r[k]):
-                    ax.plot(r[k], i + 0.5, m, color="white", mec="black", mew=0.6, ms=5, label=f"signal's {k}")
+                    ax.plot(r[k] + 1, i + 0.5, m, color="white", mec="black", mew=0.6, ms=6, label=f"signal's {k}")
         for k, (label, colour, ls) in EVENT_STYLE.items():
             if beh.get(k) is not None:
-                ax.axvline(beh[k], color=colour, ls=ls, lw=1.6, label=f"{label}: step {beh[k]}")
+                ax.axvline(beh[k] + 1, color=colour, ls=ls, lw=1.8, label=f"{label}: step {beh[k]}")
         ax.set_yticks(np.arange(len(names)) + 0.5, names)
         ax.set_ylim(len(names), 0)
-        ax.set_xlabel("training step")
+        ax.set_xscale("log")
+        ax.set_xlim(steps[0] + 0.5, steps[-1] + 1.5)
+        ax.set_xlabel("training step + 1 (log)")
+        pre = next(q for q in grid["pres"] if q["run"] == run)
+        wd = ((pre.get("train_settings") or {}).get("train") or {}).get("weight_decay")
         delay = beh.get("acquisition_step") is not None and beh.get("train_acquisition_step") is not None
-        ax.set_title(f"{grid['family']}{' (' + grid['arm'] + ')' if grid['arm'] else ''}: {run}"
-                     + (f", delay {beh['acquisition_step'] - beh['train_acquisition_step']} steps" if delay else ""))
+        params = ", ".join(f"{k} {v}" for k, v in (pre.get("level_params") or {}).items())
+        ax.set_title(f"{run} ({params}, weight decay {wd})"
+                     + (f"; held-out acquisition {beh['acquisition_step'] - beh['train_acquisition_step']} steps "
+                        f"after the training set" if delay else ""), loc="left")
         handles, labels = ax.get_legend_handles_labels()
         keep = dict(zip(labels, handles))
-        ax.legend(keep.values(), keep.keys(), loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
-    fig.subplots_adjust(left=0.2, right=0.98, top=0.95, bottom=0.12, hspace=0.55)
+        ax.legend(keep.values(), keep.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+                  title="rows: each curve scaled to [0, 1]\nover the run (dark low, light high)")
+    h = fig.get_figheight()
+    fig.subplots_adjust(left=0.14, right=0.7, top=1 - 0.35 / h, bottom=0.6 / h, hspace=0.9 / 4.2)
     return fig
