@@ -26,7 +26,10 @@ def test_a_claim_reads_its_signal_against_hand_computed_leads():
     r = claim_row(c, _events(), bench)
     assert (r["n_runs"], r["n_with_event"]) == (4, 3)
     assert r["share_before"] == pytest.approx(2 / 3)              # 50 < 200, 150 < 200; 400 > 300
+    assert r["n_resolved_delay"] == 3                             # 200 - 100 >= 0.25 x 200, 300 - 100 too
     assert r["share_in_delay"] == pytest.approx(1 / 3)            # only 150 lies in (100, 200)
+    short = _events().assign(train_acquisition_step=180.0)       # 200 - 180 < 50: a delay not resolved
+    assert claim_row(c, short, bench)["n_resolved_delay"] == 1   # only d: 300 - 180 >= 75
     leads = [(200 - 50) / 200, (200 - 150) / 200, (300 - 400) / 300]
     assert r["lead_median"] == pytest.approx(np.median(leads))
     assert (r["lead_min"], r["lead_max"]) == (pytest.approx(min(leads)), pytest.approx(max(leads)))

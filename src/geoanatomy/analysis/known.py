@@ -15,7 +15,8 @@ Inputs: one or more grid folders (a results folder or a snapshot of one: per run
                  non-control runs, how many runs have the event, the share whose event comes
                  before acquisition, the share inside the delay (after the training set is
                  fitted, before acquisition: what a precursor of *generalisation* must do, since
-                 the training loss has already moved), the median lead (t_acq - t_event) / t_acq,
+                 the training loss has already moved; over the runs whose delay passes the
+                 study's clear-gap rule), the median lead (t_acq - t_event) / t_acq,
                  the false alarms on the negatives (controls, runs that never acquire), and the
                  benchmark's cell-level word for the signal on that grid (gain beyond the loss
                  curve, Holm over signals; frozen rule) with its number of cells.
@@ -118,14 +119,19 @@ def _share(mask: pd.Series) -> float:
     return float(mask.mean()) if len(mask) else float("nan")
 
 
-def claim_row(claim: KnownClaim, events: pd.DataFrame, bench: pd.DataFrame | None) -> dict:
-    """One claim read on one grid's events (module doc)."""
+def claim_row(claim: KnownClaim, events: pd.DataFrame, bench: pd.DataFrame | None, gap_frac: float = 0.25) -> dict:
+    """One claim read on one grid's events (module doc). ``share_in_delay`` counts only the runs
+    whose delay is resolved by the study's clear-gap rule (t_acq - t_fit >= gap_frac x t_acq,
+    ``events.precursor_min_gap_frac``): in a run that generalises as it fits, nothing can lie
+    between the two."""
     e = events[events["signal"] == claim.signal]
     pos = e[e["positive"]].copy()
     t_ev = pos[claim.event].astype(float)
     t_to = pos[claim.before].astype(float)
     t_fit = pos["train_acquisition_step"].astype(float)
     has = t_ev.notna() & t_to.notna()
+    resolved = has & t_fit.notna() & (pos["acquisition_step"].astype(float) - t_fit
+                                      >= gap_frac * pos["acquisition_step"].astype(float))
     lead = ((t_to - t_ev) / t_to)[has]
     neg = e[e["negative"]]
     row = {"claim": claim.key, "statement": claim.statement, "signal": claim.signal, "event": claim.event,
@@ -133,7 +139,8 @@ def claim_row(claim: KnownClaim, events: pd.DataFrame, bench: pd.DataFrame | Non
                "precedes" if claim.expect else "fails here"), "source": claim.source,
            "n_runs": int(len(pos)), "n_with_event": int(has.sum()),
            "share_before": _share((t_ev < t_to)[has]),
-           "share_in_delay": _share(((t_ev > t_fit) & (t_ev < t_to))[has & t_fit.notna()]),
+           "n_resolved_delay": int(resolved.sum()),
+           "share_in_delay": _share(((t_ev > t_fit) & (t_ev < t_to))[resolved]),
            "lead_median": float(lead.median()) if len(lead) else float("nan"),
            "lead_min": float(lead.min()) if len(lead) else float("nan"),
            "lead_max": float(lead.max()) if len(lead) else float("nan"),
@@ -153,9 +160,10 @@ def claim_rows(grids: list[dict]) -> pd.DataFrame:
     rows = []
     for g in grids:
         ev = run_events(g)
+        gap = float(g["pres"][0]["events_settings"]["precursor_min_gap_frac"])
         for c in CLAIMS:
             if c.family == g["family"] and c.arm == g["arm"]:
-                rows.append(claim_row(c, ev, g["benchmark"]))
+                rows.append(claim_row(c, ev, g["benchmark"], gap))
     return pd.DataFrame(rows)
 
 

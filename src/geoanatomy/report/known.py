@@ -19,7 +19,7 @@ from ..analysis.known import behaviour_table, claim_rows, plot_runs, read_grid
 from ..analysis.tables import write_csv
 
 CLAIM_COLUMNS = ["claim", "family", "arm", "signal", "event", "compared_with", "paper_says", "n_runs", "n_with_event",
-                 "share_before", "share_in_delay", "lead_median", "lead_min", "lead_max", "n_negatives",
+                 "share_before", "n_resolved_delay", "share_in_delay", "lead_median", "lead_min", "lead_max", "n_negatives",
                  "false_alarms", "benchmark_word", "gain_r", "gain_p_holm", "n_cells", "auroc", "statement", "source"]
 
 
@@ -40,13 +40,14 @@ def _fmt(v, digits: int = 2) -> str:
 
 def markdown(claims: pd.DataFrame) -> str:
     """The claims as the docs page's table."""
-    head = ("| claim | grid | signal, event | before | runs with event | before acq. | inside the delay | "
+    head = ("| claim | grid | signal, event | before | runs with event | before | inside the delay (runs) | "
             "median lead [range] | false alarms | benchmark (cells) |\n|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for _, r in claims.iterrows():
         grid = r["family"] + (f" ({r['arm']})" if r["arm"] else "")
         rows.append(f"| {r['statement']} | {grid} | {r['signal']} {r['event']} | {r['compared_with']} | "
-                    f"{r['n_with_event']}/{r['n_runs']} | {_fmt(r['share_before'])} | {_fmt(r['share_in_delay'])} | "
+                    f"{r['n_with_event']}/{r['n_runs']} | {_fmt(r['share_before'])} | {_fmt(r['share_in_delay'])} "
+                    f"({r['n_resolved_delay']}) | "
                     f"{_fmt(r['lead_median'])} [{_fmt(r['lead_min'])}, {_fmt(r['lead_max'])}] | "
                     f"{r['false_alarms']}/{r['n_negatives']} | {r['benchmark_word']} ({r['n_cells']}) |")
     return "\n".join([head, *rows])
