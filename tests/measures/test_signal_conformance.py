@@ -88,8 +88,16 @@ def _cov_case():
     return SignalState(window=w, losses=L[-1]), {("loss_cov_heat", "window"): heat, ("loss_cov_pr", "window"): pr}
 
 
+def _norm_case():
+    # weight (3, 4) and bias 12: sqrt(9 + 16 + 144) = 13
+    m = _window_model([3.0, 4.0])
+    with torch.no_grad():
+        m.blocks[0].bias.copy_(torch.tensor([12.0]))
+    return SignalState(model=m), {"": 13.0}
+
+
 KNOWN = {"ildr": _ildr_case, "head_erank": _heads_case, "stable_rank": _stable_case, "update_gap": _gap_case,
-         "loss_cov": _cov_case}
+         "loss_cov": _cov_case, "weight_norm": _norm_case}
 
 
 # -------------------------------------------------------------------------------- the battery

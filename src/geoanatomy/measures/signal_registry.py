@@ -113,6 +113,9 @@ _CHEAP: tuple[Signal, ...] = (
            "weight spectra (stable rank; WeightWatcher's family)",
            "mean stable rank ||W||_F^2/||W||_2^2 of the blocks' weight matrices", "stable_rank",
            cost_key="stable_rank"),
+    Signal("weight_norm", "metrics", "weight_norm", "all_params", "none", "", "down", "candidate", _C("weight_norm"),
+           "Nanda et al. 2023 (progress measures for grokking)", "L2 norm of every parameter",
+           "weight_norm", cost_key="weight_norm"),
 )
 # ---- the study's representation measures and the references
 _STATE: tuple[Signal, ...] = (

@@ -44,6 +44,10 @@ per-head effective rank (``effective_ranks``; spectral-probe-circuits)
 
 stable rank (``stable_rank``)
     ||W||_F^2 / ||W||_2^2 of a weight matrix: in [1, rank W].
+
+weight norm (``weight_norm``; Nanda et al. 2023, "Progress measures for grokking via
+    mechanistic interpretability": its decline under weight decay tracks the clean-up phase)
+    sqrt(sum of the squares of every parameter), embeddings included. Data-free.
 """
 from __future__ import annotations
 
@@ -234,6 +238,14 @@ def stable_rank_rows(model) -> list[dict]:
     return rows
 
 
+def weight_norm_rows(model) -> list[dict]:
+    """The weight_norm row: the L2 norm of every parameter (``all_params``), in float64."""
+    sq = sum(float((p.detach().double() ** 2).sum()) for p in model.parameters())
+    n = sum(p.numel() for p in model.parameters())
+    return [_row("weight_norm", "all_params", -1, "none", "", 0, math.sqrt(sq),
+                 {"over": f"every parameter ({n} values), embeddings included", "dtype": "float64"})]
+
+
 def head_rank_rows(heads: dict, n_head: int, position: str) -> list[dict]:
     """head_erank rows of captured head outputs (``capture_heads``): each head of each block and
     ``all_heads`` (their mean), in both conventions."""
@@ -395,6 +407,10 @@ def _stable_rows(st: SignalState) -> list[dict]:
     return stable_rank_rows(st.model)
 
 
+def _norm_rows(st: SignalState) -> list[dict]:
+    return weight_norm_rows(st.model)
+
+
 def _gap_rows(st: SignalState) -> list[dict]:
     return st.window.gap_rows()
 
@@ -420,6 +436,7 @@ COMPUTATIONS: dict[str, Computation] = {c.name: c for c in (
     Computation("ildr", frozenset({"hidden", "labels"}), _ildr_rows, ("ildr",), "ildr"),
     Computation("head_erank", frozenset({"heads"}), _head_rows, ("head_erank",), "head_erank"),
     Computation("stable_rank", frozenset({"weights"}), _stable_rows, ("stable_rank",), "stable_rank"),
+    Computation("weight_norm", frozenset({"weights"}), _norm_rows, ("weight_norm",), "weight_norm"),
     Computation("update_gap", frozenset({"window"}), _gap_rows, ("update_gap",), "update_gap"),
     Computation("loss_cov", frozenset({"window", "losses"}), _cov_rows, ("loss_cov_heat", "loss_cov_pr"), "loss_cov"),
 )}
