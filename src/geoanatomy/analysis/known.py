@@ -65,6 +65,8 @@ CLAIMS: tuple[KnownClaim, ...] = (
                "loss_cov_heat", "extreme", "ind", "", "induction_head_step", "arXiv 2603.29805"),
     KnownClaim("llc_ind", "the LLC changes at the induction-head stage boundary", "llc", "onset", "ind", "",
                "induction_head_step", "devinterp: the developmental landscape of in-context learning (Hoogland et al.)"),
+    KnownClaim("weight_norm_grok", "the weight norm's decline precedes grokking", "weight_norm", "onset", "grok",
+               "wd", "acquisition_step", "Nanda et al. 2023 (progress measures for grokking)"),
     KnownClaim("rankme_grok", "RankMe collapses before acquisition (grokking)", "rankme_uncentred", "extreme",
                "grok", "wd", "acquisition_step", "the study (arXiv 2602.15997)"),
     KnownClaim("rankme_c_grok", "centred RankMe collapses before acquisition (grokking)", "rankme_centred",
@@ -76,8 +78,6 @@ CLAIMS: tuple[KnownClaim, ...] = (
     KnownClaim("loss_grok", "reference: the training loss's onset (the curve every gain is beyond)", "loss",
                "onset", "grok", "wd", "acquisition_step", "reference"),
 )
-# not measured: "the weight norm's decline precedes grokking" (Nanda et al. 2023) needs a weight
-# norm signal, which the registry does not have yet (docs/known-transitions.md says so)
 
 BEHAVIOUR = ("train_acquisition_step", "acquisition_step", "generalisation_delay", "induction_head_step")
 
