@@ -53,6 +53,35 @@ def markdown(claims: pd.DataFrame) -> str:
     return "\n".join([head, *rows])
 
 
+def _params(text: str) -> str:
+    """``train_frac 0.7`` from the table's ``{'train_frac': 0.7}``."""
+    import ast
+    try:
+        d = ast.literal_eval(str(text))
+    except (ValueError, SyntaxError):
+        return str(text)
+    return ", ".join(f"{k} {v}" for k, v in d.items()) if isinstance(d, dict) else str(text)
+
+
+def runs_markdown(runs: pd.DataFrame) -> str:
+    """The runs' behavioural events as the docs page's table (one row per family, arm and level:
+    its runs' steps, seed by seed)."""
+    head = ("| grid | level | level parameters | runs | training set fitted | held-out acquisition | delay | "
+            "induction head | final accuracy |\n|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    runs = runs.copy()
+    runs["control"] = runs["control"].fillna("").astype(str)
+    for (fam, arm, lv, ctrl), g in runs.groupby(["family", "arm", "level", "control"], sort=False, dropna=False):
+        arm = "" if not isinstance(arm, str) else arm
+        col = lambda c: ", ".join(_fmt(v if not (isinstance(v, float) and v.is_integer()) else int(v), 3)  # noqa: E731
+                                  if v is not None and v == v else "never" for v in g[c])
+        rows.append(f"| {fam}{' (' + arm + ')' if arm else ''}{' shuffled' if ctrl else ''} | {lv} | "
+                    f"{_params(g['level_params'].iloc[0])} | {', '.join(g['run'])} | {col('train_acquisition_step')} | "
+                    f"{col('acquisition_step')} | {col('generalisation_delay')} | "
+                    f"{col('induction_head_step') if fam == 'ind' else '-'} | {col('final_accuracy')} |")
+    return "\n".join([head, *rows])
+
+
 def known_report(folders: list[str | Path], out: str | Path) -> str:
     """Write the tables and the figure of the grid folders into ``out``; the Markdown table."""
     out = Path(out)
