@@ -246,11 +246,12 @@ def draw_runs(panels: list[tuple[dict, str]]):
         ax.set_xlabel("training step + 1 (log)")
         pre = next(q for q in grid["pres"] if q["run"] == run)
         wd = ((pre.get("train_settings") or {}).get("train") or {}).get("weight_decay")
-        delay = beh.get("acquisition_step") is not None and beh.get("train_acquisition_step") is not None
+        acq, fit, ind = (beh.get(k) for k in ("acquisition_step", "train_acquisition_step", "induction_head_step"))
         params = ", ".join(f"{k} {v}" for k, v in (pre.get("level_params") or {}).items())
-        ax.set_title(f"{run} ({params}, weight decay {wd})"
-                     + (f"; held-out acquisition {beh['acquisition_step'] - beh['train_acquisition_step']} steps "
-                        f"after the training set" if delay else ""), loc="left")
+        note = (f"; induction head {acq - ind} steps before held-out acquisition" if acq is not None and ind is not None
+                else f"; held-out acquisition {acq - fit} steps after the training set" if acq is not None
+                and fit is not None else "")
+        ax.set_title(f"{run} ({params}, weight decay {wd}){note}", loc="left")
         handles, labels = ax.get_legend_handles_labels()
         keep = dict(zip(labels, handles))
         ax.legend(keep.values(), keep.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
