@@ -25,8 +25,10 @@ def test_targets_are_the_tokens_after_earlier_copies():
 def test_a_hand_built_induction_head_scores_one_and_others_their_closed_form():
     tok = np.array([[3, 1, 4, 1, 5, 9, 3, 1, 4], [2, 6, 5, 3, 5, 8, 2, 6, 5]])
     T, q = tok.shape[1], 6                          # query: the second 3 / 2, its target position 1
-    induction = np.zeros(T); induction[1] = 1.0
-    previous = np.zeros(T); previous[q - 1] = 1.0
+    induction = np.zeros(T)
+    induction[1] = 1.0
+    previous = np.zeros(T)
+    previous[q - 1] = 1.0
     uniform = np.r_[np.full(q + 1, 1 / (q + 1)), np.zeros(T - q - 1)]
     att = torch.zeros(2, 3, T, T, dtype=torch.float64)
     for b in range(2):

@@ -64,7 +64,8 @@ CLAIMS: tuple[KnownClaim, ...] = (
     KnownClaim("heat_ind", "the loss-covariance heat capacity peaks before the transition (induction)",
                "loss_cov_heat", "extreme", "ind", "", "induction_head_step", "arXiv 2603.29805"),
     KnownClaim("llc_ind", "the LLC changes at the induction-head stage boundary", "llc", "onset", "ind", "",
-               "induction_head_step", "devinterp: the developmental landscape of in-context learning (Hoogland et al.)"),
+               "induction_head_step", "devinterp: the developmental landscape of in-context learning "
+               "(Hoogland et al.)"),
     KnownClaim("weight_norm_grok", "the weight norm's decline precedes grokking", "weight_norm", "onset", "grok",
                "wd", "acquisition_step", "Nanda et al. 2023 (progress measures for grokking)"),
     KnownClaim("rankme_grok", "RankMe collapses before acquisition (grokking)", "rankme_uncentred", "extreme",

@@ -19,8 +19,9 @@ from ..analysis.known import behaviour_table, claim_rows, plot_runs, read_grid
 from ..analysis.tables import write_csv
 
 CLAIM_COLUMNS = ["claim", "family", "arm", "signal", "event", "compared_with", "paper_says", "n_runs", "n_with_event",
-                 "share_before", "n_resolved_delay", "share_in_delay", "lead_median", "lead_min", "lead_max", "n_negatives",
-                 "false_alarms", "benchmark_word", "gain_r", "gain_p_holm", "n_cells", "auroc", "statement", "source"]
+                 "share_before", "n_resolved_delay", "share_in_delay", "lead_median", "lead_min", "lead_max",
+                 "n_negatives", "false_alarms", "benchmark_word", "gain_r", "gain_p_holm", "n_cells", "auroc",
+                 "statement", "source"]
 
 
 def figure_run(grid: dict) -> str | None:
