@@ -49,6 +49,8 @@ def test_objects_equal_the_files(run_with_events):
     want = df[(df.measure == "rankme") & (df.layer == "ln_final") & (df.position == "first")
               & (df.variant == "uncentred")].sort_values("step")
     assert np.array_equal(v, want["value"].to_numpy()) and list(s) == run.steps
+    with pytest.raises(ValueError, match="unknown measure 'rankmee' in metrics.csv \\(did you mean 'rankme'\\?\\)"):
+        run.curve("rankmee")
     m, hf = run.model(run.steps[-1]), run.model(run.steps[-1], hf=True)
     x = torch.randint(0, m.cfg.vocab_size, (2, 8))
     with torch.no_grad():

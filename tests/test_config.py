@@ -76,7 +76,8 @@ BAD_INPUTS = [
     ("wrong parameter for a task", with_("tasks", {"copy": {"L1": {"digits": 4}}}), ["tasks.copy.L1", "length"]),
     ("mul digits not a pair", with_("tasks", {"mul": {"L1": {"digits": 2}}}), ["tasks.mul.L1.digits", "[digits_a, "
                                                                                                       "digits_b]"]),
-    ("unknown top-level key", with_("trian", {"steps": 5}), ["trian", "allowed keys", "train"]),
+    ("unknown top-level key", with_("trian", {"steps": 5}), ["trian", "did you mean 'train' for 'trian'?",
+                                                             "allowed keys"]),
     ("unknown nested key (typo)", with_("train.warmpu", 5), ["train", "warmpu", "warmup"]),
     ("bad device", with_("device", "gpu"), ["device", "'gpu'"]),
     ("events layer missing in a size", with_("events.layer", "block5"), ["events.layer", "block5", "ln_final"]),

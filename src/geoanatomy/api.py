@@ -17,6 +17,7 @@ The worked example: docs/python-api.md (run by tests/test_api.py).
 """
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -136,6 +137,11 @@ class Run:
               table: str = "metrics"):
         """(steps, values) of one curve of a table (a filter left None must be unique)."""
         df = self.table(table)
+        if measure not in set(df["measure"]):
+            known = sorted(set(df["measure"]))
+            near = difflib.get_close_matches(measure, known, n=1)
+            raise ValueError(f"unknown measure {measure!r} in {table}.csv" + (f" (did you mean {near[0]!r}?)" if near
+                                                                            else "") + f"; its measures: {known}")
         sel = df[df["measure"] == measure]
         for col, v in (("layer", layer), ("position", position), ("variant", variant)):
             if v is not None:

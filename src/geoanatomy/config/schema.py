@@ -4,6 +4,7 @@ integers written as floats (``coerce_ints``)."""
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 import re
 from pathlib import Path
@@ -100,7 +101,10 @@ def validate_schema(cfg: dict, schema: dict | None = None) -> None:
         msg, got = f"{_short(repr(e.instance), 80)} is not allowed; allowed values: {e.validator_value}", False
     elif e.validator == "additionalProperties":
         allowed = sorted((e.schema.get("properties") or {}).keys())
-        msg, got = f"{_short(e.message, 200)}; allowed keys: {allowed}", False
+        unknown = sorted(set(e.instance) - set(allowed)) if isinstance(e.instance, dict) else []
+        near = [(k, difflib.get_close_matches(str(k), allowed, n=1, cutoff=0.6)) for k in unknown[:3]]
+        hint = "; ".join(f"did you mean {m[0]!r} for {k!r}?" for k, m in near if m)
+        msg, got = f"{_short(e.message, 200)}; " + (f"{hint} " if hint else "") + f"allowed keys: {allowed}", False
         for key in sorted(set(e.instance) - set(allowed)) if isinstance(e.instance, dict) else ():
             full = f"{where}.{key}" if where else key
             if full in REMOVED_KEYS:
