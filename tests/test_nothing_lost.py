@@ -104,3 +104,22 @@ def test_reports_read_through_the_checked_readers(tmp_path):
         grid_tables(data)
     with pytest.raises(ValueError, match="no RUN/precursor.json"):
         grid_tables(tmp_path / "nowhere")
+
+
+def test_a_precursor_record_that_is_missing_a_fifo_or_too_large_is_refused_without_reading(tmp_path):
+    """A missing record is not told to be deleted; a FIFO (which would block the read forever)
+    and an oversized file are refused before any read."""
+    import os
+    from geoanatomy.analysis.load import MAX_RECORD_BYTES, SummaryInputError, load_precursor
+    with pytest.raises(SummaryInputError, match="does not exist: run snakemake") as e:
+        load_precursor(tmp_path / "nope" / "precursor.json")
+    assert "rm " not in str(e.value)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(SummaryInputError, match="not a regular file"):
+        load_precursor(fifo)
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(MAX_RECORD_BYTES + 1)             # sparse: no disk used
+    with pytest.raises(SummaryInputError, match="more than a run's record can be"):
+        load_precursor(big)

@@ -39,6 +39,9 @@ REFERENCES = {  # reference "measures": behavioural/loss events every comparison
 }
 
 
+MAX_RECORD_BYTES = 64 << 20     # a precursor.json is tens of kB; a larger file is not one
+
+
 class SummaryInputError(ValueError):
     """A per-run result file is missing, unreadable or lacks a field; the message names it."""
 
@@ -143,6 +146,14 @@ def load_precursor(path: str | Path) -> dict:
     types, ranges, the run name against its fields). Every error names the file and says how
     to rebuild it."""
     p = Path(path)
+    if not p.exists():
+        raise SummaryInputError(f"{p} does not exist: run snakemake, whose events job writes it")
+    if not p.is_file():              # a FIFO would block the read forever, a device never end
+        raise SummaryInputError(f"{p} is not a regular file (a folder, FIFO or device); remove it and run "
+                                f"snakemake again, which writes the record")
+    if p.stat().st_size > MAX_RECORD_BYTES:
+        raise SummaryInputError(f"{p} is {p.stat().st_size:,} bytes, more than a run's record can be "
+                                f"({MAX_RECORD_BYTES:,}); {_redo(p)}")
     try:
         d = loads_strict(p.read_text())
     except OSError as e:
