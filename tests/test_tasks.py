@@ -350,3 +350,26 @@ def test_distinct_held_out_inputs_of_a_small_input_space():
     assert 20 <= k <= 50
     big = TaskData(make_task("copy", "L3"), seed=0, n_heldout=1024, heldout_frac=0.25)
     assert np.unique(big.eval_set(200), axis=0).shape[0] == 200
+
+
+def test_grok_split_check_reads_the_split_each_level_trains_on():
+    """The config check of grok's fixed training set (``check_split``) refuses exactly when the
+    training side that TaskData draws from at that level and seed misses an answer (the split
+    hashes the level, so each level's own split is the one to check)."""
+    t = REGISTRY["grok"]
+    m, seen = 29, set()
+    x = np.array([(a, b) for a in range(m) for b in range(m)])
+    for frac in (0.08, 0.1, 0.12, 0.15):
+        for lv in LEVELS:
+            p = {"train_frac": frac}
+            d = TaskData(t.spec(lv, p), seed=0, n_heldout=1)
+            answers = set(((x[:, 0] + x[:, 1]) % m)[~d.is_heldout(x)].tolist())
+            misses = answers != set(range(m))
+            try:
+                t.check_split(p, 0, lv)
+                refused = False
+            except LevelParamError:
+                refused = True
+            assert refused == misses, (frac, lv)
+            seen.add(misses)
+    assert seen == {True, False}              # both outcomes occur over these fractions

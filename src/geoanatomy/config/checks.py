@@ -106,7 +106,7 @@ def check_inputs(cfg: dict) -> None:
             t.check_run(params, cfg["data"]["heldout_frac"], cfg["model"]["block_size"])
             if spec.heldout_frac is not None:             # the task's own split (grok's fixed training set)
                 for seed in sorted({r[4] for r in runs(cfg) if r[:2] == (task, lv)}):
-                    t.check_split(params, seed)
+                    t.check_split(params, seed, lv)
         except LevelParamError as e:
             raise ConfigError(f"config field 'tasks.{task}.{lv}.{e.field or t.level_param}': {e}") from None
         if not t.wide_inputs(params):

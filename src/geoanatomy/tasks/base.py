@@ -34,6 +34,8 @@ class TaskSpec:
     # the task's own held-out share (a fixed training set: grok's 1 - train_frac), replacing
     # data.heldout_frac for its runs; None: the config's
     heldout_frac: float | None = None
+    # the task allows inputs wider than the exact 62-bit key (``Task.wide_inputs``): keys() hashes them
+    wide_keys: bool = False
 
     @property
     def run_prefix(self) -> str:
@@ -59,11 +61,14 @@ class TaskSpec:
 
     def keys(self, inputs: np.ndarray) -> np.ndarray:
         """An int key per input row: the input symbols read as a base-``base`` number (unique)
-        when that fits 62 bits; for a wider input (ind's context) a polynomial hash of the row
+        when that fits 62 bits; for a wider input of a task that allows one (``wide_keys``: ind's
+        context; any other is refused, as the config check refuses it first) a polynomial hash of the row
         modulo 2^57 - 1 (``WIDE_KEY_MOD``), where two inputs sharing a key only share their
         held-out membership and control answer (with ~10^3-10^5 draws, a chance of ~10^-8)."""
         x = np.asarray(inputs, dtype=np.int64)
         if self.n_in * np.log2(self.base) > 62:
+            if not self.wide_keys:
+                raise ValueError(f"{self.task} {self.level}: {self.n_in} input symbols exceed the int64 key")
             k = np.zeros(len(x), dtype=np.int64)
             for j in range(x.shape[1]):          # k < 2^57, so k * base + x < 2^63 for base <= 32
                 k = (k * self.base + x[:, j]) % WIDE_KEY_MOD
@@ -154,9 +159,9 @@ class Task:
         """Checks that need the level's whole setting (its split share, the context); a
         LevelParamError naming the parameter at fault. Default: none."""
 
-    def check_split(self, p: dict, seed: int) -> None:
+    def check_split(self, p: dict, seed: int, level: str) -> None:
         """For a task with its own split (``heldout_frac``): LevelParamError unless the split of
-        ``seed`` leaves a usable training and held-out side. Default: none."""
+        ``seed`` at ``level`` leaves a usable training and held-out side. Default: none."""
 
     def induction_query(self, p: dict) -> int | None:
         """The position (in the model input) whose prefix-matching score the metrics stage
@@ -189,7 +194,8 @@ class Task:
         """The TaskSpec of this task at ``level`` with parameters ``p``."""
         return TaskSpec(self.name, level, p, self.n_in(p), self.n_answer(p), self.space_log10(p),
                         partial(self.draw, p), partial(self.layout, p), partial(self.answer, p),
-                        base=self.symbol_base(p), pair_width=self.pair_width(p), heldout_frac=self.heldout_frac(p))
+                        base=self.symbol_base(p), pair_width=self.pair_width(p), heldout_frac=self.heldout_frac(p),
+                        wide_keys=self.wide_inputs(p))
 
     def symbol_base(self, p: dict) -> int:
         """Input symbols are 0 .. symbol_base - 1 (the class's ``base``; grok's: its modulus)."""

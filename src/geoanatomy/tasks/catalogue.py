@@ -348,17 +348,15 @@ class Grok(Task):
             raise LevelParamError(f"{f} of {m}^2 pairs is about {f * m * m:.0f} training pairs; at least "
                                   f"{self.MIN_TRAIN_PAIRS} are needed", "train_frac")
 
-    def check_split(self, p, seed: int) -> None:
-        """LevelParamError naming ``train_frac`` unless the fixed training set of ``seed`` holds
-        every answer and some pairs of every residue (a residue never seen as an answer cannot
-        be learned, only guessed) and the held-out side is not empty."""
-        from .data import TaskData
+    def check_split(self, p, seed: int, level: str) -> None:
+        """LevelParamError naming ``train_frac`` unless the fixed training set of ``seed`` at
+        ``level`` (the split hashes both) holds every answer (a residue never seen as an answer
+        cannot be learned, only guessed) and the held-out side is not empty."""
+        from .data import is_heldout
         m = self.modulus(p)
-        d = TaskData.__new__(TaskData)        # the split alone: no pool is drawn
-        d.spec, d.seed, d.heldout_frac, d.symmetric = self.spec("L1", p), seed, self.heldout_frac(p), False
         a, b = np.meshgrid(np.arange(m), np.arange(m), indexing="ij")
         x = np.stack([a.ravel(), b.ravel()], 1)
-        held = d.is_heldout(x)
+        held = is_heldout(self.spec(level, p), seed, self.heldout_frac(p), x)
         missing = sorted(set(range(m)) - set(((x[:, 0] + x[:, 1]) % m)[~held].tolist()))
         if missing or held.all() or not held.any():
             why = (f"the training set of seed {seed} holds no pair with answer {missing[:5]}" if missing

@@ -13,6 +13,24 @@ CONTROLS = ("", "shuffled")
 SHUFFLE_POOL = 1 << 16
 
 
+def split_keys(spec: TaskSpec, inputs: np.ndarray, symmetric: bool = False) -> np.ndarray:
+    """The key held-out membership is decided on (N,): the input's own key, or with
+    ``symmetric`` the smaller of the keys of (a, b) and (b, a)."""
+    k = spec.keys(inputs)
+    if not symmetric:
+        return k
+    w = spec.pair_width
+    swapped = np.concatenate([inputs[:, w:], inputs[:, :w]], axis=1)
+    return np.minimum(k, spec.keys(swapped))
+
+
+def is_heldout(spec: TaskSpec, seed: int, heldout_frac: float, inputs: np.ndarray,
+               symmetric: bool = False) -> np.ndarray:
+    """Boolean (N,): which inputs (N, n_in) of ``spec`` are held out at ``seed`` (the split of
+    ``TaskData``, without drawing its pool)."""
+    return hash_uniform(split_keys(spec, inputs, symmetric), seed, spec.task, spec.level, "split") < heldout_frac
+
+
 class TaskData:
     """Held-out split, training batches, evaluation set and samples for one task spec and seed.
 
@@ -56,19 +74,12 @@ class TaskData:
 
     # ------------------------------------------------------------------ split
     def split_keys(self, inputs: np.ndarray) -> np.ndarray:
-        """The key held-out membership is decided on (N,): the input's own key, or with
-        ``symmetric`` the smaller of the keys of (a, b) and (b, a)."""
-        k = self.spec.keys(inputs)
-        if not self.symmetric:
-            return k
-        w = self.spec.pair_width
-        swapped = np.concatenate([inputs[:, w:], inputs[:, :w]], axis=1)
-        return np.minimum(k, self.spec.keys(swapped))
+        """The key held-out membership is decided on (``split_keys``)."""
+        return split_keys(self.spec, inputs, self.symmetric)
 
     def is_heldout(self, inputs: np.ndarray) -> np.ndarray:
-        """Boolean (N,): which inputs (N, n_in) are held out."""
-        spec = self.spec
-        return hash_uniform(self.split_keys(inputs), self.seed, spec.task, spec.level, "split") < self.heldout_frac
+        """Boolean (N,): which inputs (N, n_in) are held out (``is_heldout``)."""
+        return is_heldout(self.spec, self.seed, self.heldout_frac, inputs, self.symmetric)
 
     def _restricted(self, rng, x: np.ndarray, heldout: bool, what: str) -> np.ndarray:
         """Redraw the rows of x (N, n_in) that fall on the wrong side of the split."""
