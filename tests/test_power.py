@@ -304,3 +304,29 @@ def test_a_design_below_the_minimum_units_is_not_simulated_and_says_so():
     sim = sim[sim["claim"].isin([c.name for c, _ in power.designs()])]
     assert len(sim) and (sim["n_populations"] == 0).all() and (sim["inconclusive"] == 1.0).all()
     assert any("not simulated (every row inconclusive by rule)" in x for x in lines)
+
+
+@pytest.mark.slow          # four power simulations on a simulated grid (18 s)
+def test_the_table_is_the_same_for_any_number_of_workers_and_any_chunking(monkeypatch):
+    """Each population draws from its own seed (power.population_rng), so the table of two
+    worker processes equals the serial one, and cutting the populations into other chunks
+    changes no number; another seed does change it (the comparison can fail)."""
+    rows = design(8)
+    kw = dict(n_populations=4, multiples=(1, 2), seed=3, progress=lambda _: None)
+    serial = power.verdict_power(rows, ST, workers=1, **kw)
+    two = power.verdict_power(rows, ST, workers=2, **kw)
+    monkeypatch.setattr(power, "CHUNK", 3)
+    rechunked = power.verdict_power(rows, ST, workers=1, **kw)
+    pd.testing.assert_frame_equal(serial, two)
+    pd.testing.assert_frame_equal(serial, rechunked)
+    other = power.verdict_power(rows, ST, workers=1, **{**kw, "seed": 4})
+    num = ["reproduced", "not_reproduced", "inconclusive"]
+    sim = serial["n_populations"].fillna(0) > 0
+    assert not np.allclose(serial.loc[sim, num].to_numpy(float), other.loc[sim, num].to_numpy(float))
+
+
+def test_a_population_stream_depends_on_its_own_key_only():
+    a = power.population_rng(0, 1, "partial", 7).random(3)
+    assert np.array_equal(a, power.population_rng(0, 1, "partial", 7).random(3))
+    for other in ((1, 1, "partial", 7), (0, 0, "partial", 7), (0, 1, "lag", 7), (0, 1, "partial", 8)):
+        assert not np.array_equal(a, power.population_rng(*other).random(3))

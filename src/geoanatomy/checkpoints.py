@@ -10,7 +10,7 @@ Layout of ``<run_dir>/checkpoints/``::
                               (with compact analysis checkpoints, train.checkpoint_dtype float16 or
                               bfloat16, it also holds that checkpoint's full-precision weights,
                               so a resumed run continues exactly; one file, so the two agree)
-    train_log.csv             step, train_loss, lr, grad_norm at every checkpoint so far
+    train_log.csv             step, train_loss, lr, grad_norm, sha256, float_path at every checkpoint so far
 
 Resume (``resume_state``): the newest checkpoint that has both its weights and the optimizer
 state; checkpoints of other settings, or of a pruned run, are removed first.
@@ -319,7 +319,9 @@ def iter_checkpoints(ckpt_dir: Path, model: torch.nn.Module, steps=None, expect:
 
 
 # --------------------------------------------------------------- training log
-LOG_FIELDS = ["step", "train_loss", "lr", "grad_norm", "sha256"]   # sha256: content_sha256 of the weights as written
+# sha256: content_sha256 of the weights as written; float_path: how the step was trained ("single",
+# or a packed trainer's batching: its float path differs from a run trained alone)
+LOG_FIELDS = ["step", "train_loss", "lr", "grad_norm", "sha256", "float_path"]
 LOG_NAME = "train_log.csv"
 
 
@@ -340,7 +342,8 @@ def read_train_log(ckpt_dir: Path) -> list[dict]:
         return []
     with open(path) as f:
         return [{"step": int(r["step"]), "train_loss": float(r["train_loss"]), "lr": float(r["lr"]),
-                 "grad_norm": float(r["grad_norm"]), "sha256": r.get("sha256") or None}
+                 "grad_norm": float(r["grad_norm"]), "sha256": r.get("sha256") or None,
+                 "float_path": r.get("float_path") or None}
                 for r in csv.DictReader(f)]
 
 

@@ -34,6 +34,33 @@ def limit_threads(n: int, torch_too: bool = True) -> None:
         threadpool_limits(n)
 
 
+def parallel_map(fn, items, workers: int = 1) -> list:
+    """[fn(item) for item in items], in ``workers`` processes when workers > 1 (the results in
+    the items' order, so a caller's numbers cannot depend on the worker count as long as each
+    item carries its own seed). Each worker is a fresh interpreter (``spawn``: no inherited
+    thread pools, the same on Linux and macOS) with one BLAS/OpenMP thread, so ``workers``
+    processes use ``workers`` cores, not workers x threads. ``fn`` must be a module-level
+    function and the items picklable."""
+    items = list(items)
+    workers = max(1, min(int(workers), len(items)))
+    if workers == 1:
+        return [fn(x) for x in items]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    saved = {v: os.environ.get(v) for v in _THREAD_VARS}
+    os.environ.update({v: "1" for v in _THREAD_VARS})      # read by each worker as it starts
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(fn, x) for x in items]
+            return [f.result() for f in futures]
+    finally:
+        for v, old in saved.items():
+            if old is None:
+                os.environ.pop(v, None)
+            else:
+                os.environ[v] = old
+
+
 # Settings that change numbers on a GPU (config block ``numerics``), all off by default. A run
 # that turns one on hashes the changed keys into its training settings (RunSpec.numerics);
 # train.json records all of them and what they did on the device the run used.
@@ -158,10 +185,12 @@ def code_version() -> dict:
 FLOAT_PATH_ENV = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR")
 
 
-def machine_fingerprint() -> dict:
+def machine_fingerprint(float_paths=None) -> dict:
     """What decides the floating-point path of a run: the CPU model, the instruction set torch
     dispatches to, the BLAS library, the torch build and the variables that pin them, plus
-    ``fingerprint``, a short hash of all of it. Runs with the same config and seed are
+    ``fingerprint``, a short hash of all of it. ``float_paths``: how the run's steps were
+    computed (the trainer's ``float_path`` values); any other than "single" (a packed run's
+    batched kernels) is part of the fingerprint, as another CPU would be. Runs with the same config and seed are
     byte-identical only under one fingerprint: on a plateau, a different last bit acts like
     a new seed."""
     import hashlib
@@ -187,5 +216,7 @@ def machine_fingerprint() -> dict:
            "torch": torch.__version__, "torch_git": getattr(torch.version, "git_version", None),
            "cuda": torch.version.cuda, "platform": f"{platform.system()} {platform.machine()}",
            "env": {k: os.environ.get(k) for k in FLOAT_PATH_ENV if os.environ.get(k)}}
+    if any(p != "single" for p in float_paths or ()):
+        out["float_path"] = sorted(set(float_paths))
     out["fingerprint"] = hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest()[:12]
     return out

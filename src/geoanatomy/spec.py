@@ -15,6 +15,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .errors import ConfigError
+
 
 RUN_NAME = re.compile(r"^(?P<task>[a-z]+)_(?P<level>L[0-9]+)_(?P<size>[a-z]+)"
                       r"(?:_(?P<control>shuffled))?(?:_s(?P<seed>[0-9]+))?$")
@@ -177,3 +179,25 @@ class JobSpec:
             raise ValueError(f"--spec: field 'run' is not a run spec ({e})") from None
         return cls(stage=d["stage"], run=run, results_dir=d["results_dir"],
                    device=d.get("device", "auto"), blocks=d.get("blocks", {}))
+
+
+def check_pack(specs: list[RunSpec]) -> None:
+    """Refuse a pack (runs trained together, ``stages.train_pack``) that cannot be stacked, naming
+    the runs and the field, before any work (torch-free: the workflow checks its packs at parse time)."""
+    if not specs:
+        raise ConfigError("a pack needs at least one run")
+    names = [s.name for s in specs]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ConfigError(f"a pack lists run {dup[0]!r} twice")
+    mixed = [s.name for s in specs if s.mixture]
+    if mixed:
+        raise ConfigError(f"run {mixed[0]!r} is a mixture's training run; mixtures train alone (not packed)")
+    first = specs[0]
+    for s in specs[1:]:
+        for what, a, b in (("size", first.size, s.size), ("block_size", first.block_size, s.block_size),
+                           ("train.batch_size", first.train["batch_size"], s.train["batch_size"]),
+                           ("numerics", first.numerics or {}, s.numerics or {})):
+            if a != b:
+                raise ConfigError(f"runs {first.name!r} and {s.name!r} cannot share a pack: {what} {a!r} != {b!r} "
+                                  "(a pack stacks runs of one model size, block size, batch size and numerics)")

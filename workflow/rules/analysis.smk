@@ -106,7 +106,7 @@ for _part in _PARTS:
             f"{SUMMARY}/benchmarks/{_part.name}.tsv"
         conda:
             CONDA_ENV
-        threads: 1
+        threads: _part.threads
         resources:
             mem_mb=_part.mem_mb,
             runtime=_part.runtime,  # SLURM (docs/validation.md: measured runtime)

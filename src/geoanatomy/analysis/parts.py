@@ -48,7 +48,8 @@ class Part:
     """One summary part: ``geoanatomy summarize NAME`` and the rule ``summary_NAME``.
     writer: the function in analysis.summarize that writes the outputs; settings: whether it
     takes the ``summary:`` config block; mixtures_only: its files are targets only when the
-    grid has mixture blocks; mem_mb, runtime (minutes): the rule's SLURM resources."""
+    grid has mixture blocks; mem_mb, runtime (minutes): the rule's SLURM resources; threads: the
+    rule's threads (Snakemake gives at most --cores; the writer gets the number it was given)."""
     name: str
     inputs: tuple
     outputs: tuple
@@ -57,6 +58,7 @@ class Part:
     mixtures_only: bool = False
     mem_mb: int = 1024
     runtime: int = 15
+    threads: int = 1
 
     def files(self, levels=()) -> list[str]:
         """Every output path (relative to results/summary/)."""
@@ -93,7 +95,7 @@ PREDICTION = Part("prediction", (PRECURSORS,),
 STATISTICS = tuple(f for p in (TABLES, SCALE, PREDICTION) for f in p.files() if f.endswith(".json"))
 POWER = Part("power", (PRECURSORS,), _tables(
     ("verdict_power.csv", "verdict_power", "power and false rate of every claim on this grid's design"),
-), "write_power", runtime=60)
+), "write_power", runtime=60, threads=8)
 CURVES = Input("curves", ("signal_curves.csv",), "unit", "--curves")
 BENCHMARK = Part("benchmark", (PRECURSORS, CURVES), (
     Output("precursor_benchmark.csv", "precursor_benchmark", "0 Verdict", {"table": "precursor benchmark"}),

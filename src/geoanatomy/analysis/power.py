@@ -64,6 +64,7 @@ cross-size claims are listed as not simulated.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -72,6 +73,7 @@ from .load import CHECKPOINTS, clear_gap, half_widths, run_grids
 from .stats import CELLS, binomial_p, clopper_pearson, timing
 from .units import unit_events
 from .claims import CLAIMS, RunsView, reading, simulated_runs, views_of_units
+from ..runtime import parallel_map
 from .verdict import ROLE_ALT, ROLE_NULL, Evidence, finish, word
 
 POWER_SETTINGS = {"n_permutations": 999, "n_bootstrap": 499}
@@ -363,38 +365,86 @@ def _words(rows_by_population: list[list[dict]], st_sim: dict, sizes: dict | Non
     return df
 
 
+# populations per work item of the simulation (each population draws from its own seed, so the
+# chunking and the worker count change no number; a chunk this size keeps two workers busy)
+CHUNK = 10
+
+
+def population_rng(seed: int, design: int, scenario: str, population: int) -> np.random.Generator:
+    """The random stream of one simulated population: seed, the design's index in
+    ``power_multiples``, the scenario and the population's index (numpy's SeedSequence spawn
+    key), so a population draws the same numbers in any process, chunk or order."""
+    key = (1, int(design), SCENARIOS.index(scenario), int(population))
+    return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=key))
+
+
+@dataclass(frozen=True)
+class _DesignJob:
+    """What simulating populations on one design needs (shipped whole to a worker)."""
+    t: pd.DataFrame
+    on: dict
+    measures: tuple
+    scatter: dict
+    st_sim: dict
+    sizes: dict
+    unit_cols: tuple
+    seed: int
+    index: int
+
+
+def _simulate_chunk(item) -> pd.DataFrame:
+    """The words (claim, event, measure, population, verdict) of populations ``pops`` of one
+    design and scenario: simulated event steps, the unit table of all of them at once (the
+    population one more unit key), each population's rows through the real claim code, and
+    ``verdict.finish`` (Holm within each population's families). Module level: a worker's job."""
+    job, sc, pops = item
+    t, unit_cols = job.t, job.unit_cols
+    sims = [_simulate(t, sc, population_rng(job.seed, job.index, sc, i), unit_cols) for i in pops]
+    batch = pd.concat([_sim_rows(t, sim, job.measures, job.on, job.scatter, sc).assign(population=i)
+                       for i, sim in enumerate(sims)], ignore_index=True)
+    units = unit_events(batch, tuple(unit_cols) + ("population",))
+    by_pop = dict(tuple(batch.groupby("population", sort=True)))
+    per_pop = [_population_rows(u.drop(columns="population"), t, sims[i], job.st_sim, unit_cols,
+                                job.on[CHECKPOINTS], by_pop[i].drop(columns="population").reset_index(drop=True))
+               for i, u in units.groupby("population", sort=True)]
+    words = _words(per_pop, job.st_sim, job.sizes)
+    words["population"] = np.asarray(list(pops))[words["population"].to_numpy()]
+    return words[["claim", "event", "measure", "population", "verdict"]]
+
+
 def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multiples=(1,), seed: int = 0,
                   unit_cols=CELLS, n_populations_multiples: int | None = None, grids: dict | None =
-                  None, progress=print) -> pd.DataFrame:
+                  None, progress=print, workers: int = 1) -> pd.DataFrame:
     """verdict_power.csv (module doc) for the grid whose per-run table is ``rows``; designs
     repeated k times (``multiples`` > 1) run the alternatives only, with
     ``n_populations_multiples`` populations (default: a quarter of n_populations). ``grids``
     (``event_grids`` of the runs): where their events can fall; None: anywhere on whole steps.
-    ``progress``: called with one line per design and scenario (the simulation takes minutes)."""
+    ``progress``: called with one line per design and scenario (the simulation takes minutes).
+    ``workers``: processes the populations are simulated in (``runtime.parallel_map``); every
+    population is seeded on its own (``population_rng``), so the table is the same for any
+    number of workers."""
     bad = [k for k in multiples if not (0 < k < 1 or float(k).is_integer())]
     if bad:
         raise ValueError(f"summary.power_multiples: {bad[0]!r} is neither a share below 1 nor a whole number"
                          " of repeats")
     st_sim = {**st, **POWER_SETTINGS}
-    rng = np.random.default_rng(seed)
     out = []
     if not len(rows) or not (rows["kind"] == "geometric").any():
         return pd.DataFrame(columns=POWER_COLUMNS)
-    measures = sorted({c.design.measure for c, _ in designs() if c.design.measure})
+    measures = tuple(sorted({c.design.measure for c, _ in designs() if c.design.measure}))
     real_units = unit_events(rows, unit_cols)
     scatter = observed_scatter(real_units)
     sizes = family_sizes(rows, real_units, st, unit_cols)
-    for k in multiples:
+    work, plan = [], []          # work items; per design and scenario: what its rows need
+    for ki, k in enumerate(multiples):
         t = _design(rows, k, unit_cols)
         if not len(t):
             continue
-        on_ck = _grid_matrix(t, grids, CHECKPOINTS)
-        on = {**{m: _grid_matrix(t, grids, m) for m in measures}, CHECKPOINTS: on_ck}
+        on = {**{m: _grid_matrix(t, grids, m) for m in measures}, CHECKPOINTS: _grid_matrix(t, grids, CHECKPOINTS)}
         n_pop = n_populations if k == 1 else (n_populations_multiples or max(1, n_populations // 4))
         n_cells = int(t.groupby(list(unit_cols)).ngroups)
         n_class = {c: int(t[t["difficulty"] == c].groupby(list(unit_cols)).ngroups) for c in ("hard", "easy")}
         wanted = {sc for c, _ in designs() for sc in (c.design.nulls if k == 1 else ()) + c.design.alternative}
-        todo = [s for s in SCENARIOS if s in wanted]
         n_min = int(st["verdict_min_units"])
         if n_cells < n_min:
             # every row of this design has fewer than n_min units, so every word is inconclusive:
@@ -407,36 +457,36 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
                      "not_reproduced": 0.0, "inconclusive": 1.0}
                     for c, ev in designs() for sc in (c.design.nulls if k == 1 else ()) + c.design.alternative]
             continue
-        for j, sc in enumerate(todo, 1):
-            t0 = time.perf_counter()
-            sims = [_simulate(t, sc, rng, unit_cols) for _ in range(n_pop)]
-            # one unit table for every population at once (the population is one more unit key)
-            batch = pd.concat([_sim_rows(t, sim, measures, on, scatter, sc).assign(population=i)
-                               for i, sim in enumerate(sims)], ignore_index=True)
-            units = unit_events(batch, tuple(unit_cols) + ("population",))
-            by_pop = dict(tuple(batch.groupby("population", sort=True)))
-            per_pop = [_population_rows(u.drop(columns="population"), t, sims[i], st_sim, unit_cols, on_ck,
-                                        by_pop[i].drop(columns="population").reset_index(drop=True))
-                       for i, u in units.groupby("population", sort=True)]
-            words = _words(per_pop, st_sim, sizes)
-            for c, event in designs():
-                claim, alts = c.name, c.design.alternative
-                if not ((sc in c.design.nulls and k == 1) or sc in alts):
-                    continue
-                sel = words[(words["claim"] == claim) & (words["event"] == event)]
-                if c.design.row_measure:
-                    sel = sel[sel["measure"] == c.design.row_measure]
-                ws = sel.groupby("population")["verdict"].first().reindex(range(n_pop)).fillna("inconclusive")
-                out.append({"claim": claim, "event": event, "scenario": sc,
-                            "role": ROLE_ALT if sc in alts else ROLE_NULL,
-                            "design": design_name(k), "n_cells": n_cells,
-                            "n_units": n_class.get(c.design.units, n_cells), "n_populations": n_pop,
-                            "reproduced": float((ws == "reproduced").mean()),
-                            "not_reproduced": float((ws == "not reproduced").mean()),
-                            "inconclusive": float((ws == "inconclusive").mean())})
-            progress(f"[summarize power] {design_name(k)} ({n_cells} cells): scenario {sc} ({j}/{len(todo)}),"
-                     f" {n_pop} populations in {time.perf_counter() - t0:.1f} s")
-    out += _binomial_power(rows, st, n_populations, rng, unit_cols, multiples)
+        job = _DesignJob(t, on, measures, scatter, st_sim, sizes, tuple(unit_cols), int(seed), ki)
+        for sc in (s for s in SCENARIOS if s in wanted):
+            chunks = [range(a, min(a + CHUNK, n_pop)) for a in range(0, n_pop, CHUNK)]
+            plan.append((k, sc, n_pop, n_cells, n_class, len(work), len(chunks)))
+            work += [(job, sc, c) for c in chunks]
+    t0 = time.perf_counter()
+    done = parallel_map(_simulate_chunk, work, workers)
+    for j, (k, sc, n_pop, n_cells, n_class, first, n_chunks) in enumerate(plan, 1):
+        words = pd.concat(done[first:first + n_chunks], ignore_index=True)
+        for c, event in designs():
+            claim, alts = c.name, c.design.alternative
+            if not ((sc in c.design.nulls and k == 1) or sc in alts):
+                continue
+            sel = words[(words["claim"] == claim) & (words["event"] == event)]
+            if c.design.row_measure:
+                sel = sel[sel["measure"] == c.design.row_measure]
+            ws = sel.groupby("population")["verdict"].first().reindex(range(n_pop)).fillna("inconclusive")
+            out.append({"claim": claim, "event": event, "scenario": sc,
+                        "role": ROLE_ALT if sc in alts else ROLE_NULL,
+                        "design": design_name(k), "n_cells": n_cells,
+                        "n_units": n_class.get(c.design.units, n_cells), "n_populations": n_pop,
+                        "reproduced": float((ws == "reproduced").mean()),
+                        "not_reproduced": float((ws == "not reproduced").mean()),
+                        "inconclusive": float((ws == "inconclusive").mean())})
+    if plan:
+        progress(f"[summarize power] {len(plan)} designs x scenarios, {sum(len(w[2]) for w in work)} populations in"
+                 f" {len(work)} chunks on {max(1, min(int(workers), len(work)))} workers:"
+                 f" {time.perf_counter() - t0:.1f} s")
+    binomial_rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(0,)))
+    out += _binomial_power(rows, st, n_populations, binomial_rng, unit_cols, multiples)
     out += [{"claim": c, "event": "", "scenario": "not simulated", "role": "", "design": "", "n_cells": None,
              "n_units": None,
              "n_populations": 0, "reproduced": None, "not_reproduced": None, "inconclusive": None}

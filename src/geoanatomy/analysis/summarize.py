@@ -37,6 +37,7 @@ class Job:
     pythia: str | None = None
     scale_json: str | None = None
     curves: tuple = ()
+    threads: int = 1
 
 
 def machines_line(pres) -> str:
@@ -220,7 +221,7 @@ def write_power(job: Job) -> list[str]:
     rows = rates.measure_rows(pres, st["coincide_log10_tol"])
     n_pop = int(st["power_populations"])
     table = power.verdict_power(rows, st, n_pop, tuple(st["power_multiples"]), int(st["seed"]),
-                                grids=power.event_grids(pres))
+                                grids=power.event_grids(pres), workers=job.threads)
     need = power.cells_needed(table, float(st["min_power"]))
     others = ", ".join(power.design_name(k) for k in st["power_multiples"] if k != 1) or "none"
     write_csv(table, out / "verdict_power.csv", "geoanatomy summary: verdict_power.csv",
@@ -438,8 +439,9 @@ assert set(WRITERS) == {p.writer for p in parts.PARTS}, "one writer per summary 
 
 
 def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_json=None, log=print,
-        curves=()) -> list[str]:
-    """Run one part (``analysis.parts``) with its writer; the files written."""
+        curves=(), threads: int = 1) -> list[str]:
+    """Run one part (``analysis.parts``) with its writer; the files written. ``threads``: the
+    processes a part that simulates may use (the power part; its numbers do not depend on it)."""
     t0 = time.time()
     p = parts.BY_NAME[part]
     units = load_precursors(precursors) if p.reads_runs else []
@@ -452,7 +454,7 @@ def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_jso
         from .freeze import check
         check({"summary": st, "events": pres[0]["events_settings"]})
     files = WRITERS[p.writer](Job(units, pres, mix, Path(out), st, tuple(metrics or ()), pythia, scale_json,
-                                  tuple(curves or ())))
+                                  tuple(curves or ()), max(1, int(threads))))
     if p.reads_runs:
         log(f"[summarize {part}] {_n_line(pres)}" + (f"; {_mix_line(mix)}" if mix else ""))
     log(f"[summarize {part}] wrote {len(files)} files in {time.time() - t0:.2f} s")

@@ -21,6 +21,7 @@ it reads changes. Heavy imports (torch) happen after the thread limits are set.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import sys
@@ -105,6 +106,7 @@ examples:
   geoanatomy validate --config config.yaml          check a config before a long run
   geoanatomy runs --config config.yaml              list the runs of its grid
   geoanatomy train --config config.yaml --run mod_L3_nano
+  geoanatomy train --config config.yaml --run mod_L3_nano --run par_L3_nano   two runs in one process
   geoanatomy metrics --config config.yaml --run mod_L3_nano
   geoanatomy clean-run results/mod_L3_nano          recompute one run's tables
   geoanatomy summarize all --results results        the cross-run summary (results/summary/)
@@ -139,8 +141,12 @@ def _parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=what, description=what + ". Give --config and --run, or --spec.",
                            epilog=f"example: geoanatomy {name} --config config.yaml --run mod_L3_nano")
         p.add_argument("--config", help="the config file whose grid holds the run")
-        p.add_argument("--run", help="the run's name, e.g. mod_L3_nano (geoanatomy runs --config ... lists them)")
-        p.add_argument("--spec", help="the job as JSON, instead of --config and --run (what a Snakemake rule passes)")
+        many = {"action": "append"} if name == "train" else {}
+        p.add_argument("--run", **many, help="the run's name, e.g. mod_L3_nano (geoanatomy runs --config ... lists "
+                       "them)" + ("; give it more than once to train runs of one size together (a pack)"
+                                  if many else ""))
+        p.add_argument("--spec", **many, help="the job as JSON, instead of --config and --run (what a Snakemake "
+                       "rule passes)" + ("; more than one: a pack" if many else ""))
         p.add_argument("--threads", type=positive_int, default=1, help="CPU threads for this job (default 1)")
         p.add_argument("--device", type=device_arg, default=None,
                        help="auto | cpu | cuda[:N] (default: the config's device)")
@@ -268,11 +274,35 @@ def _dispatch(args) -> int:
         print(f"{args.out}: {len(rec['claims'])} claims, verdict rule, benchmark, summary and events settings "
               f"frozen on {rec['date']} (commit {str(rec['commit'])[:10]})")
         return 0
+    if args.cmd == "train" and len(args.spec or args.run or ()) > 1:
+        return _train_pack(args)
+    if args.cmd == "train":
+        args.spec, args.run = (args.spec or [None])[0], (args.run or [None])[0]
     job = _job(args)
     out = run_stage(job, args.threads)
     if job.stage == "train":
         print(f"[train] {job.run.name}: done on {out['device']} ({out['threads']} threads), "
               f"{out['wall_seconds_this_job']} s this job, diverged={out['diverged']}")
+    return 0
+
+
+def _train_pack(args) -> int:
+    """``geoanatomy train`` with several runs: one process trains them together
+    (``stages.train_pack``), each into its own folder; every job spec is checked first."""
+    from ..runtime import describe_device, limit_threads
+    one = argparse.Namespace(**vars(args))
+    jobs = []
+    for spec, run in itertools.zip_longest(args.spec or [], args.run or []):
+        one.spec, one.run = spec, run
+        jobs.append(_job(one))
+    from ..spec import check_pack
+    check_pack([j.run for j in jobs])                    # before any model is built: an error naming the runs
+    limit_threads(args.threads)
+    print(f"[train] pack of {len(jobs)} runs: {describe_device(jobs[0].device)}", flush=True)
+    from ..stages.train_pack import run_jobs
+    for out in run_jobs(jobs):
+        print(f"[train] {out['run']}: done on {out['device']} ({out['threads']} threads) in a pack of "
+              f"{out['pack']['k']}, {out['wall_seconds_this_job']} s this job, diverged={out['diverged']}")
     return 0
 
 

@@ -106,7 +106,8 @@ def main(argv=None) -> int:
         parts = PARTS[:-1] if args.part == "all" else [args.part]
         for part in parts:
             scale_json = args.scale_json or (str(out / "scale_invariance.json") if args.part == "all" else None)
-            run(part, pre, out, st, metrics=met or [], pythia=args.pythia, scale_json=scale_json, curves=cur or [])
+            run(part, pre, out, st, metrics=met or [], pythia=args.pythia, scale_json=scale_json, curves=cur or [],
+                threads=args.threads)
     except (SummaryInputError, ValueError, OSError) as e:
         print(f"geoanatomy summarize: {' '.join(str(e).split())}", file=sys.stderr)
         return 2

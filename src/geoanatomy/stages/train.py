@@ -102,10 +102,147 @@ def batch_loss_fn(model: GPT, data, batch_size: int, device: str) -> Callable[[i
 
 
 PROGRESS_N = 64   # held-out examples behind the progress line's accuracy and RankMe
+SINGLE = "single"  # the float path of a run trained alone (train_log.csv column float_path)
 
 
 def _print(msg: str) -> None:
     print(msg, flush=True)
+
+
+class Trainee:
+    """One run under training: its seeded model and data, AdamW, the state it resumes from, the
+    checkpoint writer and the summary. ``run`` drives one; ``stages.train_pack`` drives several
+    in one process (their forward and backward batched), each through its own Trainee, so a
+    packed run writes the same files as a single one (its ``float_path`` says how it was
+    trained: train_log.csv per checkpoint, train.json and its machine fingerprint).
+
+    After ``__init__``: ``start`` (the step it continues from), ``model``, ``data``, ``opt``.
+    Per update step: ``set_lr(step)``, the caller's backward, ``clip()``, ``opt.step()``, then
+    ``after_update(step, loss, lr)``, which writes a checkpoint when due and returns True when
+    the run stops (it diverged). ``finish()`` writes train.json."""
+
+    def __init__(self, spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | None = None,
+                 on_checkpoint: Callable[[int], None] | None = None, log=None, float_path: str = SINGLE):
+        self.spec, self.log, self.on_checkpoint, self.float_path = spec, log or _print, on_checkpoint, float_path
+        self.run_dir = Path(run_dir)
+        self.ckdir = checkpoint_dir(self.run_dir)
+        self.device = device = pick_device(device)
+        self.numerics = apply_numerics(spec.numerics, device)
+        self.tr = tr = spec.train
+        self.steps = tr["steps"]
+        self.ck_steps = train_checkpoint_steps(tr)
+        self.ck_set = set(self.ck_steps)
+        self.hash = spec.train_hash()
+        # progress line only (the metrics stage measures every checkpoint on eval.n_samples): a
+        # 64-example look costs ~7 ms per checkpoint at nano, 200 examples ~22 ms
+        self.eval_n = eval_n or min(PROGRESS_N, spec.eval.get("n_samples", 200))
+        # build: the seeded model and data, the optimizer, the batch loss of each step
+        self.model, self.data = (build_mixture if spec.mixture else build)(spec, device)
+        self.opt = make_optimizer(self.model, tr)
+        self.batch_loss = batch_loss_fn(self.model, self.data, tr["batch_size"], device)
+        # resume: newest checkpoint that has both weights and matching optimizer state
+        self.dtype = tr.get("checkpoint_dtype", "float32")
+        self.compact = self.dtype != "float32"   # half-precision analysis checkpoints; exact weights ride with AdamW
+        self.start, self.log_rows = resume_state(self.run_dir, self.model, self.opt, self.hash, self.compact,
+                                                 spec.name, self.log)
+        self.meta_common = {"run": spec.name, "settings_hash": self.hash, "model_config": self.model.cfg.to_dict(),
+                            "run_spec": spec.train_dict(), "geoanatomy_version": __version__}
+        self.model.train()
+        self.t0 = time.time()
+        self.t_last, self.s_last = self.t0, self.start
+        self.loss_acc, self.n_acc, self.gn = 0.0, 0, 0.0
+        self.diverged, self.done = False, self.start
+
+    def checkpoint(self, step: int, loss_mean: float, lr: float, gnorm: float) -> None:
+        # Order matters for resuming: the optimizer state is written last, so whatever step it
+        # names already has its weights and its training-log row on disk (a kill between the
+        # log and the optimizer state resumes from the previous step and rewrites both).
+        path = save_weights(self.ckdir, step, self.model, self.meta_common, self.dtype)
+        self.log_rows.append({"step": step, "train_loss": loss_mean, "lr": lr, "grad_norm": gnorm,
+                              "sha256": weights_sha256(path), "float_path": self.float_path})
+        write_train_log(self.ckdir, self.log_rows)
+        save_optimizer(self.ckdir, step, self.opt, self.model if self.compact else None)
+        data, n = self.data, min(self.eval_n, self.data.n_heldout)
+        if isinstance(data, MixtureData):
+            status = quick_eval_mixture(self.model, data, n, self.device)
+        else:
+            acc, rm = quick_eval(self.model, data, n, self.device)
+            status = f"acc(N={n}) {acc:.3f} rankme(ln_final,first,N={n}) {rm:.2f}"
+        now = time.time()
+        sps = (step - self.s_last) / max(now - self.t_last, 1e-9)
+        self.t_last, self.s_last = now, step
+        self.log(f"[train] {self.spec.name} step {step:>7d}/{self.steps} loss {loss_mean:.4f} {status} "
+                 f"lr {lr:.2e} {sps:.1f} steps/s")
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(step)
+
+    def step_zero(self) -> None:
+        """The checkpoint of the initial weights (a fresh start whose schedule has step 0)."""
+        if self.start == 0 and 0 in self.ck_set:
+            with torch.no_grad():
+                with autocast(self.spec.numerics, self.device):
+                    l0 = self.batch_loss(0).item()
+            self.checkpoint(0, l0, 0.0, 0.0)
+
+    def set_lr(self, step: int) -> float:
+        tr = self.tr
+        lr = lr_at(step, tr["lr"], tr["warmup"], self.steps, tr["min_lr_frac"])
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        return lr
+
+    def clip(self) -> None:
+        if self.tr["grad_clip"] > 0:
+            self.gn = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tr["grad_clip"]))
+
+    def after_update(self, step: int, lv: float, lr: float) -> bool:
+        """Book step ``step``'s loss ``lv`` (after the optimizer step); a checkpoint when one is
+        due; True when the run stops here (a non-finite loss: it diverged)."""
+        if not np.isfinite(lv):
+            self.diverged = True
+        self.loss_acc += lv
+        self.n_acc += 1
+        self.done = done = step + 1
+        if done in self.ck_set:
+            self.checkpoint(done, self.loss_acc / self.n_acc, lr, self.gn)
+            self.loss_acc, self.n_acc = 0.0, 0
+        if self.diverged:
+            self.log(f"[train] {self.spec.name}: loss is {lv} at step {done}: run diverged; stopping")
+            if done not in self.ck_set:
+                self.checkpoint(done, self.loss_acc / max(self.n_acc, 1), lr, self.gn)
+        return self.diverged
+
+    def finish(self, pack: dict | None = None) -> dict:
+        """train.json: only the steps this run's schedule wrote (an unscheduled file, e.g. one
+        copied in, is not adopted: readers refuse it), each file's hash beside it; ``pack``: what
+        the packed trainer trained it with (its runs, the batching)."""
+        spec, ckdir, done, diverged = self.spec, self.ckdir, self.done, self.diverged
+        written = [s for s in self.ck_steps if s <= done] + ([done] if diverged and done not in self.ck_set else [])
+        have = set(list_checkpoints(ckdir))
+        lost = [s for s in written if s not in have]
+        if lost:
+            raise CheckpointError(f"{ckdir}: checkpoints of steps {lost} were written by this run but are gone; "
+                                  f"recompute with `geoanatomy clean-run --checkpoints {self.run_dir}`")
+        paths = sorted({r.get("float_path") or SINGLE for r in self.log_rows})
+        summary = {
+            "run": spec.name, "task": spec.task, "level": spec.level, "size": spec.size,
+            "n_params": self.model.n_params(), "steps": self.steps, "checkpoint_steps": written,
+            "checkpoint_sha256": written_hashes(ckdir, written, {r["step"]: r.get("sha256") for r in self.log_rows}),
+            "diverged": diverged, "device": self.device, "threads": torch.get_num_threads(),
+            "numerics": self.numerics, "float_path": paths,
+            "settings_hash": self.hash, "settings": spec.train_dict(), "geoanatomy_version": __version__,
+            "code_version": code_version(), "machine": machine_fingerprint(paths),
+            "torch_version": torch.__version__, "python": sys.version.split()[0],
+            "wall_seconds_this_job": round(time.time() - self.t0, 2), "resumed_from": self.start,
+        }
+        if pack:
+            summary["pack"] = pack
+        if spec.mixture:   # the multi-task protocol: what was mixed, how, and the units evaluated on it
+            data = self.data
+            summary.update(protocol="mixture", mixture=spec.mixture, units=[f"{spec.name}/{c}" for c in data.names],
+                           shares=dict(zip(data.names, data.probs.tolist())), padded_length=data.seq_len,
+                           loss="per row the mean cross-entropy over its answer tokens, then the mean over rows")
+        return write_sealed(self.run_dir / "train.json", summary)   # sealed like every record: a hand edit is seen
 
 
 def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | None = None,
@@ -117,120 +254,21 @@ def run(spec: RunSpec, run_dir: str | Path, device: str = "auto", eval_n: int | 
     an exception it raises stops training there, and a later call resumes).
     Returns the summary dict.
     """
-    log = log or _print
-    run_dir = Path(run_dir)
-    ckdir = checkpoint_dir(run_dir)
-    device = pick_device(device)
-    numerics = apply_numerics(spec.numerics, device)
-    tr = spec.train
-    steps = tr["steps"]
-    ck_steps = train_checkpoint_steps(tr)
-    ck_set = set(ck_steps)
-    h = spec.train_hash()
-    # progress line only (the metrics stage measures every checkpoint on eval.n_samples): a
-    # 64-example look costs ~7 ms per checkpoint at nano, 200 examples ~22 ms
-    eval_n = eval_n or min(PROGRESS_N, spec.eval.get("n_samples", 200))
-
-    # ---- build: the seeded model and data, the optimizer, the batch loss of each step
-    model, data = (build_mixture if spec.mixture else build)(spec, device)
-    opt = make_optimizer(model, tr)
-    batch_loss = batch_loss_fn(model, data, tr["batch_size"], device)
-
-    # ---- resume: newest checkpoint that has both weights and matching optimizer state
-    dtype = tr.get("checkpoint_dtype", "float32")
-    compact = dtype != "float32"        # half-precision analysis checkpoints; exact weights ride with the optimizer
-    start, log_rows = resume_state(run_dir, model, opt, h, compact, spec.name, log)
-    meta_common = {"run": spec.name, "settings_hash": h, "model_config": model.cfg.to_dict(),
-                   "run_spec": spec.train_dict(), "geoanatomy_version": __version__}
-
-    # ---- loop: one update per step, a checkpoint at every checkpoint step
-    model.train()
-    t0 = time.time()
-    t_last, s_last = t0, start
-    loss_acc, n_acc, gn = 0.0, 0, 0.0
-
-    def checkpoint(step: int, loss_mean: float, lr: float, gnorm: float) -> None:
-        nonlocal t_last, s_last
-        # Order matters for resuming: the optimizer state is written last, so whatever step it
-        # names already has its weights and its training-log row on disk (a kill between the
-        # log and the optimizer state resumes from the previous step and rewrites both).
-        path = save_weights(ckdir, step, model, meta_common, dtype)
-        log_rows.append({"step": step, "train_loss": loss_mean, "lr": lr, "grad_norm": gnorm,
-                         "sha256": weights_sha256(path)})
-        write_train_log(ckdir, log_rows)
-        save_optimizer(ckdir, step, opt, model if compact else None)
-        if isinstance(data, MixtureData):
-            status = quick_eval_mixture(model, data, min(eval_n, data.n_heldout), device)
-        else:
-            acc, rm = quick_eval(model, data, min(eval_n, data.n_heldout), device)
-            n = min(eval_n, data.n_heldout)
-            status = f"acc(N={n}) {acc:.3f} rankme(ln_final,first,N={n}) {rm:.2f}"
-        now = time.time()
-        sps = (step - s_last) / max(now - t_last, 1e-9)
-        t_last, s_last = now, step
-        log(f"[train] {spec.name} step {step:>7d}/{steps} loss {loss_mean:.4f} {status} "
-            f"lr {lr:.2e} {sps:.1f} steps/s")
-        if on_checkpoint is not None:
-            on_checkpoint(step)
-
-    if start == 0 and 0 in ck_set:
-        with torch.no_grad():
-            with autocast(spec.numerics, device):
-                l0 = batch_loss(0).item()
-        checkpoint(0, l0, 0.0, 0.0)
-
-    diverged = False
-    for step in range(start, steps):
-        lr = lr_at(step, tr["lr"], tr["warmup"], steps, tr["min_lr_frac"])
-        for g in opt.param_groups:
-            g["lr"] = lr
-        with autocast(spec.numerics, device):
-            loss = batch_loss(step)
+    t = Trainee(spec, run_dir, device, eval_n, on_checkpoint, log)
+    t.step_zero()
+    opt = t.opt
+    # the loop: one update per step, a checkpoint at every checkpoint step
+    for step in range(t.start, t.steps):
+        lr = t.set_lr(step)
+        with autocast(spec.numerics, t.device):
+            loss = t.batch_loss(step)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        if tr["grad_clip"] > 0:
-            gn = float(torch.nn.utils.clip_grad_norm_(model.parameters(), tr["grad_clip"]))
+        t.clip()
         opt.step()
-        lv = loss.item()
-        if not np.isfinite(lv):
-            diverged = True
-        loss_acc += lv
-        n_acc += 1
-        done = step + 1
-        if done in ck_set:
-            checkpoint(done, loss_acc / n_acc, lr, gn)
-            loss_acc, n_acc = 0.0, 0
-        if diverged:
-            log(f"[train] {spec.name}: loss is {lv} at step {done}: run diverged; stopping")
-            if done not in ck_set:
-                checkpoint(done, loss_acc / max(n_acc, 1), lr, gn)
+        if t.after_update(step, loss.item(), lr):
             break
-
-    # ---- save: the run's summary. Only the steps this run's schedule wrote (an unscheduled
-    # file, e.g. one copied in, is not adopted: readers refuse it), each file's hash beside it.
-    done = done if start < steps else start
-    written = [s for s in ck_steps if s <= done] + ([done] if diverged and done not in ck_set else [])
-    have = set(list_checkpoints(ckdir))
-    lost = [s for s in written if s not in have]
-    if lost:
-        raise CheckpointError(f"{ckdir}: checkpoints of steps {lost} were written by this run but are gone; "
-                              f"recompute with `geoanatomy clean-run --checkpoints {run_dir}`")
-    summary = {
-        "run": spec.name, "task": spec.task, "level": spec.level, "size": spec.size,
-        "n_params": model.n_params(), "steps": steps, "checkpoint_steps": written,
-        "checkpoint_sha256": written_hashes(ckdir, written, {r["step"]: r.get("sha256") for r in log_rows}),
-        "diverged": diverged, "device": device, "threads": torch.get_num_threads(), "numerics": numerics,
-        "settings_hash": h, "settings": spec.train_dict(), "geoanatomy_version": __version__,
-        "code_version": code_version(), "machine": machine_fingerprint(),
-        "torch_version": torch.__version__, "python": sys.version.split()[0],
-        "wall_seconds_this_job": round(time.time() - t0, 2), "resumed_from": start,
-    }
-    if spec.mixture:   # the multi-task protocol: what was mixed, how, and the units evaluated on it
-        summary.update(protocol="mixture", mixture=spec.mixture, units=[f"{spec.name}/{c}" for c in data.names],
-                       shares=dict(zip(data.names, data.probs.tolist())), padded_length=data.seq_len,
-                       loss="per row the mean cross-entropy over its answer tokens, then the mean over rows")
-    summary = write_sealed(run_dir / "train.json", summary)   # sealed like every record: a hand edit is seen
-    return summary
+    return t.finish()
 
 
 def run_job(job: JobSpec, threads: int = 1) -> dict:
