@@ -74,7 +74,7 @@ def test_each_run_of_a_pack_ends_where_it_would_alone(tmp_path):
             train_pack.PACKED}
         assert rec["float_path"] == [train_pack.PACKED] and alone["float_path"] == ["single"]
         assert rec["machine"]["fingerprint"] != alone["machine"]["fingerprint"]
-        assert (tmp_path / "pack" / s.name / "logs" / "train.log").read_text().count("[train]") >= len(
+        assert (tmp_path / "pack" / s.name / "logs" / train_pack.RUN_LOG).read_text().count("[train]") >= len(
             alone["checkpoint_steps"])
         # the loss the log records is the run's own (not the pack's sum)
         la = read_train_log(tmp_path / "single" / s.name / "checkpoints")

@@ -112,6 +112,29 @@ def test_single_target_builds_only_that_run(workdir):
 
 
 @pytest.mark.slow
+def test_a_packed_grid_trains_its_runs_in_one_job_each_as_if_alone(workdir):
+    """pack: {train: 2}: one train_pack job trains both runs (each into its own folder, float
+    path recorded), the runs' own train jobs only resume at the last step and write train.json,
+    the rest of the workflow reads them as before, and a second invocation has nothing to do."""
+    (workdir / "pack.yaml").write_text(TINY + "pack: {train: 2}\n")
+    dry = smk(workdir, "-n", "--configfile", "pack.yaml")
+    assert _job_counts(dry.stdout + dry.stderr).get("train_pack") == 1
+    smk(workdir, "--cores", "2", "--configfile", "pack.yaml")
+    rec = json.loads((workdir / "results/packs/nano_p00.json").read_text())
+    assert rec["runs"] == ["copy_L1_nano", "mod_L1_nano"] and rec["float_path"] == ["packed-vmap"]
+    for run in rec["runs"]:
+        d = workdir / "results" / run
+        tr = json.loads((d / "train.json").read_text())
+        assert tr["float_path"] == ["packed-vmap"] and tr["resumed_from"] == tr["steps"] == 30
+        assert tr["machine"]["float_path"] == ["packed-vmap"]
+        assert "trained in a pack" in (d / "logs/train.log").read_text()
+        assert (d / "logs/train_pack.log").read_text().count(f"[train] {run} step") == len(tr["checkpoint_steps"])
+        assert json.loads((d / "precursor.json").read_text())["run"] == run
+    p = smk(workdir, "--cores", "2", "--configfile", "pack.yaml")
+    assert "Nothing to be done" in p.stdout + p.stderr
+
+
+@pytest.mark.slow
 def test_full_run_then_noop(built_workdir):
     workdir = built_workdir
     for run in ("copy_L1_nano", "mod_L1_nano"):

@@ -57,6 +57,10 @@ DEFAULTS: dict = {
                "n_samples": 400, "test_frac": 0.5, "positions": "first",
                "C": 0.1, "max_iter": 100, "standardize": True},
     "threads": {"train": 1, "metrics": 1, "events": 1, "measures": 1, "probes": 1},
+    # Runs trained together in one process (geoanatomy.stages.train_pack): train: K puts up to K
+    # runs of one size in each training job; 1 = every run alone (on a CPU a pack saves each
+    # job's start, not step time: benchmarks/bench_pack.py; on a GPU it fills the device).
+    "pack": {"train": 1},
     # Cross-run analysis -> results/summary/ (geoanatomy.analysis documents every key).
     "summary": {"coincide_log10_tol": 0.1, "exact_max_n": 10, "n_resamples": 20000, "seed": 0,
                 "alpha": 0.05, "topdown_require_collapse": True, "n_permutations": 10000,

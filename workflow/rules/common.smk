@@ -7,7 +7,7 @@ import re
 import shlex
 from pathlib import Path
 
-from geoanatomy.config import job_spec, pack_slots, prune_window
+from geoanatomy.config import job_spec, pack_slots, prune_window, train_packs
 from geoanatomy.cost import job_resources
 from geoanatomy.cost import pack_group as cost_pack_group
 from geoanatomy.spec import parse_mixture_name, parse_run_name
@@ -63,6 +63,36 @@ def disk_window(wildcards):
     rewrite never reruns this training."""
     before = _prune_window().get(wildcards.run)
     return [ancient(f"{RESULTS}/{before}/pruned.json")] if before else []
+
+
+# Training packs (config pack: {train: K}): {pack: its runs}; empty when every run trains alone
+TRAIN_PACKS = train_packs(CFG)
+_PACK_OF = {r: p for p, rs in TRAIN_PACKS.items() for r in rs}
+
+
+def train_pack_record(wildcards):
+    """Train's input when the run is in a pack: the pack's record (rule train_pack trained it,
+    into the run's own checkpoints/), so the run's own train job only resumes at its last step
+    and writes train.json. ancient(): only its existence matters (turning packing on for a
+    trained grid retrains and reruns nothing)."""
+    p = _PACK_OF.get(wildcards.run)
+    return [ancient(f"{RESULTS}/packs/{p}.json")] if p else []
+
+
+def pack_specs(wildcards):
+    """The pack job's --spec arguments: each run's train job spec (spec_param)."""
+    return " ".join(
+        f"--spec {spec_param('train', r)}" for r in TRAIN_PACKS[wildcards.pack]
+    )
+
+
+def pack_resource(key):
+    """A pack job's resource: runtime the sum of its runs' (an upper bound: a pack is never
+    slower than its runs one after another on the device it gets, benchmarks/bench_pack.py),
+    memory and disk the sum too."""
+    return lambda wildcards, attempt: sum(
+        _resources("train", r, attempt)[key] for r in TRAIN_PACKS[wildcards.pack]
+    )
 
 
 @functools.lru_cache(maxsize=None)

@@ -148,6 +148,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--spec", **many, help="the job as JSON, instead of --config and --run (what a Snakemake "
                        "rule passes)" + ("; more than one: a pack" if many else ""))
         p.add_argument("--threads", type=positive_int, default=1, help="CPU threads for this job (default 1)")
+        if name == "train":
+            p.add_argument("--record", default=None, help="with several runs: write the pack's record here (JSON: "
+                           "its runs and each one's train.json sha256; the workflow's train_pack output)")
         p.add_argument("--device", type=device_arg, default=None,
                        help="auto | cpu | cuda[:N] (default: the config's device)")
     p = sub.add_parser("clean-run", help="delete a run's derived files so snakemake recomputes it",
@@ -274,7 +277,7 @@ def _dispatch(args) -> int:
         print(f"{args.out}: {len(rec['claims'])} claims, verdict rule, benchmark, summary and events settings "
               f"frozen on {rec['date']} (commit {str(rec['commit'])[:10]})")
         return 0
-    if args.cmd == "train" and len(args.spec or args.run or ()) > 1:
+    if args.cmd == "train" and (len(args.spec or args.run or ()) > 1 or args.record):
         return _train_pack(args)
     if args.cmd == "train":
         args.spec, args.run = (args.spec or [None])[0], (args.run or [None])[0]
@@ -300,9 +303,21 @@ def _train_pack(args) -> int:
     limit_threads(args.threads)
     print(f"[train] pack of {len(jobs)} runs: {describe_device(jobs[0].device)}", flush=True)
     from ..stages.train_pack import run_jobs
-    for out in run_jobs(jobs):
+    outs = run_jobs(jobs)
+    for out in outs:
         print(f"[train] {out['run']}: done on {out['device']} ({out['threads']} threads) in a pack of "
-              f"{out['pack']['k']}, {out['wall_seconds_this_job']} s this job, diverged={out['diverged']}")
+              f"{len(jobs)}, {out['wall_seconds_this_job']} s this job, diverged={out['diverged']}")
+    if args.record:
+        import hashlib
+        import json as _json
+
+        from ..files import atomic_write_text
+        rec = {"runs": [j.run.name for j in jobs],
+               "train_json_sha256": {j.run.name: hashlib.sha256((j.run_dir / "train.json").read_bytes()).hexdigest()
+                                     for j in jobs},
+               "diverged": [o["run"] for o in outs if o["diverged"]],
+               "float_path": sorted({p for o in outs for p in o.get("float_path", [])})}
+        atomic_write_text(Path(args.record), _json.dumps(rec, indent=1) + "\n")
     return 0
 
 

@@ -62,7 +62,7 @@ from .grid import (
                      training_runs_by_size,
                      unit_names,
 )
-from .jobs import STAGE_BLOCKS, job_spec, run_spec
+from .jobs import STAGE_BLOCKS, job_spec, pack_of, run_spec, train_packs
 from .load import load_config, resolve
 from .reading import MAX_CONFIG_BYTES, ConfigLoader, deep_merge, read_config_file
 from .schema import (
@@ -81,6 +81,6 @@ __all__ = ["BLOCK_CHECKS", "CHECKS", "ConfigError", "ConfigLoader", "DEFAULTS", 
            "check_semantics", "check_values", "deep_merge", "input_space", "job_spec", "level_params",
            "load_config", "load_schema", "mixture_names", "mixture_spec", "mixture_unit_names", "mixtures",
            "eval_settings", "pack_slots", "prune_window", "read_config_file", "resolve", "run_names", "run_spec",
-           "runs", "train_settings",
+           "runs", "train_settings", "pack_of", "train_packs",
            "training_runs_by_size",
            "unit_names", "validate_schema"]

@@ -54,7 +54,12 @@ def check_task_params(cfg: dict) -> None:
 
 
 def check_pruning(cfg: dict) -> None:
-    """``max_unpruned_runs`` only with ``keep_checkpoints: final`` (the one that prunes)."""
+    """``max_unpruned_runs`` only with ``keep_checkpoints: final`` (the one that prunes), and
+    not with training packs (the window orders runs one by one; a pack trains several at once)."""
+    if cfg.get("max_unpruned_runs") and int((cfg.get("pack") or {}).get("train", 1)) > 1:
+        raise ConfigError(f"config field 'pack.train': {cfg['pack']['train']} trains runs together, but "
+                          f"max_unpruned_runs: {cfg['max_unpruned_runs']} trains them one after another to bound "
+                          "the disk; use one of the two")
     if cfg.get("max_unpruned_runs") and cfg.get("keep_checkpoints", "all") != "final":
         raise ConfigError(f"config field 'max_unpruned_runs': {cfg['max_unpruned_runs']} limits runs holding "
                           f"their analysis checkpoints, which only keep_checkpoints: final removes "

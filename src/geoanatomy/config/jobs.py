@@ -3,9 +3,10 @@ Snakemake rule passes to its stage."""
 from __future__ import annotations
 
 import copy
+import json
 
 from ..errors import ConfigError
-from ..spec import JobSpec, RunSpec, parse_mixture_name, parse_run_name
+from ..spec import JobSpec, RunSpec, check_pack, parse_mixture_name, parse_run_name
 from .grid import (
     eval_settings,
     level_params,
@@ -35,6 +36,35 @@ def run_spec(cfg: dict, name: str) -> RunSpec:
                    train=train_settings(cfg, size), data=dict(cfg["data"]), seed=seed,
                    block_size=int(cfg["model"]["block_size"]), eval=eval_settings(cfg, size), control=control,
                    numerics=numerics_settings(cfg))
+
+
+def train_packs(cfg: dict) -> dict[str, list[str]]:
+    """{pack name: its runs}: with ``pack: {train: K}`` (K > 1) the single-task runs that can be
+    stacked (one model size, block size, batch size and numerics: ``spec.check_pack``), in grid
+    order, in packs of at most K, named SIZE_pNN; each pack trains in one job
+    (``stages.train_pack``, rule train_pack). Empty with K = 1 (every run trains alone).
+    Mixtures always train alone."""
+    k = int((cfg.get("pack") or {}).get("train", 1))
+    if k <= 1:
+        return {}
+    groups: dict[tuple, list[RunSpec]] = {}
+    for name in run_names(cfg):
+        s = run_spec(cfg, name)
+        key = (s.size, s.block_size, s.train["batch_size"], json.dumps(s.numerics or {}, sort_keys=True))
+        groups.setdefault(key, []).append(s)
+    out, count = {}, {}
+    for key, specs in groups.items():
+        for i in range(0, len(specs), k):
+            chunk = specs[i:i + k]
+            check_pack(chunk)
+            n = count[key[0]] = count.get(key[0], -1) + 1
+            out[f"{key[0]}_p{n:02d}"] = [s.name for s in chunk]
+    return out
+
+
+def pack_of(cfg: dict) -> dict[str, str]:
+    """{run: its training pack} (``train_packs``); a run not in it trains alone."""
+    return {r: p for p, rs in train_packs(cfg).items() for r in rs}
 
 
 # Config blocks each stage reads besides the run itself (the job's Snakemake params carry

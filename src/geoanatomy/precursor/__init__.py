@@ -7,10 +7,24 @@ the precursor.json schema version. ``entries``: the parts of a record from a tab
 one home of precursor.json's builders (the workflow's ``events_record``, the Pythia branch's
 ``pythia_record``, the scanner's and the monitor's ``report_record``).
 """
-from .entries import (PER_POINT, RANKME_ENTRIES, RISE_NAMES, headline_entry, layer_events, mean_shares,
-                      measure_entries, measure_entry, probe_entry, rankme_entry)
-from .record import events_record, pythia_record, report_record
-from .rules import SCHEMA_VERSION, difficulty, easy_max_of_budget, is_precursor, precursor_verdict
+import importlib
+
+# name -> the submodule that defines it, imported on first use (PEP 562): a stage that only
+# seals a record (``precursor.seal``: the trainer) starts without scipy.stats, which
+# ``entries`` imports (0.5 s of every training job's start, measured with -X importtime)
+_HOME = {**dict.fromkeys(("PER_POINT", "RANKME_ENTRIES", "RISE_NAMES", "headline_entry", "layer_events",
+                          "mean_shares", "measure_entries", "measure_entry", "probe_entry", "rankme_entry"),
+                         "entries"),
+         **dict.fromkeys(("events_record", "pythia_record", "report_record"), "record"),
+         **dict.fromkeys(("SCHEMA_VERSION", "difficulty", "easy_max_of_budget", "is_precursor",
+                          "precursor_verdict"), "rules")}
+
+
+def __getattr__(name: str):
+    if name in _HOME:
+        return getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["SCHEMA_VERSION", "is_precursor", "difficulty", "easy_max_of_budget", "precursor_verdict",
            "RANKME_ENTRIES", "RISE_NAMES", "PER_POINT", "mean_shares", "layer_events", "headline_entry",

@@ -145,6 +145,10 @@ class Trainee:
         self.compact = self.dtype != "float32"   # half-precision analysis checkpoints; exact weights ride with AdamW
         self.start, self.log_rows = resume_state(self.run_dir, self.model, self.opt, self.hash, self.compact,
                                                  spec.name, self.log)
+        packed = sorted({r.get("float_path") for r in self.log_rows} - {None, SINGLE, float_path})
+        if packed:
+            self.log(f"[train] {spec.name}: its steps up to {self.start} were trained in a pack ({packed[0]}; "
+                     "their progress lines: logs/train_pack.log)")
         self.meta_common = {"run": spec.name, "settings_hash": self.hash, "model_config": self.model.cfg.to_dict(),
                             "run_spec": spec.train_dict(), "geoanatomy_version": __version__}
         self.model.train()

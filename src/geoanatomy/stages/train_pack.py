@@ -40,18 +40,22 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ..errors import ConfigError
+from ..errors import CheckpointError, ConfigError
 from ..runtime import autocast
 from ..spec import JobSpec, RunSpec, check_pack
+from .common import run_record
 from .train import Trainee
 
 PACKED = "packed-vmap"     # the float path a packed run's steps are computed on
 
 
+RUN_LOG = "train_pack.log"   # a packed run's own training log, RUN/logs/ (train.log is its train job's)
+
+
 def _run_log(run_dir: Path, echo: Callable[[str], None]) -> Callable[[str], None]:
-    """A run's own log (RUN/logs/train.log, appended, as a run trained alone writes it) and the
-    pack's log (``echo``)."""
-    path = Path(run_dir) / "logs" / "train.log"
+    """A run's own log (RUN/logs/train_pack.log, appended: the lines a run trained alone writes to
+    its train.log, which the workflow's train job then writes) and the pack's log (``echo``)."""
+    path = Path(run_dir) / "logs" / RUN_LOG
     path.parent.mkdir(parents=True, exist_ok=True)
 
     def log(msg: str) -> None:
@@ -123,7 +127,19 @@ def run(specs: list[RunSpec], run_dirs: list, device: str = "auto", log=None) ->
     names_all = [s.name for s in specs]
     pack = {"runs": names_all, "k": len(specs), "batching": "torch.func.vmap over stacked parameters",
             "wall_seconds_pack": round(time.time() - t0, 2)}
-    return [t.finish(pack) for t in trainees]
+    return [_kept(t) or t.finish(pack) for t in trainees]
+
+
+def _kept(t: Trainee) -> dict | None:
+    """A run that was already complete before this pack (nothing trained now) keeps its valid
+    train.json, unrewritten: packing a trained grid reruns nothing downstream."""
+    if t.start < t.steps or not (t.run_dir / "train.json").exists():
+        return None
+    try:
+        rec = run_record(t.spec, t.run_dir)
+    except CheckpointError:
+        return None
+    return rec if rec.get("checkpoint_steps") == [s for s in t.ck_steps if s <= t.done] else None
 
 
 def run_jobs(jobs: list[JobSpec]) -> list[dict]:
