@@ -14,6 +14,7 @@ from pathlib import Path
 # the library is importable even without an install
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from geoanatomy.config import ConfigError, check_devices, load_config  # noqa: E402
+from geoanatomy.config.load import command_line_overrides  # noqa: E402
 from geoanatomy.config import mixture_names, mixture_unit_names, run_names  # noqa: E402
 from geoanatomy.sizes import SIZES  # noqa: E402
 from geoanatomy.tasks import LEVELS, TASKS  # noqa: E402
@@ -25,7 +26,7 @@ from geoanatomy.tasks import LEVELS, TASKS  # noqa: E402
 # results_dir must lie in the working directory (--directory).
 _default = [str(Path(workflow.basedir, "config.yaml"))]
 _files = [str(f) for f in workflow.overwrite_configfiles] or _default
-_overrides = dict(workflow.config_settings.config)
+_overrides = command_line_overrides(workflow.config_settings.config)
 # (one line: snakefmt 2.1 cannot parse a line that starts with `workdir=`, a directive name)
 _cwd = os.getcwd()
 try:

@@ -104,6 +104,8 @@ BAD_INPUTS = [
     ("results_dir shell injection", with_("results_dir", "r$(touch INJECTED)"),
      ["results_dir", "'$'", "no quoting"]),
     ("results_dir with a space", with_("results_dir", "my results"), ["results_dir", "' '", "no quoting"]),
+    ("results_dir with a name over 255 bytes", with_("results_dir", "r/" + "x" * 300),
+     ["results_dir", "300 bytes", "at most 255 per name"]),
     ("results_dir with a wildcard brace", with_("results_dir", "out{run}"), ["results_dir", "'{'"]),
     ("results_dir component like an option", with_("results_dir", "out/-rf"), ["results_dir", "'-'"]),
     # held-out set must leave at least half of each input space for training
@@ -821,3 +823,31 @@ def test_a_plan_beyond_the_bound_is_refused_before_any_run_is_listed():
 def test_results_inside_the_repositorys_own_folders_is_refused(inside):
     with pytest.raises(ConfigError, match=rf"'results_dir': '{re.escape(inside)}' lies inside the repository's own"):
         resolve({**BASE, "results_dir": inside}, workdir=REPO)
+
+
+def test_snakemake_command_line_values_nested_in_a_mapping_are_read_as_numbers():
+    """Snakemake leaves --config 'train={steps: 100}' as {'train': {'steps': '100'}}; the loader
+    reads plain numbers and true/false nested in a mapping as such, and leaves other text
+    (and top-level values, which Snakemake parses itself) as given."""
+    from snakemake.cli import parse_config
+
+    from geoanatomy.config.load import command_line_overrides
+    got = command_line_overrides(parse_config(["train={steps: 100, lr: 1e-3, grad_clip: .5}",
+                                               "eval={n_samples: 64}", "results_dir=007", "seed=3"]))
+    assert got["train"] == {"steps": 100, "lr": 1e-3, "grad_clip": 0.5} and got["eval"] == {"n_samples": 64}
+    assert got["seed"] == 3 and got["results_dir"] in (7, "007")      # top level: Snakemake's own reading
+    assert command_line_overrides({"train": {"steps": "1e3x", "checkpoint_dtype": "float16"}})["train"] == {
+        "steps": "1e3x", "checkpoint_dtype": "float16"}
+    assert command_line_overrides({"numerics": {"tf32": "true"}}) == {"numerics": {"tf32": True}}
+
+
+def test_a_results_dir_whose_run_files_would_pass_the_path_limit_is_refused():
+    """The schema caps results_dir at 1,024 characters, so only a deep working directory reaches
+    the 4,096-byte limit: checked with the run files' depth added, before any folder is made."""
+    from geoanatomy.config.checks import PATH_MAX, RUN_FILE_DEPTH, check_results_dir
+    deep = "/" + "/".join(["w" * 200] * 19)
+    with pytest.raises(ConfigError, match="4096-byte path limit"):
+        check_results_dir({"results_dir": "results/" + "z" * 200}, deep)
+    ok = "/" + "/".join(["w" * 200] * 10)
+    assert len(ok) + len("/results") + RUN_FILE_DEPTH < PATH_MAX
+    check_results_dir({"results_dir": "results"}, ok)

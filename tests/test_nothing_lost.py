@@ -123,3 +123,22 @@ def test_a_precursor_record_that_is_missing_a_fifo_or_too_large_is_refused_witho
         f.truncate(MAX_RECORD_BYTES + 1)             # sparse: no disk used
     with pytest.raises(SummaryInputError, match="more than a run's record can be"):
         load_precursor(big)
+
+
+def test_a_killed_summary_writes_temporary_file_is_removed_by_the_next_run_and_nothing_else(tmp_path):
+    """A summary part killed mid-write leaves .NAME.XXXX.tmp beside its output; the part's next
+    run removes that file (its own writer's name for its own output) and leaves a file of the
+    same shape for another name, and any other file, alone."""
+    from geoanatomy.analysis.summarize import run
+    from geoanatomy.cli.summarize import make_settings
+    res = _grid(tmp_path)
+    out = tmp_path / "summary"
+    out.mkdir()
+    stale = out / ".scale_invariance.json.k3j2.tmp"
+    other = out / ".notes.txt.k3j2.tmp"
+    mine = out / "notes.txt"
+    for f in (stale, other, mine):
+        f.write_text("x")
+    run("scale", sorted(str(p) for p in res.glob("*/precursor.json")), out, make_settings(None), log=lambda m: None)
+    assert (out / "scale_invariance.json").exists() and not stale.exists()
+    assert other.exists() and mine.exists()

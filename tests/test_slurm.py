@@ -516,6 +516,32 @@ def test_packed_gpu_hours_known_answer():
     assert rows["xlarge"]["gpu_hours_packed"] == pytest.approx(rows["xlarge"]["gpu_hours"])   # not packed
 
 
+def test_packed_training_gpu_hours_known_answer():
+    """A run trained in a pack of k on one GPU costs its steps' GPU time / k (one launch
+    sequence per step for the pack), never less than their arithmetic, plus its own
+    checkpoints; k = 1 is the run alone; the savings table sums it over the CPU-trained sizes."""
+    from geoanatomy.config import load_config
+    from geoanatomy.cost import GPU_SIZES, train_pack_gpu_seconds, train_pack_savings, train_parts, work_seconds
+    cfg = load_config(str(REPO / "config" / "paper.yaml"))
+    run = "copy_L3_nano"
+    steps, ckpts = train_parts(cfg, run, "gpu")
+    compute = train_parts(cfg, run, "gpu_compute")[0]
+    assert steps + ckpts == pytest.approx(work_seconds(cfg, "train", run, "gpu"))
+    assert train_pack_gpu_seconds(cfg, run, 1) == pytest.approx(steps + ckpts)
+    assert compute < steps / 4                                           # launch-bound at nano, k = 4
+    assert train_pack_gpu_seconds(cfg, run, 4) == pytest.approx(steps / 4 + ckpts)
+    assert train_pack_gpu_seconds(cfg, run, 8) == pytest.approx(compute + ckpts)        # compute-bound at 8
+    assert train_pack_gpu_seconds(cfg, run, 10**6) == pytest.approx(compute + ckpts)   # arithmetic floor
+    rows = train_pack_savings(cfg, 8)
+    assert {r["size"] for r in rows} == {"nano", "micro", "small"} and not {r["size"] for r in rows} & set(
+        GPU_SIZES["train"])
+    nano = next(r for r in rows if r["size"] == "nano")
+    names = [n for n in __import__("geoanatomy.config", fromlist=["run_names"]).run_names(cfg) if "_nano" in n]
+    assert nano["runs"] == len(names)
+    assert nano["gpu_hours_packed"] == pytest.approx(sum(train_pack_gpu_seconds(cfg, r, 8) for r in names) / 3600)
+    assert nano["gpu_hours_packed"] < nano["gpu_hours_alone"]
+
+
 def test_pack_slots_keep_waiting_runs_apart():
     """With max_unpruned_runs J, run i of a size waits for run i - J: batches of J in grid
     order, numbered across sizes; without a window every run is in batch 0."""

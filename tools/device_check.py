@@ -30,7 +30,12 @@ For each size (default nano and small, copy L1, ``--steps`` optimizer steps, 9 c
    probes           |diff| <= 0.05 accuracy: logistic regression on features that differ
                     in the last bits, on a few dozen test sequences
 
-3. **The record**: device name, memory, driver, CUDA and cuDNN versions, torch build, TF32
+3. **Packs** (``--pack``, on by default on a GPU): K runs of one size trained in one process
+   (``stages.train_pack``: vmap over the runs' stacked parameters) for K = 1, 8, 32, 128 at
+   nano, micro and small (``--pack-sizes``, ``--pack-k``), beside one run trained alone: steps
+   per second and runs per device-hour at the grid's 1,500 steps, and the gain over runs
+   trained one at a time. A K that does not fit the device's memory is recorded as such.
+4. **The record**: device name, memory, driver, CUDA and cuDNN versions, torch build, TF32
    flags, each comparison with its tolerance and pass/fail, timings; one JSON (``--out``)
    and a printed table. Without a GPU the same code runs on the CPU (the comparison is then
    CPU against CPU and must be exact) and says that no GPU was found. Exit status 1 when a
@@ -203,6 +208,41 @@ def check_size(size: str, steps: int, device: str, work: Path, quiet) -> dict:
             "comparisons": comps, "pass": all(c["pass"] for c in comps)}
 
 
+def pack_throughput(size: str, ks, steps: int, device: str, work: Path, quiet) -> list[dict]:
+    """Runs per device-hour of packs of K runs of ``size`` (copy L1, seeds 0..K-1, ``steps``
+    steps), and of one run trained alone, at the grid's 1,500 steps per run."""
+    import dataclasses
+
+    import torch
+
+    from geoanatomy.config import run_spec
+    from geoanatomy.stages import train, train_pack
+    full = 1500
+    spec = run_spec(config(size, steps, work), f"copy_L1_{size}")
+    t0 = time.perf_counter()
+    train.run(spec, work / "alone" / spec.name, device=device, log=quiet)
+    alone = (time.perf_counter() - t0) / steps
+    rows = [{"size": size, "k": 1, "trainer": "single", "steps": steps, "seconds_per_step": round(alone, 5),
+             "runs_per_hour": round(3600 / (alone * full), 1)}]
+    for k in ks:
+        specs = [dataclasses.replace(spec, seed=i) for i in range(k)]
+        dirs = [work / f"pack{k}" / f"{spec.name}_s{i}" for i in range(k)]
+        try:
+            t0 = time.perf_counter()
+            train_pack.run(specs, dirs, device=device, log=quiet)
+            per = (time.perf_counter() - t0) / steps
+            rows.append({"size": size, "k": k, "trainer": "packed", "steps": steps,
+                         "seconds_per_step": round(per, 5), "runs_per_hour": round(3600 * k / (per * full), 1),
+                         "gain_over_alone": round(alone * k / per, 2)})
+        except torch.OutOfMemoryError as e:
+            rows.append({"size": size, "k": k, "trainer": "packed", "steps": steps, "out_of_memory": str(e)[:200]})
+        finally:
+            shutil.rmtree(work / f"pack{k}", ignore_errors=True)
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="auto", help="auto (CUDA when available), cuda, cuda:N or cpu")
@@ -210,6 +250,11 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", nargs="+", default=["nano", "small"], help="model sizes")
     ap.add_argument("--quick", action="store_true", help="30 steps at nano only (the test suite's run)")
     ap.add_argument("--out", default="device_check.json", help="the JSON record")
+    ap.add_argument("--pack", action=argparse.BooleanOptionalAction, default=None,
+                    help="time packed training (default: on a GPU only)")
+    ap.add_argument("--pack-sizes", nargs="+", default=["nano", "micro", "small"])
+    ap.add_argument("--pack-k", nargs="+", type=int, default=[1, 8, 32, 128])
+    ap.add_argument("--pack-steps", type=int, default=100, help="steps per pack timing")
     a = ap.parse_args(argv)
     import torch
 
@@ -227,6 +272,9 @@ def main(argv=None) -> int:
                "note": None if gpu else "no GPU found: the check ran on the CPU (device and reference are the same "
                                         "kind, so every comparison must be exact)",
                "sizes": [check_size(s, a.steps, device, work / s, quiet) for s in a.sizes]}
+        if a.pack if a.pack is not None else gpu:
+            rec["pack"] = [r for s in a.pack_sizes
+                           for r in pack_throughput(s, a.pack_k, a.pack_steps, device, work / f"pack_{s}", quiet)]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rec["wall_s"] = round(time.perf_counter() - t_all, 1)
@@ -247,6 +295,13 @@ def main(argv=None) -> int:
         for c in s["comparisons"]:
             print(f"  {c['table']:<9} {c['measure']:<20} {c['rows']:>5} {c['max_error']:>10.2e} "
                   f"{c['tolerance']:>10.2e}  {'pass' if c['pass'] else 'FAIL'} ({c['error_kind']})")
+    if rec.get("pack"):
+        print(f"\npacked training ({a.pack_steps} steps timed; runs per device-hour at 1,500 steps per run):")
+        for r in rec["pack"]:
+            print(f"  {r['size']:<6} K={r['k']:<4} {r['trainer']:<7} " + (
+                "out of memory" if "out_of_memory" in r else
+                f"{r['seconds_per_step'] * 1e3:8.2f} ms/step  {r['runs_per_hour']:9.1f} runs/h"
+                + (f"  x{r['gain_over_alone']} over alone" if "gain_over_alone" in r else "")))
     print(f"\nwrote {a.out}")
     return 0 if rec["pass"] else 1
 

@@ -128,6 +128,33 @@ def packed_gpu_seconds(cfg: dict, stage: str, run: str, per_gpu: int = GPU_PACK_
     return max(work_seconds(cfg, stage, run, "gpu") / k, work_seconds(cfg, stage, run, "gpu_compute"))
 
 
+def train_pack_gpu_seconds(cfg: dict, run: str, k: int) -> float:
+    """GPU-seconds of one run's training in a pack of ``k`` runs on one GPU (config pack:
+    {train: k}; ``stages.train_pack``: one process issues one kernel sequence per step for the
+    whole pack, so the launch floor is paid once per step for all k runs): the run's share of
+    the steps, max(their GPU wall time / k, their arithmetic at the assumed rate), plus its own
+    checkpoints (each run saves and evaluates its own). A model, like every GPU figure here,
+    until ``tools/device_check.py --pack`` has run on a GPU."""
+    steps, ckpts = train_parts(cfg, run, "gpu")
+    return max(steps / max(1, int(k)), train_parts(cfg, run, "gpu_compute")[0]) + ckpts
+
+
+def train_pack_savings(cfg: dict, k: int) -> list[dict]:
+    """Per size whose training the profile sends to CPUs (not GPU_SIZES["train"]): the grid's
+    training CPU-hours as it runs today, and the GPU-hours of the same runs in packs of ``k``
+    on one GPU (``train_pack_gpu_seconds``)."""
+    out = []
+    for size, names in training_runs_by_size(cfg).items():
+        if size in GPU_SIZES["train"]:
+            continue
+        runs = [cost_name(cfg, r) for r in names]
+        out.append({"size": size, "runs": len(runs), "k": k,
+                    "cpu_hours": sum(work_seconds(cfg, "train", r, "cpu") for r in runs) / 3600,
+                    "gpu_hours_alone": sum(work_seconds(cfg, "train", r, "gpu") for r in runs) / 3600,
+                    "gpu_hours_packed": sum(train_pack_gpu_seconds(cfg, r, k) for r in runs) / 3600})
+    return out
+
+
 SAFETY = 2.0              # requested wall time = SAFETY x estimate (x attempt on retries)
 STARTUP_S = 120           # python + torch import, model build, (CUDA init), scheduling slack
 MIN_RUNTIME_MIN = 15
@@ -161,6 +188,15 @@ def run_shape(cfg: dict, run: str) -> dict:
     return shape
 
 
+def train_parts(cfg: dict, run: str, device: str) -> tuple[float, float]:
+    """A training job's (steps, checkpoints) seconds on ``device``: every optimizer step, and per
+    checkpoint the weights' and optimizer state's save and a quick evaluation."""
+    s = run_shape(cfg, run)
+    size, T = s["size"], s["positions"]
+    per_ck = 16 * n_params(size, VOCAB_SIZE) / IO_BYTES_PER_S + eval_seconds(size, s["eval_n"], T, device) / 4
+    return s["steps"] * step_seconds(size, s["batch"], T, device), s["checkpoints"] * per_ck
+
+
 def work_seconds(cfg: dict, stage: str, run: str, device: str | None = None) -> float:
     """Expected seconds of one job's work (no startup, SAFETY or retries) on ``device``
     (default: the device the profile gives it)."""
@@ -168,9 +204,8 @@ def work_seconds(cfg: dict, stage: str, run: str, device: str | None = None) -> 
     size, T = s["size"], s["positions"]
     dev = device or job_device(cfg, stage, size)
     P, (L, d, _) = n_params(size, VOCAB_SIZE), SIZES[size]
-    if stage == "train":   # steps + per checkpoint: weights/optimizer save and a quick eval
-        per_ck = 16 * P / IO_BYTES_PER_S + eval_seconds(size, s["eval_n"], T, dev) / 4
-        return s["steps"] * step_seconds(size, s["batch"], T, dev) + s["checkpoints"] * per_ck
+    if stage == "train":
+        return sum(train_parts(cfg, run, dev))
     if stage == "metrics":
         return s["checkpoints"] * (eval_seconds(size, s["eval_n"], T, dev) + 4 * P / IO_BYTES_PER_S)
     if stage == "measures":

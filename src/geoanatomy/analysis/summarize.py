@@ -455,6 +455,9 @@ def run(part: str, precursors, out, st: dict, metrics=(), pythia=None, scale_jso
         check({"summary": st, "events": pres[0]["events_settings"]})
     files = WRITERS[p.writer](Job(units, pres, mix, Path(out), st, tuple(metrics or ()), pythia, scale_json,
                                   tuple(curves or ()), max(1, int(threads))))
+    for f in map(Path, files):     # temporary files of this part's own writes killed before their rename
+        for tmp in f.parent.glob(f".{f.name}.*.tmp"):
+            tmp.unlink(missing_ok=True)
     if p.reads_runs:
         log(f"[summarize {part}] {_n_line(pres)}" + (f"; {_mix_line(mix)}" if mix else ""))
     log(f"[summarize {part}] wrote {len(files)} files in {time.time() - t0:.2f} s")

@@ -241,6 +241,11 @@ def check_semantics(cfg: dict) -> None:
 
 
 # ------------------------------------------------------- results folder, devices
+NAME_MAX = 255          # bytes per path component (ext4, XFS, APFS, NTFS all stop there)
+PATH_MAX = 4096         # bytes per path (Linux); a run's deepest file adds RUN_FILE_DEPTH to results_dir
+RUN_FILE_DEPTH = 160    # e.g. /mix..._nano_s12/mod_L3_shuffled/checkpoints/.step_000100.safetensors.tmp
+
+
 def check_results_dir(cfg: dict, workdir: str | Path | None = None) -> None:
     """results_dir: not empty, not the filesystem root, quoting-free characters only, not
     an existing file, and (when ``workdir`` is given) a sub-folder of ``workdir`` unless
@@ -257,11 +262,18 @@ def check_results_dir(cfg: dict, workdir: str | Path | None = None) -> None:
                           f"use only letters, digits and . _ / - (names that need no quoting in a shell)")
     if any(part.startswith("-") for part in rd.split("/")):
         raise ConfigError(f"{f}: {rd!r} has a path component starting with '-' (it would read as an option)")
+    long = next((part for part in rd.split("/") if len(part.encode()) > NAME_MAX), None)
+    if long is not None:
+        raise ConfigError(f"{f}: the path component {long[:20]!r}... is {len(long.encode())} bytes; a file system "
+                          f"takes at most {NAME_MAX} per name")
     norm = posixpath.normpath(rd)
     if norm in ("/", "//"):
         raise ConfigError(f"{f}: {rd!r} is the filesystem root; give a sub-folder of the working directory")
     base = Path(os.getcwd() if workdir is None else workdir)
     target = Path(posixpath.normpath(posixpath.join(str(base), rd)))
+    if len(str(target).encode()) + RUN_FILE_DEPTH > PATH_MAX:
+        raise ConfigError(f"{f}: {str(target)[:40]!r}... is {len(str(target).encode())} bytes; with a run's files "
+                          f"below it (up to {RUN_FILE_DEPTH} more) it passes the {PATH_MAX}-byte path limit")
     if workdir is not None and not cfg.get("allow_results_outside_workdir", False):
         if target == base:
             raise ConfigError(f"{f}: {rd!r} is the working directory itself; give a sub-folder such as 'results'")

@@ -3,6 +3,7 @@ dict -> validated config merged over DEFAULTS)."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ..defaults import DEFAULTS
@@ -29,6 +30,31 @@ def resolve(user: dict, *, workdir: str | Path | None = None) -> dict:
 
 
 _CWD = object()
+_INT = re.compile(r"[+-]?\d+")
+_FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
+
+
+def command_line_overrides(overrides: dict) -> dict:
+    """Snakemake's ``--config KEY=VALUE`` as a config dict: Snakemake reads a top-level VALUE as
+    a number or bool but leaves every value nested inside a mapping a string
+    (``--config 'train={steps: 100}'`` gives ``{'train': {'steps': '100'}}``), so nested
+    strings that are plainly a number (decimal digits, or a decimal float) or true/false
+    become one; anything else stays as written for the schema to check."""
+    def fix(v, nested):
+        if isinstance(v, dict):
+            return {k: fix(x, True) for k, x in v.items()}
+        if isinstance(v, list):
+            return [fix(x, nested) for x in v]
+        if nested and isinstance(v, str):
+            t = v.strip()
+            if _INT.fullmatch(t):
+                return int(t)
+            if _FLOAT.fullmatch(t):
+                return float(t)
+            if t in ("true", "false"):
+                return t == "true"
+        return v
+    return {k: fix(v, False) for k, v in dict(overrides).items()}
 
 
 def load_config(path=None, overrides: dict | None = None, *, workdir=_CWD,
