@@ -132,3 +132,30 @@ def test_code_only_is_shown_on_the_snapshots_not_declared(tmp_path, monkeypatch,
     assert rec["code_changes"][-1]["changed"] == ["verdict_rule changed"]
     with pytest.raises(ValueError, match="must be shown"):
         refreeze_shown(_cfg(), out, "x", [])
+
+
+def test_the_code_a_word_depends_on_is_fingerprinted_helpers_included():
+    """The freeze covers the verdict's whole import closure, not only the rows functions: the
+    helpers whose edits moved words without the freeze noticing (the bound's variance in
+    analysis.stats, the design covariates in the timing claims, the power simulation's nulls
+    that gate every word) each have a fingerprint; a docstring or comment changes none, a
+    constant changes one."""
+    code = fz.fingerprints({"summary": dict(DEFAULTS["summary"]), "events": dict(DEFAULTS["events"])})["code"]
+    for m in ("geoanatomy.analysis.verdict", "geoanatomy.analysis.power", "geoanatomy.analysis.stats.timing",
+              "geoanatomy.analysis.stats.resample", "geoanatomy.analysis.claims.timing", "geoanatomy.analysis.units",
+              "geoanatomy.detectors", "geoanatomy.precursor.rules"):
+        assert m in code, m
+    assert not any(m.startswith(("geoanatomy.analysis.figures", "geoanatomy.model")) for m in code)
+    src = 'def bound(x):\n    """The bound."""\n    return x * 1.06  # variance\n'
+    same = 'def bound(x):\n    """Another docstring,\n    two lines."""\n\n    return x * 1.06  # another comment\n'
+    assert fz.code_hash(src) == fz.code_hash(same)
+    assert fz.code_hash(src) != fz.code_hash(src.replace("1.06", "0.25"))
+
+
+def test_a_changed_helper_and_a_file_frozen_before_the_coverage_are_named():
+    now = fz.fingerprints({"summary": dict(DEFAULTS["summary"]), "events": dict(DEFAULTS["events"])})
+    old = json.loads(json.dumps(now))
+    old["code"]["geoanatomy.analysis.stats.timing"] = "0" * 64
+    assert fz.differences(old, now) == ["module 'geoanatomy.analysis.stats.timing' changed"]
+    del old["code"]
+    assert fz.differences(old, now) == ["code: not fingerprinted in this file (frozen before the helpers were covered)"]

@@ -8,13 +8,18 @@ date and the commit, the sha256 of:
 * the verdict's rule (``analysis.verdict.word`` and the gates: their source);
 * the precursor benchmark's rules (its detector settings, event kinds, false-alarm target, and
   every signal's curve and direction in the registry);
-* the ``summary:`` and ``events:`` settings of the config (the classes file by its sha256).
+* the ``summary:`` and ``events:`` settings of the config (the classes file by its sha256);
+* ``code``: every module a word depends on, one sha256 each: the static import closure
+  (module-level imports, within the package) of the verdict, the claims, the power simulation
+  (its nulls gate every word) and the benchmark (``WORD_ROOTS``), each module hashed without
+  its docstrings and comments (``code_hash``), so a comment or a docstring changes nothing and
+  any change of code does (a bound's variance in a helper, the design covariates, an emptied null).
 
 A summary whose config names the file (``summary.frozen_rules``) compares the rules it runs
 with it before any work (``check``) and refuses on a difference, naming what differs, unless
 ``summary.allow_unfrozen`` is true: then every verdict row says so in its ``frozen`` column.
-Helper functions the rows call are not hashed (their known-answer tests pin them); a change to
-one that changes a number is caught by the confirmation grid's data tests instead.
+The helpers the rows call are covered by ``code`` (they were not before: an edit of the bound's
+variance moved 3 words with ``freeze --check`` passing).
 
 A change of code that moves or renames but decides no word differently (a refactoring of a
 rows function) changes its source and so its sha256. ``geoanatomy freeze ... --code-only
@@ -30,14 +35,21 @@ onto an existing file is refused unless ``--replace`` (the old freeze kept in
 """
 from __future__ import annotations
 
+import ast
 import datetime as _dt
 import hashlib
 import inspect
+import io
 import json
 import subprocess
+import tokenize
 from pathlib import Path
 
-FROZEN_KEYS = ("claims", "verdict_rule", "benchmark", "summary_settings", "events_settings")
+FROZEN_KEYS = ("claims", "verdict_rule", "benchmark", "summary_settings", "events_settings", "code")
+# the modules whose import closure decides the words (``code_fingerprints``)
+WORD_ROOTS = ("geoanatomy.analysis.verdict", "geoanatomy.analysis.claims", "geoanatomy.analysis.power",
+              "geoanatomy.analysis.benchmark")
+_PACKAGE = Path(__file__).resolve().parents[1]          # src/geoanatomy
 
 
 def _sha(obj) -> str:
@@ -49,6 +61,70 @@ def _src(fn) -> str:
         return inspect.getsource(fn)
     except (OSError, TypeError):
         return repr(fn)
+
+
+def _module_file(name: str) -> Path | None:
+    rel = _PACKAGE.joinpath(*name.split(".")[1:])
+    for f in (rel / "__init__.py", rel.with_suffix(".py")):
+        if f.is_file():
+            return f
+    return None
+
+
+def _imports(name: str, tree: ast.Module, is_package: bool) -> set[str]:
+    """The package's modules a module imports at module level (``from .x import y``: module
+    x.y when it is one, else x)."""
+    pkg = name if is_package else name.rsplit(".", 1)[0]
+    out = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            base = pkg.split(".")[:len(pkg.split(".")) - node.level + 1] if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else [])) if node.level else (node.module or "")
+            if mod.split(".")[0] == "geoanatomy":
+                subs = [f"{mod}.{a.name}" for a in node.names if _module_file(f"{mod}.{a.name}")]
+                out.update(subs or [mod])
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "geoanatomy")
+    return out
+
+
+def code_hash(source: str) -> str:
+    """sha256 of a module's code: its source with every docstring and comment blanked out and
+    blank lines and trailing spaces dropped, so only a change of what runs changes it. Text,
+    not the syntax tree: ``ast.dump`` differs between Python versions, the source does not."""
+    lines = source.splitlines()
+
+    def blank(start: tuple[int, int], end: tuple[int, int]) -> None:
+        (r0, c0), (r1, c1) = start, end
+        for r in range(r0, r1 + 1):
+            a, b = (c0 if r == r0 else 0), (c1 if r == r1 else len(lines[r - 1]))
+            lines[r - 1] = lines[r - 1][:a] + " " * (b - a) + lines[r - 1][b:]
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            d = body[0]
+            blank((d.lineno, d.col_offset), (d.end_lineno, d.end_col_offset))
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            blank(tok.start, tok.end)
+    kept = [ln.rstrip() for ln in lines if ln.strip()]
+    return hashlib.sha256("\n".join(kept).encode()).hexdigest()
+
+
+def code_fingerprints(roots=WORD_ROOTS) -> dict[str, str]:
+    """{module: code_hash} over the static import closure of ``roots`` within the package."""
+    seen: dict[str, str] = {}
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        f = _module_file(name)
+        if name in seen or f is None:
+            continue
+        src = f.read_text()
+        seen[name] = code_hash(src)
+        todo += sorted(_imports(name, ast.parse(src), f.name == "__init__.py"))
+    return dict(sorted(seen.items()))
 
 
 def fingerprints(cfg: dict) -> dict:
@@ -73,6 +149,7 @@ def fingerprints(cfg: dict) -> dict:
         "summary_settings": _sha({k: v for k, v in dict(cfg["summary"]).items()
                                   if k not in ("frozen_rules", "allow_unfrozen")}),
         "events_settings": _sha({k: v for k, v in events.items() if k != "classes_file"}),
+        "code": code_fingerprints(),
     }
 
 
@@ -148,11 +225,14 @@ def differences(frozen: dict, now: dict) -> list[str]:
     out = []
     for k in FROZEN_KEYS:
         a, b = frozen.get(k), now.get(k)
-        if isinstance(a, dict) and isinstance(b, dict):
+        if k == "code" and a is None:
+            out.append("code: not fingerprinted in this file (frozen before the helpers were covered)")
+        elif isinstance(a, dict) and isinstance(b, dict):
+            what = "claim" if k == "claims" else "module"
             for name in sorted(set(a) | set(b)):
                 if a.get(name) != b.get(name):
-                    out.append(f"claim {name!r} " + ("added" if name not in a else "removed" if name not in b
-                                                     else "changed"))
+                    out.append(f"{what} {name!r} " + ("added" if name not in a else "removed" if name not in b
+                                                      else "changed"))
         elif a != b:
             out.append(f"{k} changed")
     return out
