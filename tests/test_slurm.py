@@ -67,13 +67,14 @@ def render_profile(text: str) -> dict:
 def site_profile(dest: Path, no_gpus: bool = False, **variables) -> Path:
     """Copy slurm/config.yaml to dest/config.yaml with __variables__ and top-level keys
     replaced (the "three edits" of docs/slurm.md, done by a test; each key must occur once).
-    ``no_gpus``: every list under gpu_sizes becomes [] and pythia_gpu false."""
+    ``no_gpus``: every list under gpu_sizes becomes [] and pythia_gpu and train_pack_gpu false."""
     text = PROFILE.read_text()
     if no_gpus:
         block = re.search(r"^  gpu_sizes:\n((?:    \w+: \[[^\]]*\].*\n)+)", text, flags=re.M)
         assert block, "slurm/config.yaml: no gpu_sizes block of per-rule lists"
         text = text.replace(block.group(1), re.sub(r"\[[^\]]*\]", "[]", block.group(1)))
         variables.setdefault("pythia_gpu", "false")
+        variables.setdefault("train_pack_gpu", "false")
     for key, value in variables.items():
         name = key.replace("__", "-")
         text, n = re.subn(rf"^(\s*{re.escape(name)}:)[^\n]*$", lambda m: f"{m.group(1)} {value}", text, flags=re.M)
@@ -124,7 +125,8 @@ def test_gpus_only_in_profile_and_match_cluster_gpu_sizes():
     from geoanatomy.cost import GPU_SIZES
     prof = render_profile(PROFILE.read_text())
     sr = prof["set-resources"]
-    gpu_rules = {r for r, v in sr.items() if "gpu" in v} - {"pythia_extract"}
+    gpu_rules = {r for r, v in sr.items() if "gpu" in v} - {"pythia_extract", "train_pack"}
+    assert sr["train_pack"]["gpu"] == int(prof_variables()["train_pack_gpu"]) == 1     # a pack: one GPU
     assert gpu_rules == set(GPU_SIZES), f"profile gives GPUs to {gpu_rules}, cluster.GPU_SIZES to {set(GPU_SIZES)}"
     from geoanatomy.cost import PACK_SIZES
     assert {r: tuple(v) for r, v in prof_variables()["gpu_pack_sizes"].items()} == PACK_SIZES
@@ -165,10 +167,12 @@ def test_site_edits_render_cpu_only_profile(tmp_path):
     assert "slurm_account" not in prof["default-resources"]            # account "" -> no -A
     assert _eval_resource(prof["default-resources"]["slurm_partition"], "x") == "ci"
     for rule, v in prof["set-resources"].items():
-        if rule != "pythia_extract":
+        if rule not in ("pythia_extract", "train_pack"):
             assert all(_eval_resource(v["gpu"], f"mod_L1_{s}") == 0 for s in SIZES)
             assert all(_eval_resource(v["slurm_partition"], f"mod_L1_{s}") == "ci" for s in SIZES)
     assert prof["set-resources"]["pythia_extract"]["gpu"] == 0
+    tp = prof["set-resources"]["train_pack"]
+    assert tp["gpu"] == 0 and _eval_resource(tp["slurm_partition"], "nano_p00") == "ci"
 
 
 def test_job_log_line_states_device_and_slurm_allocation(monkeypatch):

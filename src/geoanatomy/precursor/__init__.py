@@ -7,8 +7,6 @@ the precursor.json schema version. ``entries``: the parts of a record from a tab
 one home of precursor.json's builders (the workflow's ``events_record``, the Pythia branch's
 ``pythia_record``, the scanner's and the monitor's ``report_record``).
 """
-import importlib
-
 # name -> the submodule that defines it, imported on first use (PEP 562): a stage that only
 # seals a record (``precursor.seal``: the trainer) starts without scipy.stats, which
 # ``entries`` imports (0.5 s of every training job's start, measured with -X importtime)
@@ -21,9 +19,16 @@ _HOME = {**dict.fromkeys(("PER_POINT", "RANKME_ENTRIES", "RISE_NAMES", "headline
 
 
 def __getattr__(name: str):
-    if name in _HOME:
-        return getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = _HOME.get(name)
+    if home == "entries":
+        from . import entries as module
+    elif home == "record":
+        from . import record as module
+    elif home == "rules":
+        from . import rules as module
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(module, name)
 
 
 __all__ = ["SCHEMA_VERSION", "is_precursor", "difficulty", "easy_max_of_budget", "precursor_verdict",
