@@ -143,3 +143,11 @@ def test_a_pack_that_cannot_be_stacked_is_refused_by_name():
         check_pack([run_spec(cfg(), "add_L1_nano"), other])
     with pytest.raises(ConfigError, match="needs at least one run"):
         check_pack([])
+
+
+def test_the_answer_mask_marks_each_runs_answer_positions_only():
+    """Model input position i predicts token i + 1: a run of 5 tokens with a 2-token answer
+    reads inputs 2 and 3; one of 3 tokens (right-padded to 5) reads input 1 only."""
+    m = train_pack._answer_mask([5, 3], [2, 1], 5, 2)
+    assert m.shape == (2, 2, 4)
+    assert m[0, 0].tolist() == [False, False, True, True] and m[1, 1].tolist() == [False, True, False, False]

@@ -20,9 +20,10 @@ and would be run one run at a time.
 What must match across a pack (the stacked shapes and one autocast context): the model size,
 block size, batch size and ``numerics``. What may differ: task, level, seed, control, steps,
 learning-rate settings, weight decay, clipping, the checkpoint schedule. Sequences of
-different lengths are right-padded to the pack's longest; a run's loss is the mean
-cross-entropy over its own answer tokens (a mask), and with causal attention the padding
-after a sequence never reaches the positions its loss reads. A run resumed at a later step
+different lengths go through one vmapped forward per length (padding a 9-token run to a
+34-token one would do 4x its work); a run's loss is the mean cross-entropy over its own answer
+tokens (a mask, ``_answer_mask``, which also allows right padding: with causal attention a pad
+after a sequence never reaches the positions its loss reads). A run resumed at a later step
 joins the loop at that step; a run that ends (its steps done, or diverged: a non-finite loss)
 leaves it, and the others go on.
 
@@ -37,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -105,17 +107,22 @@ def run(specs: list[RunSpec], run_dirs: list, device: str = "auto", log=None) ->
         now = [t for t in active if t.start <= step]
         lrs = [t.set_lr(step) for t in now]
         seqs = [t.data.train_batch(step, batch) for t in now]                      # each (B, S_k)
-        width = max(s.shape[1] for s in seqs)
-        tokens = torch.zeros((len(now), batch, width), dtype=torch.long)
-        for k, s in enumerate(seqs):
-            tokens[k, :, :s.shape[1]] = torch.as_tensor(s)
-        tokens = tokens.to(dev)
-        mask = _answer_mask([s.shape[1] for s in seqs], [t.data.spec.n_answer for t in now], width, batch).to(dev)
-        params = {n: torch.stack([dict(t.model.named_parameters())[n] for t in now]) for n in names}
         for t in now:
             t.opt.zero_grad(set_to_none=True)
+        # one vmapped forward per sequence length (runs of other lengths are not padded to the
+        # longest: a 9-token run beside a 34-token one would do 4x its work)
+        losses = [None] * len(now)
         with autocast(numerics, dev):
-            losses = loss_fn(params, tokens[:, :, :-1], tokens[:, :, 1:], mask)
+            for width in sorted({s.shape[1] for s in seqs}):
+                ix = [i for i, s in enumerate(seqs) if s.shape[1] == width]
+                tokens = torch.as_tensor(np.stack([seqs[i] for i in ix])).to(dev)      # (k, B, S)
+                mask = _answer_mask([width] * len(ix), [now[i].data.spec.n_answer for i in ix], width,
+                                    batch).to(dev)
+                params = {n: torch.stack([dict(now[i].model.named_parameters())[n] for i in ix]) for n in names}
+                group = loss_fn(params, tokens[:, :, :-1], tokens[:, :, 1:], mask)
+                for j, i in enumerate(ix):
+                    losses[i] = group[j]
+        losses = torch.stack(losses)
         losses.sum().backward()
         values = losses.detach().cpu().tolist()
         for t, lr, lv in zip(now, lrs, values):
