@@ -80,10 +80,13 @@ def train_pack_record(wildcards):
 
 
 def pack_specs(wildcards):
-    """The pack job's --spec arguments: each run's train job spec (spec_param)."""
-    return " ".join(
-        f"--spec {spec_param('train', r)}" for r in TRAIN_PACKS[wildcards.pack]
-    )
+    """The pack job's --spec arguments, one per run (its train job spec as JSON), as a list:
+    the shell quotes each element ({params.specs:q})."""
+    return [
+        a
+        for r in TRAIN_PACKS[wildcards.pack]
+        for a in ("--spec", job_spec(CFG, r, "train").to_json())
+    ]
 
 
 def pack_resource(key):

@@ -45,5 +45,5 @@ rule train_pack:
     params:
         specs=pack_specs,
     shell:
-        f"{THREAD_ENV} geoanatomy train {{params.specs}} --record {{output:q}}"
+        f"{THREAD_ENV} geoanatomy train {{params.specs:q}} --record {{output:q}}"
         " --threads {threads} > {log:q} 2>&1"
