@@ -10,7 +10,7 @@ out: its gradient is zero in exact arithmetic, so both trainers move it by round
 scaled to the learning rate, changing no output), and every event step of precursor.json that
 differs, in steps and in checkpoints of the run's schedule.
 
-    OMP_NUM_THREADS=1 python benchmarks/pack_equivalence.py --out /tmp/pack_eq      # ~25 min on 2 cores
+    OMP_NUM_THREADS=1 python benchmarks/pack_equivalence.py --out pack_eq           # ~25 min on 2 cores
     OMP_NUM_THREADS=1 python benchmarks/pack_equivalence.py --runs mod_L3_nano mod_L3_nano_s1 --steps 300
 
 Writes OUT/comparison.json (the table) beside the two arms' run folders.

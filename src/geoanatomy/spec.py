@@ -181,6 +181,14 @@ class JobSpec:
                    device=d.get("device", "auto"), blocks=d.get("blocks", {}))
 
 
+PACK_FIELDS = ("size", "block_size", "train.batch_size", "numerics")   # what runs of a pack share
+
+
+def pack_key(spec: RunSpec) -> tuple:
+    """The values of ``PACK_FIELDS`` of a run: runs with equal keys can be stacked in one pack."""
+    return (spec.size, spec.block_size, spec.train["batch_size"], json.dumps(spec.numerics or {}, sort_keys=True))
+
+
 def check_pack(specs: list[RunSpec]) -> None:
     """Refuse a pack (runs trained together, ``stages.train_pack``) that cannot be stacked, naming
     the runs and the field, before any work (torch-free: the workflow checks its packs at parse time)."""
@@ -195,9 +203,7 @@ def check_pack(specs: list[RunSpec]) -> None:
         raise ConfigError(f"run {mixed[0]!r} is a mixture's training run; mixtures train alone (not packed)")
     first = specs[0]
     for s in specs[1:]:
-        for what, a, b in (("size", first.size, s.size), ("block_size", first.block_size, s.block_size),
-                           ("train.batch_size", first.train["batch_size"], s.train["batch_size"]),
-                           ("numerics", first.numerics or {}, s.numerics or {})):
+        for what, a, b in zip(PACK_FIELDS, pack_key(first), pack_key(s)):
             if a != b:
                 raise ConfigError(f"runs {first.name!r} and {s.name!r} cannot share a pack: {what} {a!r} != {b!r} "
                                   "(a pack stacks runs of one model size, block size, batch size and numerics)")

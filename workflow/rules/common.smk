@@ -7,7 +7,7 @@ import re
 import shlex
 from pathlib import Path
 
-from geoanatomy.config import job_spec, pack_slots, prune_window, train_packs
+from geoanatomy.config import job_spec, pack_of, pack_slots, prune_window, train_packs
 from geoanatomy.cost import job_resources
 from geoanatomy.cost import pack_group as cost_pack_group
 from geoanatomy.spec import parse_mixture_name, parse_run_name
@@ -67,7 +67,7 @@ def disk_window(wildcards):
 
 # Training packs (config pack: {train: K}): {pack: its runs}; empty when every run trains alone
 TRAIN_PACKS = train_packs(CFG)
-_PACK_OF = {r: p for p, rs in TRAIN_PACKS.items() for r in rs}
+_PACK_OF = pack_of(CFG)
 
 
 def train_pack_record(wildcards):

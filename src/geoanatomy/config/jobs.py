@@ -3,10 +3,9 @@ Snakemake rule passes to its stage."""
 from __future__ import annotations
 
 import copy
-import json
 
 from ..errors import ConfigError
-from ..spec import JobSpec, RunSpec, check_pack, parse_mixture_name, parse_run_name
+from ..spec import JobSpec, RunSpec, pack_key, parse_mixture_name, parse_run_name
 from .grid import (
     eval_settings,
     level_params,
@@ -47,18 +46,14 @@ def train_packs(cfg: dict) -> dict[str, list[str]]:
     k = int((cfg.get("pack") or {}).get("train", 1))
     if k <= 1:
         return {}
-    groups: dict[tuple, list[RunSpec]] = {}
+    groups: dict[tuple, list[str]] = {}
     for name in run_names(cfg):
-        s = run_spec(cfg, name)
-        key = (s.size, s.block_size, s.train["batch_size"], json.dumps(s.numerics or {}, sort_keys=True))
-        groups.setdefault(key, []).append(s)
+        groups.setdefault(pack_key(run_spec(cfg, name)), []).append(name)
     out, count = {}, {}
-    for key, specs in groups.items():
-        for i in range(0, len(specs), k):
-            chunk = specs[i:i + k]
-            check_pack(chunk)
-            n = count[key[0]] = count.get(key[0], -1) + 1
-            out[f"{key[0]}_p{n:02d}"] = [s.name for s in chunk]
+    for (size, *_), names in groups.items():
+        for i in range(0, len(names), k):
+            n = count[size] = count.get(size, -1) + 1
+            out[f"{size}_p{n:02d}"] = names[i:i + k]
     return out
 
 
