@@ -6,6 +6,8 @@
     run.metrics                       # metrics.csv as a DataFrame, checked against its manifest
     run.curve("rankme", layer="ln_final", position="first", variant="centred")
     model = run.model(run.steps[-1])  # the project's GPT at that checkpoint (hf=True: GPT-2)
+    batch = run.eval_batch()          # the evaluation inputs and the positions the tables read
+    geoanatomy.events_table("results")   # every run's events, one row per run and curve
     summary = geoanatomy.open_summary("results/summary")
     summary.verdict, summary.benchmark
 
@@ -69,6 +71,44 @@ class Events:
     settings: dict = field(repr=False)
 
 
+@dataclass(frozen=True)
+class EvalBatch:
+    """The evaluation set a run's tables were measured on (``Run.eval_batch``): the same
+    sequences, in the same order, that the metrics stage feeds the model at every checkpoint.
+
+    ``sequences`` (N, S) int64: prompt and answer tokens; the model reads ``inputs`` =
+    sequences[:, :-1] (teacher forcing). ``first``: the input position whose hidden state
+    predicts the first answer token (the tables' position ``first``, the ``=``);
+    ``answer_positions``: the positions that predict answer tokens (``answer_mean`` averages
+    the hidden states over them; ``first`` is the first of them); ``n_answer`` answer tokens."""
+    sequences: object
+    first: int
+    n_answer: int
+    run: str
+    n_samples: int
+
+    @property
+    def inputs(self):
+        return self.sequences[:, :-1]
+
+    @property
+    def answer_positions(self) -> list[int]:
+        return list(range(self.first, self.first + self.n_answer))
+
+    @property
+    def answers(self):
+        """(N, n_answer) the answer tokens the positions predict."""
+        return self.sequences[:, -self.n_answer:]
+
+
+def events_of(p: dict) -> Events:
+    """The ``Events`` of a parsed precursor.json."""
+    le = p.get("loss_events") or {}
+    return Events(bool(p["acquired"]), p.get("acquisition_step"), p["difficulty"], le.get("onset_step"),
+                  le.get("half_step"), le.get("extreme_step"),
+                  {k: CurveEvents.from_entry(k, v) for k, v in p["measures"].items()}, p["events_settings"])
+
+
 class Run:
     """One run folder written by the workflow (module doc). Opened by ``open_run``."""
 
@@ -103,11 +143,7 @@ class Run:
 
     @cached_property
     def events(self) -> Events:
-        p = self.precursor
-        le = p.get("loss_events") or {}
-        return Events(bool(p["acquired"]), p.get("acquisition_step"), p["difficulty"], le.get("onset_step"),
-                      le.get("half_step"), le.get("extreme_step"),
-                      {k: CurveEvents.from_entry(k, v) for k, v in p["measures"].items()}, p["events_settings"])
+        return events_of(self.precursor)
 
     def table(self, name: str):
         """A per-run table (metrics, measures, probes) as a DataFrame, read through its manifest
@@ -152,6 +188,37 @@ class Run:
                              f"(e.g. {keys.head(3).to_dict('records')})")
         sel = sel.sort_values("step")
         return sel["step"].to_numpy(), sel["value"].to_numpy(float)
+
+    def eval_batch(self, n_samples: int | None = None) -> EvalBatch:
+        """The evaluation inputs of this run and the positions its tables read (``EvalBatch``),
+        rebuilt from train.json's settings by the metrics stage's own code. ``n_samples``: the
+        set's size, by default the one metrics.csv records (its RankMe rows' ``n_samples``), else
+        the default eval.n_samples; a smaller n gives the first n examples of the same set."""
+        from .spec import RunSpec
+        from .stages.common import task_data
+        st = self.train.get("settings") or {}
+        if st.get("mixture") or not st.get("task"):
+            raise ValueError(f"{self.name}: a mixture's training run has one evaluation set per combination; open "
+                             "the combination's unit folder instead")
+        if n_samples is None:
+            n_samples = self._recorded_n_samples()
+        spec = RunSpec(st["task"], st["level"], st["size"], st.get("level_params") or {}, st.get("train") or {},
+                       st.get("data") or {}, int(st.get("seed", 0)), int(st.get("block_size", 64)),
+                       control=st.get("control") or "")
+        data = task_data(spec)
+        seq = data.eval_set(int(n_samples))
+        na = int(data.spec.n_answer)
+        return EvalBatch(seq, int(seq.shape[1] - 1 - na), na, self.name, int(n_samples))
+
+    def _recorded_n_samples(self) -> int:
+        from .defaults import DEFAULTS
+        p = self.path / "metrics.csv"
+        if p.is_file():
+            m = self.metrics
+            r = m[(m["measure"] == "rankme") & m["n_samples"].notna()]
+            if len(r):
+                return int(r["n_samples"].iloc[0])
+        return int(DEFAULTS["eval"]["n_samples"])
 
     def model(self, step: int, hf: bool = False, device: str = "cpu"):
         """The model at checkpoint ``step``: the project's GPT (weights checked against the hash
@@ -216,6 +283,48 @@ class Summary:
     verdict = property(lambda self: self.table("verdict"))
     benchmark = property(lambda self: self.table("precursor_benchmark"))
     power = property(lambda self: self.table("verdict_power"))
+
+
+EVENT_COLUMNS = ["run", "task", "level", "size", "seed", "control", "difficulty", "acquired", "acquisition_step",
+                 "loss_onset_step", "loss_half_step", "loss_extreme_step", "curve", "layer", "position", "variant",
+                 "direction", "changed", "onset_step", "extreme_step", "return_step", "precursor"]
+
+
+def events_table(results):
+    """Every run's events as one DataFrame: one row per run (a folder of ``results`` with a
+    precursor.json, each read through its seal) and curve (precursor.json's ``measures``
+    entries: RankMe of both variants, the expensive measures, the benchmark signals; probes
+    left out), with the run's behavioural and loss-curve events on every row (columns
+    ``EVENT_COLUMNS``; onset / extreme / return are collapse / floor / recovery for a curve
+    that falls, rise / peak / settle for one that rises). The same numbers as
+    ``open_run(folder).events``; for the cross-run tables the verdict reads, see
+    results/summary/transitions.csv."""
+    import pandas as pd
+    root = Path(results)
+    paths = sorted(root.glob("*/precursor.json")) + sorted(root.glob("*/*/precursor.json"))
+    if not paths:
+        raise FileNotFoundError(f"{root}: no run folder with a precursor.json (run the events stage first)")
+    from .analysis.load import load_precursor
+    rows = []
+    for p in paths:
+        pre = load_precursor(p)           # its seal and fields checked
+        ev = events_of(pre)
+        head = {"run": pre["run"], "task": pre["task"], "level": pre["level"], "size": pre["size"],
+                "seed": pre.get("seed", 0), "control": pre.get("control") or "", "difficulty": ev.difficulty,
+                "acquired": ev.acquired, "acquisition_step": ev.acquisition_step,
+                "loss_onset_step": ev.loss_onset_step, "loss_half_step": ev.loss_half_step,
+                "loss_extreme_step": ev.loss_extreme_step}
+        for name, c in ev.curves.items():
+            if name == "probes" or not isinstance(c.raw, dict) or "direction" not in c.raw:
+                continue
+            rows.append({**head, "curve": name, "layer": c.layer, "position": c.position, "variant": c.variant,
+                         "direction": c.direction, "changed": c.changed, "onset_step": c.onset_step,
+                         "extreme_step": c.extreme_step, "return_step": c.return_step, "precursor": c.precursor})
+    df = pd.DataFrame(rows, columns=EVENT_COLUMNS)
+    for c in ("acquisition_step", "loss_onset_step", "loss_half_step", "loss_extreme_step", "onset_step",
+              "extreme_step", "return_step"):
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype("Int64")
+    return df
 
 
 def open_run(path) -> Run:

@@ -39,17 +39,31 @@ def xstep(steps):
     return np.asarray(steps, dtype=float) + 1.0
 
 
-def save(fig, png: str | Path, svg: bool = False, dpi: int = 150) -> list[str]:
-    """Write fig as PNG (and SVG beside it when ``svg``) atomically; close it; return the paths."""
+def save(fig, png: str | Path, svg: bool = False, dpi: int = 150, about: dict | None = None) -> list[str]:
+    """Write fig as PNG (and SVG beside it when ``svg``) atomically; close it; return the paths.
+    ``about``: text the file carries in its metadata, not on the figure (PNG text chunks
+    ``Title``, ``Description``, ``Source``: the runs and machines a figure came from), read back
+    with ``figure_metadata``."""
     out = []
+    about = {k: str(v) for k, v in (about or {}).items() if v}
     for fmt, path in [("png", Path(png))] + ([("svg", Path(png).with_suffix(".svg"))] if svg else []):
         buf = io.BytesIO()
-        fig.savefig(buf, format=fmt, dpi=dpi, metadata={"Date": None} if fmt == "svg" else {"Software": None})
+        meta = {"Date": None, **({"Title": about["Title"]} if "Title" in about else {}),
+                **({"Description": about["Description"]} if "Description" in about else {})} if fmt == "svg" \
+            else {"Software": None, **about}
+        fig.savefig(buf, format=fmt, dpi=dpi, metadata=meta)
         atomic_write_bytes(path, buf.getvalue())
         out.append(str(path))
     import matplotlib.pyplot as _plt
     _plt.close(fig)
     return out
+
+
+def figure_metadata(png) -> dict:
+    """The text chunks of a PNG written by ``save`` (its ``about``)."""
+    from PIL import Image
+    with Image.open(png) as im:
+        return dict(im.text)
 
 
 def grid(p, nrows: int, ncols: int, panel_w: float, panel_h: float, top_in: float = 0.9, bottom_in: float = 0.75,

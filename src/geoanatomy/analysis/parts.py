@@ -103,6 +103,11 @@ BENCHMARK = Part("benchmark", (PRECURSORS, CURVES), (
            {"figure": "precursor benchmark"})), "write_benchmark", runtime=30)
 VERDICT = Part("verdict", (PRECURSORS, CURVES, Input("json", STATISTICS + tuple(POWER.files()), "summary")),
                (Output("verdict.csv", "verdict", "0 Verdict", {"table": "verdict per claim"}),), "write_verdict")
+# the answer first: the headline test in one figure and the table it draws (analysis.figures_headline)
+HEADLINE = Part("headline", (PRECURSORS, Input("verdict", ("verdict.csv",), "summary")), (
+    Output("headline.png", "headline", "0 Verdict", {"figure": "headline: the answer in one figure"}),
+    Output("headline.csv", "headline_table", "0 Verdict", {"table": "headline: what the figure draws, per cell"})),
+    "write_headline")
 PROTOCOLS = Part("protocols", (PRECURSORS,), _tables(
     ("protocols.csv", "protocols", "single-task vs mixture protocol"),
     ("protocol_rates.csv", "protocol_rates", "precursor rates per protocol"),
@@ -132,14 +137,14 @@ CLAIM_FIGURES = Part("claims", (Input("verdict", ("verdict.csv",), "summary"),),
     for fam in FIGURE_FAMILIES), "write_claim_figures")
 
 # tables.html: the verdict first, then the protocol tables, the other tables, the JSON files
-HTML_SECTIONS = (tuple(f for p in (VERDICT, BENCHMARK, POWER, PROTOCOLS, TABLES) for f in p.files()
+HTML_SECTIONS = (tuple(f for p in (VERDICT, HEADLINE, BENCHMARK, POWER, PROTOCOLS, TABLES) for f in p.files()
                        if f.endswith(".csv"))
                  + STATISTICS)
 HTML = Part("html", (Input("tables", HTML_SECTIONS, "summary"),), _tables(
     ("tables.html", "tables_html", "all tables on one page"),
 ), "write_html", settings=False)
 
-PARTS = (TABLES, SCALE, PREDICTION, POWER, BENCHMARK, VERDICT, PROTOCOLS, FIGURES, CLAIM_FIGURES, HTML)
+PARTS = (TABLES, SCALE, PREDICTION, POWER, BENCHMARK, VERDICT, HEADLINE, PROTOCOLS, FIGURES, CLAIM_FIGURES, HTML)
 BY_NAME = {p.name: p for p in PARTS}
 MIXTURE_FILES = frozenset(f for p in PARTS if p.mixtures_only for f in p.files())
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..files import atomic_write_json, atomic_write_text
 from . import (behaviour, figures_runs, figures_summary, floors, parts, power, prediction, protocols, rates, scale,
                topdown)
-from . import benchmark, figures_benchmark, figures_verdict, verdict
+from . import benchmark, figstyle, figures_benchmark, figures_verdict, verdict
 from .load import check_pooling, class_counts, clear_gap, load_precursors, min_gap_frac, settings_mix
 from .tables import header_lines, read_table, tables_html, write_csv
 
@@ -354,6 +354,30 @@ def write_verdict(job: Job) -> list[str]:
     return [str(out / "verdict.csv")]
 
 
+def write_headline(job: Job) -> list[str]:
+    """headline.png and headline.csv (analysis.figures_headline): the headline test in one
+    figure, from the runs and verdict.csv; the runs' and machines' line in the PNG's metadata."""
+    from . import figures_headline as fh
+    pres, out, st = job.pres, Path(job.out), job.st
+    v = read_table(out / "verdict.csv")
+    t = fh.headline_table(pres, st)
+    rows = fh.timing_rows(v)
+    write_csv(t, out / "headline.csv", "geoanatomy summary: headline.csv",
+              [f"what headline.png's left panel draws: one row per study cell (control empty; the median over its"
+               f" seeds, as the timing claims read it: analysis.units) of the headline RankMe variant"
+               f" ({st['headline_variant']}, measure {fh.headline_measure(st)}), then one row per shuffled-label"
+               " control run; t_acq = acquisition step (+inf: most seeds never acquired; NaN: a control that never"
+               " acquired), t_floor = the RankMe floor step (the median over the acquired seeds whose RankMe"
+               " collapsed; for a control its own), t_loss_onset / t_loss_extreme = the loss curve's events"
+               " (the median over the acquired seeds).",
+               f"the right panel draws verdict.csv's rows of claim '{fh.CLAIM}' for the RankMe variants, the primary"
+               f" row first ({len(rows)} rows).", _n_line(pres)])
+    about = {"Title": fh.answer(rows.iloc[0].to_dict() if len(rows) else None, str(st["headline_variant"]))[0],
+             "Description": _n_line(pres), "Source": "geoanatomy summarize headline (analysis.figures_headline)"}
+    files = figstyle.save(fh.draw_headline(t, v, st, fh.verdict_counts(v)), out / "headline.png", about=about)
+    return [str(out / "headline.csv"), *files]
+
+
 def _mix_line(mix) -> str:
     models = sorted({protocols.model_of(p) for p in mix})
     return (f"mixture units: {len(mix)} combinations of {len(models)} models ({', '.join(models[:12])}"
@@ -433,7 +457,7 @@ def write_html(job: Job) -> list[str]:
 
 # each part's writer (parts.Part.writer names it; the registry is standard-library only)
 WRITERS = {f.__name__: f for f in (write_tables, write_scale, write_prediction, write_power, write_benchmark,
-                                   write_verdict,
+                                   write_verdict, write_headline,
                                    write_protocols, write_figures, write_claim_figures, write_html)}
 assert set(WRITERS) == {p.writer for p in parts.PARTS}, "one writer per summary part"
 
