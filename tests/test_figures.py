@@ -287,11 +287,14 @@ def _rho_pres(tmp_path, levels_tasks: dict) -> list[dict]:
 
 def test_rho_matrix_draws_only_cells_with_a_rho(tmp_path):
     st = make_settings()
-    sc = scale.scale_invariance(_rho_pres(tmp_path, {"L1": TASKS[:4], "L3": TASKS[:2]}), st)
+    sc = scale.scale_invariance(_rho_pres(tmp_path, {"L1": TASKS[:4], "L3": TASKS[:2], "L2": TASKS[:3]}), st)
     fig = figures_summary.draw_rho_matrix(sc)
     panels = [a for a in fig.axes if a.get_title()]
     toy = sc["families"]["toy"]
-    assert len(panels) == 4                          # (floors, acquisition order) x (L1, L3)
+    # (floors, acquisition order) x (L1, L2): L3's matrices (n = 2) have no rho, so no panel of
+    # their own, named in the title instead
+    assert len(panels) == 4 and not any("level L3" in a.get_title() for a in panels)
+    assert "level L3" in fig._suptitle.get_text() and "not drawn" in fig._suptitle.get_text()
     for ax in panels:
         title = ax.get_title()
         lv = re.search(r"level (L\d)", title).group(1)
@@ -305,10 +308,7 @@ def test_rho_matrix_draws_only_cells_with_a_rho(tmp_path):
             if drawn:
                 assert arr[i, j] == pytest.approx(m["rho"][i][j])
         texts = [t.get_text() for t in ax.texts if t.get_gid() == "not drawn"]
-        if lv == "L3":
-            assert texts == ["n=2: not drawn\n(n < 3)"] * 2
-        else:
-            assert texts == [] and m["n"][0][1] == 4
+        assert texts == [] and m["n"][0][1] == {"L1": 4, "L2": 3}[lv]
     only_two = scale.scale_invariance(_rho_pres(tmp_path, {"L3": TASKS[:2]}), st)
     fig = figures_summary.draw_rho_matrix(only_two)
     assert not [a for a in fig.axes if a.get_images()]

@@ -79,6 +79,9 @@ def figure(table: pd.DataFrame, title: str, event: str = "onset"):
     axes[0].set_yticklabels([f"{r['signal']}{'' if r['robust'] else ' (x)'}  [{r['n_cells']}]"
                              for _, r in t.iterrows()], fontsize=7.5)
     axes[0].set_xlim(-0.02, 1.02)
-    fig.suptitle(title, fontsize=9)
+    keys = ([f"filled dot = reads \"beyond the loss curve\" ({int(t['reading'].eq('beyond the loss curve').sum())})"]
+            if t["reading"].eq("beyond the loss curve").any() else []) + \
+        (["(x) = reading changes with the detector"] if (~t["robust"].astype(bool)).any() else [])
+    fig.suptitle("; ".join([title] + keys) + f"; [n] = cells", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
     return fig

@@ -169,6 +169,9 @@ def lead_lag(rows: pd.DataFrame, out_png) -> list[str]:
     return save(draw_lead_lag(rows), out_png, svg=True)
 
 
+FAMILY_WORDS = {"toy": "algorithmic tasks", "pythia": "Pythia"}   # scale_invariance.json's families in words
+
+
 def rho_panels(scale: dict, measure: str = "rankme") -> tuple[list, list[str]]:
     """The matrices the scale verdicts read, one per family x quantity x level: cell floors of
     ``measure`` and acquisition order (unacquired cells ranked last), per level
@@ -186,8 +189,14 @@ def rho_panels(scale: dict, measure: str = "rankme") -> tuple[list, list[str]]:
         for what, entry in quantities:
             for lv, e in (entry.get("by_level") or {}).items():
                 if "matrix" in e:
-                    out.append((e["matrix"], f"{fam}: {what}\nlevel {lv}, units = {e.get('units', 'task')}"))
+                    out.append((e["matrix"], f"{FAMILY_WORDS.get(fam, fam)}: {what}\nlevel {lv}, units ="
+                                             f" {e.get('units', 'task')}"))
     return out, notes
+
+
+def _pair_ns(m: dict) -> str:
+    k = len(m["sizes"])
+    return ", ".join(str(m["n"][i][j]) for i in range(k) for j in range(i + 1, k))
 
 
 def _drawable(m: dict) -> np.ndarray:
@@ -227,31 +236,33 @@ def _matrix(ax, m: dict, title: str):
 
 
 def draw_rho_matrix(scale: dict, measure: str = "rankme"):
-    """Spearman rho between sizes per family x quantity x level (``rho_panels``); a cell
-    is coloured only where rho exists (n >= RHO_MIN_N units at both sizes, neither side
-    constant), else it says why not; no matrix with a coloured cell: a note."""
+    """Spearman rho between sizes per family x quantity x level (``rho_panels``), one panel for
+    each matrix with at least one rho (no empty panel: the matrices without one are named in
+    the title with their n); a cell is coloured only where rho exists (n >= RHO_MIN_N units at
+    both sizes, neither side constant), else it says why not; no matrix with a coloured cell:
+    a note."""
     panels, notes = rho_panels(scale, measure)
     drawn = [(m, t) for m, t in panels if _drawable(m).any()]
     if not drawn:
-        def pair_ns(m):
-            k = len(m["sizes"])
-            return ", ".join(str(m["n"][i][j]) for i in range(k) for j in range(i + 1, k))
-        lines = [f"{t.replace(chr(10), ', ')}: n = {pair_ns(m)}" for m, t in panels] + notes
+        lines = [f"{t.replace(chr(10), ', ')}: n = {_pair_ns(m)}" for m, t in panels] + notes
         return draw_placeholder("Scale invariance: Spearman rho between sizes",
                                 f"no size pair with n >= {RHO_MIN_N} units at both sizes: no rho to draw\n"
                                 + "\n".join(lines[:12]) + (" ..." if len(lines) > 12 else ""))
+    left_out = [f"{t.replace(chr(10), ', ')} (n {_pair_ns(m)})" for m, t in panels if not _drawable(m).any()]
     p = plt()
-    ncols = min(4, len(panels))
-    nrows = -(-len(panels) // ncols)
-    fig, axes = p.subplots(nrows, ncols, figsize=(3.3 * ncols + 0.8, 3.6 * nrows), squeeze=False,
-                           constrained_layout=True)
+    ncols = min(4, len(drawn))
+    nrows = -(-len(drawn) // ncols)
+    fig, axes = p.subplots(nrows, ncols, figsize=(max(3.3 * ncols + 0.8, 7.5), 3.6 * nrows + 0.3 * bool(left_out)),
+                           squeeze=False, constrained_layout=True)
     flat = [a for row in axes for a in row]
     im = None
-    for ax, (m, title) in zip(flat, panels):
+    for ax, (m, title) in zip(flat, drawn):
         im = _matrix(ax, m, title)
-    for ax in flat[len(panels):]:
+    for ax in flat[len(drawn):]:
         ax.remove()
-    fig.colorbar(im, ax=flat[:len(panels)], shrink=0.8, label="Spearman rho")
+    fig.colorbar(im, ax=flat[:len(drawn)], shrink=0.8, label="Spearman rho")
+    if left_out:
+        notes = notes + [f"no rho (fewer than {RHO_MIN_N} units at both sizes), not drawn: " + "; ".join(left_out)]
     st = scale.get("settings") or summary_settings()      # the file's own, else the defaults' home
     fig.suptitle("Spearman rho between sizes over the tasks of one level (cells: median over seeds), exact two-sided "
                  f"permutation p (exact for n <= {st['exact_max_n']}); n = units at both sizes;\n"

@@ -269,7 +269,7 @@ def write_benchmark(job: Job) -> list[str]:
         "layer's RankMe together); NaN: not recorded.", machines_line(job.pres)])
     fig = figures_benchmark.draw(table, out / "figures" / "precursor_benchmark.png",
                                  f"precursor benchmark: {len(curves)} runs, {n_neg} negatives; onset events, "
-                                 f"ranked by AUROC; (x) = reading changes with the detector")
+                                 f"ranked by AUROC")
     return [str(out / "precursor_benchmark.csv"), *fig]
 
 
