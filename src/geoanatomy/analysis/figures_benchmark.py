@@ -82,6 +82,6 @@ def figure(table: pd.DataFrame, title: str, event: str = "onset"):
     keys = ([f"filled dot = reads \"beyond the loss curve\" ({int(t['reading'].eq('beyond the loss curve').sum())})"]
             if t["reading"].eq("beyond the loss curve").any() else []) + \
         (["(x) = reading changes with the detector"] if (~t["robust"].astype(bool)).any() else [])
-    fig.suptitle("; ".join([title] + keys) + f"; [n] = cells", fontsize=9)
+    fig.suptitle("; ".join([title] + keys) + "; [n] = cells", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
     return fig
