@@ -183,8 +183,9 @@ def _titles(by_claim: dict) -> dict:
 def draw_family(verdict: pd.DataFrame, family: str):
     """The figure of one family (module doc); a family none of whose claims has a row gets a
     figure that says so in words (a declared output of the workflow). Returns the Figure; its
-    panels carry ``gid`` = the claim, each drawn row a dot (Line2D, gid "row:<claim>:<index in verdict.csv>") and, if it has an interval, a bar
-    (gid "ci:...") so a test can read back what was drawn."""
+    panels carry ``gid`` = the claim, each drawn row a dot (Line2D, gid "row:<claim>:<index in
+    verdict.csv>") and, if it has an interval, a bar (gid "ci:...") so a test can read back
+    what was drawn."""
     p = figstyle.plt()
     by_claim = family_rows(verdict, family)
     if not by_claim:
