@@ -138,3 +138,31 @@ def test_the_part_writes_the_table_and_keeps_provenance_in_the_metadata(study, t
     assert page["Title"] == meta["Title"] and page["Description"] == meta["Description"], (
         "docs/study/headline.png is stale: geoanatomy summarize headline --precursors docs/study/data/*/precursor.json"
         " --out <a copy of docs/study/data/summary>, then copy headline.png to docs/study/")
+
+
+def test_tables_html_opens_with_the_verdict_at_a_glance(study, tmp_path):
+    """tables.html: the headline figure embedded, then verdict.csv's compact view (one row per
+    verdict row, its word, estimate and interval, n, bound vs effect; power only beside the words
+    it qualifies), sortable, with every column folded below; long text cells folded."""
+    import re
+
+    from geoanatomy.analysis.tables import FOLD_CHARS, compact_verdict, tables_html
+    _, _, v = study
+    c = compact_verdict(v)
+    assert len(c) == len(v) and list(c["word"]) == list(v["verdict"]) and list(c["row"]) == list(range(1, len(v) + 1))
+    for (_, r), (_, g) in zip(v.iterrows(), c.iterrows()):
+        if r["verdict"] == "not reproduced" and np.isfinite(r["effect_of_interest"]):
+            assert g["bound vs smallest effect"] == f"{r['bound']:.3g} vs {r['effect_of_interest']:g}"
+        if r["verdict"] in ("reproduced", "descriptive"):
+            assert g["power (where it qualifies the word)"] == ""
+        if np.isfinite(r["value"]):
+            assert g["estimate [interval]"].startswith(f"{r['value']:.3g}")
+    png = (REPO / "docs" / "study" / "headline.png").read_bytes()
+    page = tables_html([("verdict.csv", ["a note"], v), ("other.csv", [], pd.DataFrame({"x": ["y" * 300]}))],
+                       "t", png)
+    assert page.index("data:image/png;base64,") < page.index("<h2 id='verdict.csv'>")
+    first = re.search(r"<table class='sortable'><thead><tr>(.*?)</tr></thead><tbody>(.*?)</tbody>", page, re.S)
+    assert re.findall(r"<th>(.*?)</th>", first.group(1))[:4] == ["row", "claim", "measure", "word"]
+    assert first.group(2).count("<tr>") == len(v)
+    assert "every column of verdict.csv (35)" in page and "addEventListener('click'" in page
+    assert "<details><summary>" + "y" * (FOLD_CHARS - 31) in page or "(more)</summary>" in page

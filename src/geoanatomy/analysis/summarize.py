@@ -451,7 +451,9 @@ def write_html(job: Job) -> list[str]:
             sections.append((f, [(d.get("method") or "")[:2000].replace("\n", " ")], d))
         else:
             sections.append((f, header_lines(p)[1:], read_table(p)))
-    atomic_write_text(out / "tables.html", tables_html(sections, "geoanatomy summary tables"))
+    png = out / "headline.png"
+    atomic_write_text(out / "tables.html", tables_html(sections, "geoanatomy summary tables",
+                                                       png.read_bytes() if png.is_file() else None))
     return [str(out / "tables.html")]
 
 

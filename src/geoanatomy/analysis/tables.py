@@ -86,20 +86,116 @@ def header_lines(path) -> list[str]:
     return [meta.get("dc:title") or ""] + list(meta.get("notes") or [])
 
 
-def tables_html(sections: list[tuple[str, list[str], pd.DataFrame | dict]], title: str) -> str:
-    """One self-contained HTML page: per section a heading, its notes, and the table (or JSON)."""
-    css = ("body{font-family:sans-serif;font-size:13px;margin:1.5em}table{border-collapse:collapse;margin-bottom:2em}"
-           "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}"
-           "p.note{margin:0.1em 0;color:#333}pre{background:#f6f6f6;padding:0.5em;max-height:40em;overflow:auto}")
+FOLD_CHARS = 100     # a text cell longer than this is folded (<details>): rows stay one line tall
+
+SORT_JS = """
+document.querySelectorAll('table.sortable th').forEach(function(th, col) {
+  th.style.cursor = 'pointer'; th.title = 'sort';
+  th.addEventListener('click', function() {
+    var tb = th.closest('table').tBodies[0], rows = Array.from(tb.rows);
+    var dir = th.dataset.dir === 'asc' ? -1 : 1; th.dataset.dir = dir === 1 ? 'asc' : 'desc';
+    var key = function(r) { var t = r.cells[col].innerText.trim(), x = parseFloat(t);
+                            return isNaN(x) ? t.toLowerCase() : x; };
+    rows.sort(function(a, b) { var x = key(a), y = key(b);
+      if (typeof x !== typeof y) { return (typeof x === 'number' ? -1 : 1) * dir; }
+      return (x < y ? -1 : x > y ? 1 : 0) * dir; });
+    rows.forEach(function(r) { tb.appendChild(r); });
+  });
+});
+"""
+
+
+def _cell(v) -> str:
+    """One table cell as HTML: numbers to 4 significant digits, long text folded."""
+    if v is None or (isinstance(v, float) and v != v):
+        return ""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    t = str(v)
+    if len(t) > FOLD_CHARS:
+        return (f"<details><summary>{html.escape(t[:FOLD_CHARS - 30].rsplit(' ', 1)[0])} (more)</summary>"
+                f"{html.escape(t)}</details>")
+    return html.escape(t)
+
+
+def html_table(df: pd.DataFrame, sortable: bool = False) -> str:
+    """A DataFrame as an HTML table (``_cell`` per cell); ``sortable``: click a header to sort."""
+    if not len(df):
+        return "<p><em>empty table (no rows)</em></p>"
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    body = "".join("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>"
+                   for row in df.itertuples(index=False))
+    return (f"<table class='{'sortable' if sortable else 'plain'}'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table>")
+
+
+def _num(x):
+    x = pd.to_numeric(x, errors="coerce")
+    return float(x) if x is not None and x == x and abs(x) != float("inf") else None
+
+
+def compact_verdict(v: pd.DataFrame) -> pd.DataFrame:
+    """verdict.csv at a glance, one row per verdict row (``row`` = its 1-based number): claim,
+    what the row measures, the word, the estimate [interval] at its level, n cells (runs), the
+    one-sided bound against the smallest effect of interest (what decides a "not reproduced")
+    and, where it qualifies the word, the power against the alternative the claim names."""
+    from .figures_verdict import POWER_QUALIFIES, alternative_text, row_label
+    out = []
+    for i, r in enumerate(v.to_dict("records"), 1):
+        x, lo, hi, lvl = (_num(r.get(k)) for k in ("value", "ci_lo", "ci_hi", "ci_level"))
+        est = "-" if x is None else f"{x:.3g}" + (f" [{lo:.3g}, {hi:.3g}]" if lo is not None and hi is not None
+                                                 else "")
+        bound, eoi = _num(r.get("bound")), _num(r.get("effect_of_interest"))
+        pw = _num(r.get("power"))
+        alt = alternative_text(str(r.get("claim")))
+        nu, nr = _num(r.get("n_units")), _num(r.get("n_runs"))
+        out.append({"row": i, "claim": r.get("claim"), "measure": row_label(r), "word": r.get("verdict"),
+                    "estimate [interval]": est, "level": f"{lvl:.0%}" if lvl and lo is not None else "",
+                    "n cells (runs)": "-" if nu is None else f"{int(nu)} ({int(nr or 0)})",
+                    "bound vs smallest effect": f"{bound:.3g} vs {eoi:g}" if bound is not None and eoi is not None
+                    else "",
+                    "power (where it qualifies the word)": (f"{pw:.2f} vs {alt}" if alt else f"{pw:.2f}")
+                    if pw is not None and str(r.get("verdict")) in POWER_QUALIFIES else ""})
+    return pd.DataFrame(out)
+
+
+def tables_html(sections: list[tuple[str, list[str], pd.DataFrame | dict]], title: str,
+                headline_png: bytes | None = None) -> str:
+    """One self-contained HTML page: the answer first (the headline figure, embedded, and
+    verdict.csv at a glance: ``compact_verdict``, sortable, every column of verdict.csv folded
+    below it), then per section a heading, its notes (folded) and the table (long text cells
+    folded) or JSON."""
+    import base64
+    css = ("body{font-family:sans-serif;font-size:13px;margin:1.5em}table{border-collapse:collapse;margin-bottom:1em}"
+           "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;vertical-align:top}th{background:#eee}"
+           "td details summary{cursor:pointer;color:#225}td details{text-align:left;max-width:40em}"
+           "table.sortable td{text-align:left}tr:hover td{background:#f7f7ff}"
+           "p.note{margin:0.1em 0;color:#333}pre{background:#f6f6f6;padding:0.5em;max-height:40em;overflow:auto}"
+           "img{max-width:100%}")
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{css}</style></head><body><h1>{html.escape(title)}</h1>"]
+    if headline_png:
+        parts.append("<img alt='headline.png: the headline test in one figure' src='data:image/png;base64,"
+                     + base64.b64encode(headline_png).decode() + "'>")
+    parts.append("<p>Contents: " + " | ".join(f"<a href='#{html.escape(n)}'>{html.escape(n)}</a>"
+                                               for n, _, _ in sections) + "</p>")
     for name, notes, obj in sections:
         parts.append(f"<h2 id='{html.escape(name)}'>{html.escape(name)}</h2>")
-        parts += [f"<p class='note'>{html.escape(n)}</p>" for n in notes]
+        if notes:
+            parts.append("<details><summary>notes: what the table holds and how it was computed</summary>"
+                         + "".join(f"<p class='note'>{html.escape(n)}</p>" for n in notes) + "</details>")
         if isinstance(obj, pd.DataFrame):
-            parts.append(obj.to_html(index=False, na_rep="", float_format=lambda v: f"{v:.4g}", border=0) if len(obj)
-                         else "<p><em>empty table (no rows)</em></p>")
+            if name == "verdict.csv" and len(obj):
+                counts = obj["verdict"].astype(str).value_counts()
+                parts.append("<p><b>" + ", ".join(f"{int(counts.get(w, 0))} {w}" for w in
+                                                  ("reproduced", "not reproduced", "inconclusive", "descriptive"))
+                             + f"</b> of {len(obj)} rows; click a column's header to sort.</p>")
+                parts.append(html_table(compact_verdict(obj), sortable=True))
+                parts.append(f"<details><summary>every column of verdict.csv ({len(obj.columns)})</summary>"
+                             + html_table(obj, sortable=True) + "</details>")
+            else:
+                parts.append(html_table(obj, sortable=True))
         else:
             parts.append(f"<pre>{html.escape(json.dumps(obj, indent=1)[:200000])}</pre>")
-    parts.append("</body></html>")
+    parts.append(f"<script>{SORT_JS}</script></body></html>")
     return "\n".join(parts)
