@@ -71,6 +71,10 @@ if any(a == "--report" or a.startswith("--report=") for a in sys.argv):
     _bad = folder_problems(Path(RESULTS) / "summary")
     if _bad:
         raise SystemExit("geoanatomy: not making the report: " + " | ".join(_bad[:3]))
+    from geoanatomy.report.landing import landing
+
+    # the landing page (workflow/report/workflow.rst) shows the headline figure and the counts
+    config["report_landing"] = landing(Path(RESULTS) / "summary")
 
 RUNS = run_names(CFG)
 # the multi-task protocol (protocol: mixture blocks): training runs NAME_SIZE[_sN], and one

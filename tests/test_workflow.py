@@ -157,6 +157,26 @@ def test_full_run_then_noop(built_workdir):
 
 
 @pytest.mark.slow
+def test_the_report_opens_with_the_headline_figure_and_the_counts_and_carries_each_run(built_workdir, tmp_path):
+    """`snakemake --report`: the landing page shows headline.png (embedded) and verdict.csv's
+    counts as the file says them; each run's trajectory.png is in the report (category Runs)."""
+    import base64
+    import csv
+    from collections import Counter
+    out = tmp_path / "report.html"
+    p = smk(built_workdir, "--report", str(out), "--configfile", "tiny.yaml", check=False)
+    assert p.returncode == 0, p.stdout + p.stderr
+    page = out.read_text()
+    png = base64.b64encode((built_workdir / "results" / "summary" / "headline.png").read_bytes()).decode()
+    landing = page[page.index("The answer first</strong>"):]
+    assert landing.index(png[:76]) < landing.index("Decoder-only GPT-2-style")     # on the landing page
+    with (built_workdir / "results" / "summary" / "verdict.csv").open(newline="") as f:
+        c = Counter(r["verdict"] for r in csv.DictReader(f))
+    assert f"{c.get('reproduced', 0)} reproduced, {c.get('not reproduced', 0)} not reproduced" in page
+    assert "4 Runs" in page and "copy_L1_nano" in page and "mod_L1_nano" in page
+
+
+@pytest.mark.slow
 def test_every_table_the_workflow_writes_is_plain_csv_that_pandas_and_pyarrow_read(built_workdir):
     """Every CSV under results/ (per-run tables, summary tables, the training logs) is read by
     pd.read_csv and pyarrow.csv.read_csv without options, with the row count its manifest

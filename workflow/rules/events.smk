@@ -8,7 +8,12 @@ rule events:
         probes=f"{RESULTS}/{{run}}/probes.csv",  # linear probes (probes.smk)
     output:
         precursor=f"{RESULTS}/{{run}}/precursor.json",
-        figure=f"{RESULTS}/{{run}}/trajectory.png",
+        figure=report(
+            f"{RESULTS}/{{run}}/trajectory.png",
+            caption="../report/run_trajectory.rst",
+            category="4 Runs",
+            labels={"run": "{run}"},
+        ),
         curves=f"{RESULTS}/{{run}}/signal_curves.csv",  # the precursor benchmark's curves
         costs=f"{RESULTS}/{{run}}/signal_costs.json",  # and their CPU seconds
     log:
