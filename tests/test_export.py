@@ -154,7 +154,7 @@ def test_scan_reads_the_export(run_dir, exported, tmp_path):
     df = read_table(tmp_path / "scan" / "metrics.csv")
     assert sorted(set(df["step"])) == STEPS
     assert pre["model"]["n_params"] == _ours(run_dir, 0).n_params()                # tied weights counted once
-    assert pre["model"]["layer_names"] == ["embed", "layer1", "layer2", "final_ln_post"]
+    assert pre["model"]["layer_names"] == ["embed", "block0", "block1", "ln_final"]
     loss = df[df.measure == "loss"].set_index("step")["value"]
     for s in STEPS:                               # scan's probe loss is our model's next-token loss
         with torch.no_grad():

@@ -349,6 +349,10 @@ def test_run_figure_draws_table_rows_and_only_events_that_happened(grid, run):
     floors_drawn = {g for g in _events_drawn(axv) if g.endswith("floor_step")}
     assert floors_drawn == {f"{n}:floor_step" for n in ("rankme", "rankme_centred") if pre["measures"][n]["collapsed"]}
     title = ax1.get_title()
+    # the class with the rule that gave it (post-hoc here: the run's own step against easy_max_step)
+    emax = pre["events_settings"]["easy_max_step"]
+    assert {"easy": f"easy: acquired by step {emax}", "hard": f"hard: acquired after step {emax}",
+            "unlearned": "unlearned: never acquired"}[pre["difficulty"]] in title
     if not rm["collapsed"]:
         assert "uncentred: no collapse" in title and "gap" not in title.split(";")[0]
     if not pre["acquired"]:

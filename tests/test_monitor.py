@@ -423,18 +423,22 @@ def test_hf_positions_and_layer_names():
     mon.step(model, 0)
     with torch.no_grad():
         logits, names, hs = model_forward(model, ids, am)
-    assert names == ["embed", "layer1", "layer2", "final_ln_post"]
-    assert torch.allclose(model.transformer.ln_f(hs[2]), hs[3], atol=1e-5)   # layer2 is the pre-LN output
+    assert names == ["embed", "block0", "block1", "ln_final"]
+    assert torch.allclose(model.transformer.ln_f(hs[2]), hs[3], atol=1e-5)   # block1 is the pre-LN output
     from geoanatomy.measures.rankme import rankme
     df = mon.table()
     ar = torch.arange(B)
     want = {"last": hs[2][ar, lens - 1], "p2": hs[2][:, 2], "index": hs[2][ar, lens - 2],
             "mask_mean": (hs[2] * mask[..., None]).sum(1) / mask.sum(1)[:, None]}
     for pos, Z in want.items():
-        got = df[(df.measure == "rankme") & (df.layer == "layer2") & (df.position == pos) & (df.variant == "centred")]
+        got = df[(df.measure == "rankme") & (df.layer == "block1") & (df.position == pos) & (df.variant == "centred")]
         with pytest.warns(UserWarning, match="capped"):            # 6 rows < d = 32
             ref = rankme(Z, centred=True)
         assert got["value"].iloc[0] == pytest.approx(ref, rel=1e-6), pos
+    # the pipeline's layer names, each with its TransformerLens hook (as open_run's tables carry)
+    hooks = dict(zip(df["layer"], df["hook"]))
+    assert hooks == {"embed": "blocks.0.hook_resid_pre", "block0": "blocks.0.hook_resid_post",
+                     "block1": "blocks.1.hook_resid_post", "ln_final": "ln_final.hook_out", "output": ""}
     # the loss: mean next-token loss over the non-padding tokens, float64
     lp = torch.log_softmax(logits.double(), -1)
     nll = [-lp[b, t, ids[b, t + 1]] for b in range(B) for t in range(int(lens[b]) - 1)]
@@ -501,7 +505,7 @@ def test_trainer_callback_in_a_tiny_offline_trainer_run(tmp_path, attach):
     trainer.train()
     df = read_table(tmp_path / "mon" / "metrics.csv")
     assert sorted(set(df["step"])) == [0, 4, 8, 10]                   # the last step measured at close
-    assert set(df["layer"]) >= {"embed", "layer1", "layer2", "final_ln_post"}
+    assert set(df["layer"]) >= {"embed", "block0", "block1", "ln_final"}
     # train_loss: measurement m averages the Trainer's losses logged at steps in (previous m, m]
     logged = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}
     assert sorted(logged) == [2, 4, 6, 8, 10]
@@ -533,9 +537,43 @@ def test_trainer_callback_in_a_tiny_offline_trainer_run(tmp_path, attach):
         assert "train/geoanatomy/rankme_centred" in tags and "train/geoanatomy/mean_share" in tags
         assert sorted(steps) == [0, 4, 8, 10]
     pre = json.loads((tmp_path / "mon" / "precursor.json").read_text())
-    assert pre["measures"]["rankme"]["layer"] == "final_ln_post" and pre["behaviour"]["kind"] == "loss"
+    assert pre["measures"]["rankme"]["layer"] == "ln_final" and pre["behaviour"]["kind"] == "loss"
     assert (tmp_path / "mon" / "trajectory.png").is_file()
     assert model.training                                          # the monitor put the model back
+
+
+def test_the_trainer_console_stays_the_trainers_and_step_zero_is_saved(tmp_path, capsys, caplog):
+    """attach(trainer): the measurement dicts reach log_history but not the Trainer's console
+    (its PrinterCallback prints its own loss logs as before); they go to the geoanatomy.monitor
+    logger at DEBUG. save_step_zero=True: OUTPUT_DIR/checkpoint-0 holds the initial weights
+    and config, as the scanner reads a checkpoint folder."""
+    import logging
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate")
+    from safetensors.torch import load_file
+    model = _gpt2()
+    init = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    g = torch.Generator().manual_seed(3)
+    data = [{"input_ids": x, "labels": x} for x in torch.randint(1, 64, (32, 12), generator=g)]
+    mon = Monitor(Probe(torch.randint(1, 64, (16, 12), generator=g)), every=4, run="quiet", log=None, figure=False)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=6, per_device_train_batch_size=8,
+                                          learning_rate=1e-3, logging_steps=2, save_strategy="no", report_to=[],
+                                          use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, seed=0)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=data)
+    mon.attach(trainer, save_step_zero=True)
+    with caplog.at_level(logging.DEBUG, logger="geoanatomy.monitor"):
+        trainer.train()
+    out = capsys.readouterr().out
+    assert "'loss'" in out and "geoanatomy/" not in out                  # the Trainer's own logs only
+    assert any("geoanatomy/rankme_centred" in h for h in trainer.state.log_history)
+    debug = [r.getMessage() for r in caplog.records if r.name == "geoanatomy.monitor" and r.levelno == logging.DEBUG]
+    assert any("geoanatomy/rankme_centred" in m for m in debug)
+    ck = tmp_path / "out" / "checkpoint-0"
+    assert (ck / "config.json").is_file()
+    saved = load_file(str(ck / "model.safetensors"))
+    assert all(torch.equal(saved[k], init[k]) for k in saved if k in init)
+    assert not torch.equal(model.state_dict()["transformer.h.0.attn.c_attn.weight"],
+                           init["transformer.h.0.attn.c_attn.weight"])    # trained past it
 
 
 def test_monitor_logs_through_logging_and_overhead_counts_close(caplog, tmp_path):

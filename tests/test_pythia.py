@@ -397,13 +397,13 @@ def test_hidden_state_labels_and_scores_match_plain_forward_passes(local_dir):
     items = load_benchmark("syntax", 4) + load_benchmark("deduction3", 2)
     enc = encode(tok, items)
     res = score(model, enc, batch_size=3)             # padded batches of mixed lengths
-    assert layer_names(2) == ["embed", "layer1", "layer2", "final_ln_post"]
+    assert layer_names(2) == ["embed", "block0", "block1", "ln_final"]
     hooks = {}
     nx = model.gpt_neox
     nx.embed_in.register_forward_hook(lambda m, i, o: hooks.__setitem__("embed", o))
-    nx.layers[0].register_forward_hook(lambda m, i, o: hooks.__setitem__("layer1", o[0] if isinstance(o, tuple) else o))
-    nx.layers[1].register_forward_hook(lambda m, i, o: hooks.__setitem__("layer2", o[0] if isinstance(o, tuple) else o))
-    nx.final_layer_norm.register_forward_hook(lambda m, i, o: hooks.__setitem__("final_ln_post", o))
+    nx.layers[0].register_forward_hook(lambda m, i, o: hooks.__setitem__("block0", o[0] if isinstance(o, tuple) else o))
+    nx.layers[1].register_forward_hook(lambda m, i, o: hooks.__setitem__("block1", o[0] if isinstance(o, tuple) else o))
+    nx.final_layer_norm.register_forward_hook(lambda m, i, o: hooks.__setitem__("ln_final", o))
     with torch.no_grad():
         for i, (p, opts) in enumerate(enc):
             for j, o in enumerate(opts):
@@ -416,8 +416,8 @@ def test_hidden_state_labels_and_scores_match_plain_forward_passes(local_dir):
                     for name in layer_names(2):
                         torch.testing.assert_close(res["hidden"][name][i], hooks[name][0, len(p) - 1],
                                                    atol=1e-5, rtol=1e-4)
-    # hidden_states[-1] is after the final LayerNorm; layer2 (hooked) is before it
-    assert not torch.allclose(res["hidden"]["layer2"], res["hidden"]["final_ln_post"])
+    # hidden_states[-1] is after the final LayerNorm; block1 (hooked) is before it
+    assert not torch.allclose(res["hidden"]["block1"], res["hidden"]["ln_final"])
 
 
 def _reference(model, enc, torch):
@@ -481,7 +481,7 @@ def test_bf16_load_is_scored_in_float32_and_float64(tmp_path, local_dir):
     for a, b in zip(new["sum"], ref):
         np.testing.assert_allclose(a - a.max(), b - b.max(), atol=2e-4)
     # hidden states for RankMe: float32, without bf16 quantisation
-    h = new["hidden"]["final_ln_post"]
+    h = new["hidden"]["ln_final"]
     assert h.dtype == torch.float32
     assert float((h.double() - ref_h).abs().max()) < 1e-4
     assert float((old_h.double() - ref_h).abs().max()) > 1e-3
@@ -584,10 +584,10 @@ def test_branch_end_to_end_on_local_checkpoints(tmp_path, local_dir):
     unique_steps = [s for s in STEPS if s not in COPIES.values()]
     assert unique_steps == [1, 2, 8, 16, 32] and dups["measured_revisions"] == [f"step{s}" for s in unique_steps]
     assert sorted(df["step"].unique()) == unique_steps                       # duplicates excluded
-    assert summary["model"]["layer_names"] == ["embed", "layer1", "layer2", "final_ln_post"]
+    assert summary["model"]["layer_names"] == ["embed", "block0", "block1", "ln_final"]
     for b in E2E_BENCH:
         sub = df[(df["run"] == f"pythia_tiny_{b}") & (df["measure"] == "rankme")]
-        assert set(sub["layer"]) == {"embed", "layer1", "layer2", "final_ln_post"}
+        assert set(sub["layer"]) == {"embed", "block0", "block1", "ln_final"}
         assert len(sub) == len(unique_steps) * 4 * 2                          # steps x layers x variants
     # deduction prompts all end in "Answer:": the embedding row is rank one by construction
     emb = df[(df["run"] == "pythia_tiny_deduction3") & (df["layer"] == "embed") & (df["variant"] == "uncentred")]
@@ -616,7 +616,7 @@ def test_branch_end_to_end_on_local_checkpoints(tmp_path, local_dir):
                              & np.logical_and.reduce([df[k] == v for k, v in kw.items()] or [True])]["value"]
     assert float(row("accuracy").iloc[0]) == pytest.approx(correct / len(items))
     assert float(row("logprob").iloc[0]) == pytest.approx(np.mean(lp_correct), abs=1e-4)
-    assert float(row("rankme", layer="final_ln_post", variant="uncentred").iloc[0]) == \
+    assert float(row("rankme", layer="ln_final", variant="uncentred").iloc[0]) == \
         pytest.approx(_rankme_np(np.stack(last)), rel=1e-4)
 
     # step1 holds step0's weights: its rows are those of that weight set, labelled step 1
@@ -639,10 +639,10 @@ def test_branch_end_to_end_on_local_checkpoints(tmp_path, local_dir):
         assert pre["n_checkpoints"] == len(unique_steps) and pre["duplicates_excluded"] == ["step0", "step4"]
         assert pre["final_accuracy_norm"] == pytest.approx(
             (pre["final_accuracy"] - pre["chance_accuracy"]) / (1 - pre["chance_accuracy"]))
-        assert rm["floor_norm"] == pytest.approx(rm["floor"] / rm["per_layer"]["final_ln_post"]["max_rank"])
+        assert rm["floor_norm"] == pytest.approx(rm["floor"] / rm["per_layer"]["ln_final"]["max_rank"])
         assert rm["last_token_stratum"] == ("shared" if b == "deduction3" else "diverse")
-        assert rm["layer"] == "final_ln_post" and rm["position"] == "last_prompt"
-        vals = df[(df["run"] == f"pythia_tiny_{b}") & (df["measure"] == "rankme") & (df["layer"] == "final_ln_post")
+        assert rm["layer"] == "ln_final" and rm["position"] == "last_prompt"
+        vals = df[(df["run"] == f"pythia_tiny_{b}") & (df["measure"] == "rankme") & (df["layer"] == "ln_final")
                   & (df["variant"] == "uncentred")].sort_values("step")
         assert rm["floor"] == pytest.approx(vals["value"].min())
         assert rm["floor_step"] == int(vals["step"].iloc[int(np.argmin(vals["value"].to_numpy()))])
@@ -829,9 +829,9 @@ def test_2p8b_pattern_found_after_loading_without_hub_metadata(tmp_path, local_d
 def test_fair_quantities_normalise_chance_and_cap():
     from geoanatomy.pythia.events import fair_quantities
     pre = {"final_accuracy": 0.6, "chance_accuracy": 0.2, "acquisition_step": 5000,
-           "measures": {"rankme": {"floor": 12.0, "floor_step": 3000, "layer": "final_ln_post", "n_samples": 60,
+           "measures": {"rankme": {"floor": 12.0, "floor_step": 3000, "layer": "ln_final", "n_samples": 60,
                                    "last_token_stratum": "shared",
-                                   "per_layer": {"final_ln_post": {"max_rank": 60}}}}}
+                                   "per_layer": {"ln_final": {"max_rank": 60}}}}}
     q = fair_quantities(pre)                                    # an older file: computed from raw fields
     assert q["final_accuracy_norm"] == pytest.approx(0.5) and q["rankme_floor_norm"] == pytest.approx(0.2)
     assert q["stratum"] == "shared" and q["acquisition_step"] == 5000 and q["rankme_floor_step"] == 3000
@@ -960,3 +960,21 @@ def test_pythia_rules_through_snakemake(tmp_path, local_dir):
         assert (tmp_path / f"results/pythia_{name}/duplicates.json").exists()
     p2 = subprocess.run(cmd + ["-n"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert "Nothing to be done" in p2.stdout + p2.stderr
+
+
+def test_one_layer_vocabulary_and_the_earlier_names_read_as_theirs(tmp_path):
+    """Every table names layers the pipeline's way (embed, block{i}, ln_final); a config or a
+    call that says the Hugging Face path's earlier names (layerK, final_ln_post) means the same
+    layer; anything else is refused naming the field and both vocabularies."""
+    from geoanatomy.config.pythia import events_settings
+    from geoanatomy.hf import layer_names as hf_names
+    from geoanatomy.sizes import canonical_layer, layer_names
+    assert hf_names(3) == layer_names(3) == ["embed", "block0", "block1", "block2", "ln_final"]
+    assert [canonical_layer(x) for x in ("final_ln_post", "layer1", "layer12", "embed", "block3", "output",
+                                         "layer0", "layerx")] == \
+        ["ln_final", "block0", "block11", "embed", "block3", "output", "layer0", "layerx"]
+    for old, new in (("final_ln_post", "ln_final"), ("layer2", "block1"), ("block1", "block1")):
+        assert events_settings(_cfg("EleutherAI/pythia-160m", tmp_path, layer=old))["layer"] == new
+    for bad in ("layer0", "final", "block01"):
+        with pytest.raises(ConfigError, match=r"pythia\.layer"):
+            _cfg("EleutherAI/pythia-160m", tmp_path, layer=bad)

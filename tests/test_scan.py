@@ -89,8 +89,8 @@ def _check_outputs(out: Path, n_steps: int) -> tuple:
     assert "mean_share" in set(df.measure)
     for name in ("rankme", "rankme_centred"):
         m = pre["measures"][name]
-        assert m["layer"] == "final_ln_post" and m["position"] == "last_prompt"
-        assert set(m["per_layer"]) == {"embed", "layer1", "layer2", "final_ln_post"}
+        assert m["layer"] == "ln_final" and m["position"] == "last_prompt"
+        assert set(m["per_layer"]) == {"embed", "block0", "block1", "ln_final"}
     return df, pre
 
 

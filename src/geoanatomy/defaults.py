@@ -72,7 +72,7 @@ DEFAULTS: dict = {
     # Pythia validation branch (geoanatomy.config.pythia documents every key).
     "pythia": {
         "enabled": False, "models": [], "revisions": "all", "benchmarks": list(PYTHIA_BENCHMARKS),
-        "n_items": {}, "deduction_seed": 0, "scoring": "sum", "layer": "final_ln_post",
+        "n_items": {}, "deduction_seed": 0, "scoring": "sum", "layer": "ln_final",
         "delete_cache": True, "cache_dir": None, "dtype": "float32", "batch_size": 16,
         "device": "auto", "threads": 1,
     },

@@ -174,8 +174,24 @@ def title_and_legend(ax1, ax2, pre: dict, loc: str) -> None:
     if "rankme_centred" in pre["measures"]:
         parts.append(f"centred: {verdict_text(pre['measures']['rankme_centred'], pre)}")
     control = f", {pre['control']} control" if pre.get("control") else ""
-    ax1.set_title(f"{pre['run']}  ({pre['n_params']:,} params, {pre['difficulty']}{control})\nRankMe {rm['layer']} "
+    ax1.set_title(f"{pre['run']}  ({pre['n_params']:,} params, {difficulty_text(pre)}{control})\nRankMe {rm['layer']} "
                   + "; ".join(parts), fontsize=9, pad=6 + TAG_ROW_PT * _tag_rows(ax1))
+
+
+def difficulty_text(pre: dict) -> str:
+    """The run's class with the rule that gave it, short: "easy: acquired by step 150",
+    "hard: acquired after step 150", "easy by the class file", "unlearned: never acquired"."""
+    cls = str(pre.get("difficulty"))
+    src = pre.get("difficulty_source") or {}
+    rule = str(src.get("rule") or "")
+    emax = (pre.get("events_settings") or {}).get("easy_max_step")
+    if cls in ("unlearned", "diverged"):
+        return f"{cls}: never acquired" if cls == "unlearned" else cls
+    if rule.startswith("class file"):
+        return f"{cls} by the class file (calibration runs)"
+    if emax is not None:
+        return f"{cls}: acquired {'by' if cls == 'easy' else 'after'} step {emax}"
+    return cls
 
 
 def _tag_rows(ax) -> int:

@@ -24,6 +24,23 @@ def layer_names(n_layer: int) -> list[str]:
     return ["embed"] + [f"block{i}" for i in range(n_layer)] + ["ln_final"]
 
 
+# the names of an earlier version of the Hugging Face path (monitor, scanner, Pythia branch):
+# layerK (1-based, the output of block K) and final_ln_post; read as the one vocabulary above
+LEGACY_LAYERS = "layerK (K >= 1) = block{K-1}, final_ln_post = ln_final"
+
+
+def canonical_layer(layer: str) -> str:
+    """A layer name in the one vocabulary of every table (``layer_names``): ``embed``,
+    ``block{i}``, ``ln_final``, other rows' names unchanged; the Hugging Face path's earlier
+    names (``LEGACY_LAYERS``) read as their equivalents, so a config that says
+    ``final_ln_post`` keeps meaning the same layer."""
+    if layer == "final_ln_post":
+        return "ln_final"
+    if layer.startswith("layer") and layer[5:].isdigit() and int(layer[5:]) >= 1:
+        return f"block{int(layer[5:]) - 1}"
+    return layer
+
+
 def transformer_lens_hook(layer: str) -> str:
     """The TransformerLens hook name of a layer of this project's tables, for a run exported
     to GPT-2 (``geoanatomy export``) and loaded in TransformerLens (``TransformerBridge`` or

@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="benchmark: items (deduction: how many to generate, fixed sets: the first n); "
                          "prompt file: the first n prompts")
     ap.add_argument("--seed", type=int, default=0, help="seed of the generated deduction puzzles")
-    ap.add_argument("--layer", default=None, help="headline layer (default: final_ln_post, the last)")
+    ap.add_argument("--layer", default=None, help="headline layer (default: ln_final, the last)")
     ap.add_argument("--scoring", choices=["sum", "mean"], default="sum", help="benchmark accuracy scoring")
     ap.add_argument("--signals", nargs="*", default=[],
                     help="registry signals of the weights added to every checkpoint: stable_rank, update_gap")

@@ -39,6 +39,7 @@ import re
 from pathlib import Path
 
 from .pythia_revisions import parse_revision, revision_name, select_steps
+from ..sizes import LEGACY_LAYERS, canonical_layer
 
 # Fixed diagnostic sets (data/<name>.jsonl) and generated logical-deduction sets.
 FIXED_BENCHMARKS = ["syntax", "semantics", "arithmetic", "icl", "factual", "reasoning", "general"]
@@ -48,7 +49,7 @@ DEDUCTION_DEFAULT_ITEMS = 50
 # Bump when the extraction code changes what it measures: it is part of the job's params,
 # so Snakemake reruns the extraction (edits under src/ alone do not trigger reruns).
 # 3: rows from scan.measure_model (adds mean_share); 2: float64 unembedding, latest-holder duplicates
-EXTRACT_VERSION = 3
+EXTRACT_VERSION = 4  # 4: the pipeline's layer names (embed, block{i}, ln_final)
 EVENTS_VERSION = 4  # 2: the matched detector family; 3: chance/cap-normalised fields for scale;
 # 4: precursor.json schema 3 (the shared record builder's global_floor and window fields)
 # Pythia's difficulty: easy if acquired within this share of the last selected step (compare
@@ -170,8 +171,9 @@ def check_pythia(cfg: dict) -> None:
             raise _err(field, f"only {n} revisions selected for {m['field']} ({m['source']}); "
                               f"event detection needs at least events.persist + 2 = {persist + 2}")
     layer = p["layer"]
-    if not re.match(r"^(embed|layer[1-9][0-9]*|final_ln_post)$", layer):
-        raise _err("pythia.layer", f"{layer!r} is not embed, layerK (K >= 1) or final_ln_post")
+    if not re.match(r"^(embed|block(0|[1-9][0-9]*)|ln_final|layer[1-9][0-9]*|final_ln_post)$", layer):
+        raise _err("pythia.layer", f"{layer!r} is not embed, block{{i}} (i >= 0) or ln_final (the earlier names "
+                                   f"{LEGACY_LAYERS} are read too)")
 
 
 def _check_selection(sel, field: str) -> None:
@@ -214,7 +216,7 @@ def extract_spec(cfg: dict, name: str) -> dict:
 def events_settings(cfg: dict) -> dict:
     """The global ``events`` thresholds with the Pythia headline layer and position."""
     e = dict(cfg["events"])
-    e.update(layer=cfg["pythia"]["layer"], position="last_prompt", version=EVENTS_VERSION,
+    e.update(layer=canonical_layer(cfg["pythia"]["layer"]), position="last_prompt", version=EVENTS_VERSION,
              scoring=cfg["pythia"]["scoring"], easy_max_frac=EASY_MAX_FRAC)
     return e
 

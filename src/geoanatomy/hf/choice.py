@@ -28,10 +28,10 @@ in tests/test_pythia.py against forward hooks):
 
 =================  ==============================================================
 embed              index 0: token embeddings (GPT-NeoX has no position embedding)
-layer1..layer{L-1}  index k: output of transformer block k (1-based), before any LN
-layer{L}           output of the last block *before* the final LayerNorm (not among
+block0..block{L-2}  index k: output of transformer block k - 1 (0-based), before any LN
+block{L-1}         output of the last block *before* the final LayerNorm (not among
                    the returned tensors; taken with a forward hook on that block)
-final_ln_post      index L: the last block's output *after* the final LayerNorm
+ln_final           index L: the last block's output *after* the final LayerNorm
 =================  ==============================================================
 
 All are read at the last prompt token (the position that predicts the first option
@@ -95,7 +95,7 @@ def score(model, encoded, batch_size: int = 16, device: str = "cpu") -> dict:
             hs = list(out.hidden_states)                       # L+1 x (B, T, d)
             if len(hs) != n_layer + 1:
                 raise RuntimeError(f"expected {n_layer + 1} hidden states, got {len(hs)}")
-            states = hs[:-1] + [captured["h"], hs[-1]]         # embed, layer1..L, final_ln_post
+            states = hs[:-1] + [captured["h"], hs[-1]]         # embed, block0..block{L-1}, ln_final
             # One unembedding for every option-predicting position of the batch (a per-row
             # call re-reads the d x V matrix each time: memory-bound, ~20x slower on CPU).
             bi, ti, tgt = option_index(batch, device)

@@ -7,11 +7,12 @@ import contextlib
 import torch
 
 
-
 def layer_names(n_layer: int) -> list[str]:
-    """embed, layer1 .. layer{L}, final_ln_post (L = n_layer): the names of the states
-    ``forward_hidden`` returns (package doc); the Pythia branch uses the same names."""
-    return ["embed"] + [f"layer{k}" for k in range(1, n_layer + 1)] + ["final_ln_post"]
+    """embed, block0 .. block{L-1}, ln_final (L = n_layer): the names of the states
+    ``forward_hidden`` returns (package doc), the pipeline's own (``sizes.layer_names``), so
+    a monitor's, a scan's, a Pythia run's and a pipeline run's tables name layers alike."""
+    from ..sizes import layer_names as names
+    return names(n_layer)
 
 
 def unwrap(model):

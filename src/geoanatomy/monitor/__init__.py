@@ -60,11 +60,12 @@ Overhead (benchmarks/bench_monitor.py, CPU, one thread, default ``every`` and a 
 
     trainer = Trainer(..., callbacks=[mon.trainer_callback()])
 """
-from .callback import trainer_callback
+from .callback import step_zero_callback, trainer_callback
 from .monitor import DEFAULT_EVERY, LogThenEvery, Monitor, log_then_every
 from .online import PROVISIONAL_NOTE, OnlineAcquisition, OnlineCollapse
 from .probe import DEFAULT_PROBE_SIZE, Probe, model_forward
 from .rows import monitor_signals
 
 __all__ = ["DEFAULT_EVERY", "DEFAULT_PROBE_SIZE", "PROVISIONAL_NOTE", "LogThenEvery", "Monitor", "OnlineAcquisition",
-           "OnlineCollapse", "monitor_signals", "Probe", "log_then_every", "model_forward", "trainer_callback"]
+           "OnlineCollapse", "monitor_signals", "Probe", "log_then_every", "model_forward", "step_zero_callback",
+           "trainer_callback"]

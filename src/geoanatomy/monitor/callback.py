@@ -16,11 +16,25 @@ What it does at each Trainer event (main process only):
 Where the scalars go: built with the Trainer (``Monitor.attach(trainer)`` or
 ``trainer_callback(trainer)``) they go through ``trainer.log``, so they reach
 ``state.log_history`` and every ``report_to`` integration (TensorBoard, W&B, MLflow) like
-the Trainer's own metrics. Built without it (``Trainer(callbacks=[mon.trainer_callback()])``)
-they are appended to ``state.log_history`` only: a callback has no handle on the other
-reporters (they read the Trainer's ``logs`` dict, which is copied before callbacks see it).
+the Trainer's own metrics, but not the console: the Trainer's printing callbacks
+(``ProgressCallback``, ``PrinterCallback``) are left out of that call, so a measurement's
+dict of scalars is not printed beside the training loss; it goes to the
+``geoanatomy.monitor`` logger at DEBUG (the events' log lines stay at INFO). Built without it
+(``Trainer(callbacks=[mon.trainer_callback()])``) they are appended to ``state.log_history``
+only: a callback has no handle on the other reporters (they read the Trainer's ``logs``
+dict, which is copied before callbacks see it).
+
+``step_zero_callback(trainer)``: the Trainer saves no checkpoint before the first update, so
+a scan of its ``checkpoint-N`` folders (``geoanatomy scan``) starts after the early collapse
+of RankMe. This callback writes ``OUTPUT_DIR/checkpoint-0`` (``trainer.save_model``: weights,
+config and the tokenizer the Trainer holds) at the start of a run that starts at step 0
+(``Monitor.attach(trainer, save_step_zero=True)`` adds it).
 """
 from __future__ import annotations
+
+import logging
+
+QUIET = ("ProgressCallback", "PrinterCallback")     # the Trainer's callbacks that print every log dict
 
 
 def trainer_callback(monitor, trainer=None):
@@ -42,11 +56,19 @@ def trainer_callback(monitor, trainer=None):
                 logs["geoanatomy/event"] = "\n".join(mon.format(rec) for rec in new)
             if not logs:
                 return
+            logging.getLogger("geoanatomy.monitor").debug("step %s: %s", state.global_step, logs)
             if self.trainer is not None:
                 # trainer.log runs the on_log events, which clear control.should_log: keep the
-                # Trainer's own decision to log this step (its loss log would be lost otherwise)
+                # Trainer's own decision to log this step (its loss log would be lost otherwise);
+                # the printing callbacks are left out of it (module doc)
                 keep = None if control is None else control.should_log
-                self.trainer.log(logs)
+                handler = self.trainer.callback_handler
+                every = handler.callbacks
+                handler.callbacks = [cb for cb in every if type(cb).__name__ not in QUIET]
+                try:
+                    self.trainer.log(logs)
+                finally:
+                    handler.callbacks = every
                 if control is not None:
                     control.should_log = keep
                     self.trainer.control.should_log = keep
@@ -77,3 +99,19 @@ def trainer_callback(monitor, trainer=None):
                     self._publish(state, control)
 
     return GeoanatomyMonitorCallback(monitor, trainer)
+
+
+def step_zero_callback(trainer):
+    """A ``transformers.TrainerCallback`` that saves ``OUTPUT_DIR/checkpoint-0`` before the first
+    update of a run that starts at step 0 (module doc); a resumed run is left as it is."""
+    from pathlib import Path
+
+    from transformers import TrainerCallback
+
+    class SaveStepZero(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kw):
+            out = Path(args.output_dir) / "checkpoint-0"
+            if state.global_step == 0 and state.is_world_process_zero and not out.exists():
+                trainer.save_model(str(out))
+
+    return SaveStepZero()

@@ -335,8 +335,9 @@ class Monitor:
 
     def headline(self) -> tuple[str, str]:
         """(layer, position) whose events are logged (``events.layer``; "final" = the last layer)."""
+        from ..sizes import canonical_layer
         names = self.names or []
-        layer = self.e["layer"]
+        layer = canonical_layer(self.e["layer"])          # final_ln_post, layerK: ln_final, block{K-1}
         if layer in ("final", "ln_final") and layer not in names and names:
             layer = names[-1]
         positions = list(self.probe.positions)
@@ -472,12 +473,17 @@ class Monitor:
 
     # -------------------------------------------------------------- outputs
     def table(self):
-        """The rows so far as the DataFrame ``table.read_table`` would return."""
+        """The rows so far as the DataFrame ``table.read_table`` would return, with a ``hook``
+        column: the TransformerLens hook of each row's layer (``sizes.transformer_lens_hook``;
+        "" for rows that are not a residual-stream layer), as ``open_run(...).table`` gives."""
         import pandas as pd
 
+        from ..sizes import transformer_lens_hook
         from ..table import to_csv
-        return pd.read_csv(io.StringIO(to_csv(self.rows)), keep_default_na=False, na_values=["NaN", "nan"],
-                           dtype={"layer": str, "position": str, "variant": str, "checkpoint": str})
+        df = pd.read_csv(io.StringIO(to_csv(self.rows)), keep_default_na=False, na_values=["NaN", "nan"],
+                         dtype={"layer": str, "position": str, "variant": str, "checkpoint": str})
+        df["hook"] = df["layer"].fillna("").astype(str).map(transformer_lens_hook)
+        return df
 
     def write_table(self) -> Path | None:
         """Write ``out_dir/metrics.csv`` (atomically) now."""
@@ -631,9 +637,14 @@ class Monitor:
         with ``trainer`` its scalars go through ``trainer.log`` to every reporter."""
         return trainer_callback(self, trainer)
 
-    def attach(self, trainer):
+    def attach(self, trainer, save_step_zero: bool = False):
         """Add this monitor's callback to a built ``transformers.Trainer`` (scalars and events
-        reach ``log_history`` and every ``report_to`` integration); returns the callback."""
+        reach ``log_history`` and every ``report_to`` integration, not the console); returns the
+        callback. ``save_step_zero``: also save ``checkpoint-0`` before the first update, so a
+        scan of the run's checkpoints sees the early collapse (``callback.step_zero_callback``)."""
         cb = trainer_callback(self, trainer)
         trainer.add_callback(cb)
+        if save_step_zero:
+            from .callback import step_zero_callback
+            trainer.add_callback(step_zero_callback(trainer))
         return cb

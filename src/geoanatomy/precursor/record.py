@@ -223,6 +223,8 @@ LOSS_DEFINITION = "mean next-token loss over the probe set"
 
 def headline_layer(df, wanted: str | None) -> str:
     """The table's layer called ``wanted`` ("final"/"ln_final"/None: the deepest layer)."""
+    from ..sizes import canonical_layer
+    wanted = canonical_layer(wanted) if wanted else wanted        # final_ln_post, layerK: read as ln_final, block{K-1}
     rm = select(df, "rankme").sort_values("layer_index", kind="stable")
     layers = list(dict.fromkeys(rm["layer"]))
     if not layers:

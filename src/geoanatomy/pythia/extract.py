@@ -345,8 +345,8 @@ def extract_model(spec: dict, out_dir: str | Path, log=print, hub=None) -> dict:
                            "n_sequences": int(sum(len(o) for _, o in enc[b]))} for b, its in items.items()},
         "scoring": spec["scoring"], "rankme_eps": spec["rankme_eps"],
         "position": "last_prompt: the last prompt token (predicts the first option token)",
-        "layers": "embed = token embeddings; layerK = output of block K (1-based) before the final LayerNorm; "
-                  "final_ln_post = last block after the final LayerNorm",
+        "layers": "embed = token embeddings; block{i} = output of block i (0-based) before the final LayerNorm; "
+                  "ln_final = last block after the final LayerNorm",
         "timing": info["timing"], "disk_bytes": cache.disk, "freed_bytes": cache.freed,
         "cache": {"delete_cache": cache.delete, "kept_preexisting": cache.kept,
                   "still_downloaded": sorted(cache.downloaded)},

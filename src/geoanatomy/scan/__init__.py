@@ -33,7 +33,7 @@ prompts    loss: mean next-token loss over every prompt token after the first (f
 completions  loss over the completion tokens (variant "probe"), accuracy (exact match),
            token_accuracy, accuracy_norm (= accuracy), position "completion"
 both       rankme (variants uncentred / centred) and mean_share at every layer (``geoanatomy.hf``
-           names: embed, layer1..layerL, final_ln_post), position "last_prompt" (each
+           names, the pipeline's: embed, block0..block{L-1}, ln_final), position "last_prompt" (each
            prompt's last token), N = prompts / items (RankMe is capped at min(N, d))
 
 Outputs in ``OUT`` (default ``DIR/geoanatomy_scan``): ``metrics.csv``, ``precursor.json``
@@ -81,7 +81,8 @@ _UNIT = {"benchmark": "items", "prompts": "prompts", "completions": "prompt/comp
 
 CKPT_DIR = re.compile(r"^(?:step|checkpoint-)(0|[1-9][0-9]*)$")
 LOOKS_LIKE = re.compile(r"^(?:step|checkpoint)[-_]?", re.I)      # a folder meant as a checkpoint
-SCAN_VERSION = 2                   # 2: the cache is keyed on the weight files' content hashes
+SCAN_VERSION = 3                   # 2: the cache is keyed on the weight files' content hashes; 3: the
+#                                    pipeline's layer names (block{i}, ln_final), so no cached partial keeps the old ones
 MAX_PARAMS = 20_000_000_000        # refuse to build a model larger than this (from config.json)
 
 
