@@ -81,8 +81,9 @@ _UNIT = {"benchmark": "items", "prompts": "prompts", "completions": "prompt/comp
 
 CKPT_DIR = re.compile(r"^(?:step|checkpoint-)(0|[1-9][0-9]*)$")
 LOOKS_LIKE = re.compile(r"^(?:step|checkpoint)[-_]?", re.I)      # a folder meant as a checkpoint
-SCAN_VERSION = 3                   # 2: the cache is keyed on the weight files' content hashes; 3: the
-#                                    pipeline's layer names (block{i}, ln_final), so no cached partial keeps the old ones
+# 2: the cache is keyed on the weight files' content hashes; 3: the pipeline's layer names
+# (block{i}, ln_final), so no cached partial keeps the old ones
+SCAN_VERSION = 3
 MAX_PARAMS = 20_000_000_000        # refuse to build a model larger than this (from config.json)
 
 
