@@ -99,3 +99,54 @@ def test_rise_events():
     assert r["settle_step"] == 50                                       # <= 10 / 1.25 = 8 for 2 points
     flat = ev.rise_events(steps, [5, 5, 5.5, 6, 6, 6, 6])
     assert not flat["risen"] and flat["rise_step"] is None
+
+
+@pytest.mark.slow
+def test_llc_traces_and_the_calibration_sweep(copy_of_trained_run, tmp_path):
+    """llc_traces.csv holds every chain's loss at every SGLD step of each measured checkpoint,
+    and its draws give back measures.csv's estimate (n_beta * (mean draw loss - init_loss));
+    the traces are out of measures.csv's settings. llc-calibrate at the stage's own (eps,
+    n_beta) runs the stage's chains: the same estimate at that checkpoint; its figure draws its
+    traces table; a bad step size is refused in one line."""
+    import pandas as pd
+
+    from geoanatomy.analysis.tables import read_table as read_checked
+    from geoanatomy.stages.measures import TRACE_KEY
+    cfg, spec, rd = copy_of_trained_run
+    cfg = {**cfg, "measures": {**cfg["measures"], "which": ["hessian", "llc"]}}
+    assert cli_main(["measures", "--spec", job_spec(cfg, spec.name, "measures").to_json(), "--threads", "1",
+                     "--device", "cpu"]) == 0
+    m = read_table(rd / "measures.csv")
+    llc = m[m["measure"] == "llc"].reset_index(drop=True)
+    tr = read_checked(rd / "llc_traces.csv")
+    st0 = json.loads(llc["settings"].iloc[0])
+    assert TRACE_KEY not in st0
+    assert sorted(set(tr["step"])) == sorted(llc["step"])
+    assert len(tr) == len(llc) * st0["chains"] * (st0["burnin"] + st0["draws"])
+    for r in llc.itertuples():
+        st = json.loads(r.settings)
+        t = tr[(tr["step"] == r.step) & (tr["phase"] == "draw")]
+        want = st["n_beta"] * (t["loss"].mean() - st["init_loss"])
+        assert r.value == pytest.approx(want, rel=1e-5, abs=1e-9), r.step      # measures.csv keeps 7 digits
+        assert (tr.loc[tr["step"] == r.step, "phase"] == "burnin").sum() == st["chains"] * st["burnin"]
+    # the sweep: the stage's own setting gives the stage's number at that checkpoint
+    from geoanatomy.cli.llc import main as llc_main
+    step = int(llc["step"].iloc[-1])
+    out = tmp_path / "cal"
+    assert llc_main([str(rd), "--step", str(step), "--eps", str(st0["eps"]), "1e-6", "--n-beta", str(st0["n_beta"]),
+                     "--out", str(out)]) == 0
+    s = read_checked(out / "llc_calibration.csv")
+    assert len(s) == 2 and set(s["eps"]) == {st0["eps"], 1e-6}
+    own = s[s["eps"] == st0["eps"]].iloc[0]
+    assert own["llc"] == pytest.approx(float(llc["value"].iloc[-1]), rel=1e-5, abs=1e-9)
+    t = read_checked(out / "llc_calibration_traces.csv")
+    assert len(t) == 2 * st0["chains"] * (st0["burnin"] + st0["draws"])
+    assert (out / "llc_calibration.png").stat().st_size > 5000
+    from geoanatomy.stages.llc_calibration import draw
+    fig = draw(s, [list(x) for x in t.itertuples(index=False)])
+    lines = {ln.get_gid(): ln for ax in fig.axes for ln in ax.lines if ln.get_gid()}
+    sel = t[(t["eps"] == st0["eps"]) & (t["chain"] == 0)]
+    assert list(lines[f"trace:{st0['eps']:g}:{st0['n_beta']:g}:0"].get_ydata()) == pytest.approx(list(sel["loss"]))
+    with pytest.raises(SystemExit):
+        llc_main([str(rd), "--eps", "-1"])
+    pd.testing.assert_frame_equal(read_checked(out / "llc_calibration.csv"), s)

@@ -148,8 +148,8 @@ class Run:
     def table(self, name: str):
         """A per-run table (metrics, measures, probes) as a DataFrame, read through its manifest
         and the checkpoint hashes train.json records, with a ``hook`` column: the TransformerLens
-        hook name of the row's layer (``sizes.transformer_lens_hook``); example_losses and
-        signal_curves as plain DataFrames."""
+        hook name of the row's layer (``sizes.transformer_lens_hook``); example_losses,
+        signal_curves and llc_traces (the LLC's SGLD chains) as plain DataFrames."""
         if name in RUN_TABLES:
             from .sizes import transformer_lens_hook
             from .table import read_table
@@ -157,13 +157,14 @@ class Run:
             # the TransformerLens hook of each row's layer (sizes.transformer_lens_hook): joins a cache
             df["hook"] = df["layer"].fillna("").astype(str).map(transformer_lens_hook)
             return df
-        if name in ("example_losses", "signal_curves"):
+        if name in ("example_losses", "signal_curves", "llc_traces"):
             from .analysis.tables import read_table as read_checked_table
             p = self.path / f"{name}.csv"
             if not p.is_file():
                 raise FileNotFoundError(f"{p}: not written (runs made before the precursor benchmark have none)")
             return read_checked_table(p)
-        raise ValueError(f"unknown table {name!r}; a run has {list(RUN_TABLES) + ['example_losses', 'signal_curves']}")
+        raise ValueError(f"unknown table {name!r}; a run has "
+                         f"{list(RUN_TABLES) + ['example_losses', 'signal_curves', 'llc_traces']}")
 
     metrics = property(lambda self: self.table("metrics"))
     measures = property(lambda self: self.table("measures"))
@@ -194,17 +195,10 @@ class Run:
         rebuilt from train.json's settings by the metrics stage's own code. ``n_samples``: the
         set's size, by default the one metrics.csv records (its RankMe rows' ``n_samples``), else
         the default eval.n_samples; a smaller n gives the first n examples of the same set."""
-        from .spec import RunSpec
-        from .stages.common import task_data
-        st = self.train.get("settings") or {}
-        if st.get("mixture") or not st.get("task"):
-            raise ValueError(f"{self.name}: a mixture's training run has one evaluation set per combination; open "
-                             "the combination's unit folder instead")
+        from .stages.common import spec_from_record, task_data
+        spec = spec_from_record(self.train)
         if n_samples is None:
             n_samples = self._recorded_n_samples()
-        spec = RunSpec(st["task"], st["level"], st["size"], st.get("level_params") or {}, st.get("train") or {},
-                       st.get("data") or {}, int(st.get("seed", 0)), int(st.get("block_size", 64)),
-                       control=st.get("control") or "")
         data = task_data(spec)
         seq = data.eval_set(int(n_samples))
         na = int(data.spec.n_answer)

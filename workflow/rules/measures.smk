@@ -6,6 +6,7 @@ rule measures:
         train=train_json,  # the run's, or a mixture unit's mixture's (common.smk)
     output:
         f"{RESULTS}/{{run}}/measures.csv",
+        f"{RESULTS}/{{run}}/llc_traces.csv",  # the LLC's SGLD chains, step by step
     log:
         f"{RESULTS}/{{run}}/logs/measures.log",
     benchmark:

@@ -33,7 +33,8 @@ from .args import ArgumentParser, device_arg, plain, positive_int  # noqa: F401 
 STAGES = ("train", "metrics", "measures", "probes", "events", "prune")
 # stages that read tables and files only, never a model: they start without importing torch
 TABLE_STAGES = ("events", "prune")
-RUN_FILES = ("metrics.csv", "example_losses.csv", "measures.csv", "probes.csv", "precursor.json",
+RUN_FILES = ("metrics.csv", "example_losses.csv", "measures.csv", "llc_traces.csv", "probes.csv",
+             "precursor.json",
              "signal_curves.csv", "signal_costs.json", "signal_timings_metrics.json", "signal_timings_measures.json",
              "trajectory.png", "train.json")
 
@@ -95,6 +96,7 @@ DELEGATED = {
     "export": "a run's checkpoints as Hugging Face GPT-2 folders (checkpoint-N/)",
     "report": "the docs' generated tables: study findings, per-run tables, verdict comparison, cost table",
     "classes": "difficulty class file from calibration runs: build, check",
+    "llc-calibrate": "the LLC's sweep over step size and n_beta at one checkpoint, with its loss traces",
 }
 
 
@@ -199,6 +201,9 @@ def main(argv=None) -> int:
     if argv[:1] == ["export"]:
         from .export import main as export_main
         return export_main(argv[1:])
+    if argv[:1] == ["llc-calibrate"]:
+        from .llc import main as llc_main
+        return llc_main(argv[1:])
     if argv[:1] == ["classes"]:
         from .classes import main as classes_main
         return classes_main(argv[1:])

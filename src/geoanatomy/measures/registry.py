@@ -125,6 +125,9 @@ def _llc_rows(model, pool, n_answer, c, seed, given):
                                                     "burnin", "batch_size", "n_data", "seed", "std", "per_chain",
                                                     "init_loss", "mean_sampled_loss", "flags", "clean",
                                                     "disagree_threshold", "drift")})
+    # each chain's minibatch loss at every SGLD step (burn-in first): the measures stage moves it
+    # out of the row into llc_traces.csv (``stages.measures.TRACE_KEY``)
+    st["loss_trace"] = [[float(x) for x in chain] for chain in r["loss_trace"]]
     lam_top = given.get("hessian_top")
     if lam_top is not None and math.isfinite(lam_top):
         # SGLD on a quadratic of curvature n_beta*lam is stable iff eps*n_beta*lam < 4

@@ -87,6 +87,23 @@ def open_run(spec: RunSpec, run_dir: str | Path, device: str = "auto"):
     return model, data, ckdir, steps, device
 
 
+def spec_from_record(train: dict) -> RunSpec:
+    """The RunSpec a single-task run's train.json was written for: its ``settings`` are
+    ``RunSpec.train_dict()`` (so ``train_hash`` gives its settings_hash back); the evaluation
+    settings are not part of it. ValueError for a mixture's training run."""
+    st = train.get("settings") or {}
+    if st.get("protocol") == "mixture" or not st.get("task"):
+        raise ValueError(f"{train.get('run')}: a mixture's training run has one data set per combination; open the "
+                         "combination's unit folder instead")
+    spec = RunSpec(st["task"], st["level"], st["size"], st.get("level_params") or {}, st.get("train") or {},
+                   st.get("data") or {}, int(st.get("seed", 0)), int(st.get("block_size", 64)),
+                   control=st.get("control") or "", numerics=st.get("numerics") or {})
+    if train.get("settings_hash") and spec.train_hash() != train["settings_hash"]:
+        raise ValueError(f"{train.get('run')}: train.json's settings do not hash to its settings_hash "
+                         f"({spec.train_hash()} vs {train['settings_hash']}): an edited train.json")
+    return spec
+
+
 def checkpoint_identity(spec: RunSpec) -> dict:
     """Metadata every checkpoint of this run carries (written by the train stage)."""
     return {"run": spec.train_name, "settings_hash": spec.train_hash()}

@@ -31,6 +31,14 @@ measures describe the training-loss landscape. Random streams (power-iteration s
 vector, SGLD noise and minibatch order) are seeded per run, so the same config and seed
 give the same numbers on CPU.
 
+The LLC's chains, checkpoint by checkpoint: ``llc_traces.csv`` beside measures.csv (``TRACE``;
+devinterp's loss-trace diagnostic): one row per checkpoint x chain x SGLD step (burn-in
+first, ``phase`` "burnin" or "draw"), the chain's minibatch loss there and the loss at the
+checkpoint's weights (``init_loss``, the same pool). A chain that stays near ``init_loss``
+has not moved (step too small); one far above it has left the basin (step too large, or
+n_beta too small to hold it); chains that drift apart disagree (flag ``chains_disagree``).
+``geoanatomy llc-calibrate`` sweeps the step size and n_beta at one checkpoint.
+
 Runs whose size is not in ``measures.sizes`` get a header-only table (the paper computed
 these measures at small sizes only).
 
@@ -58,6 +66,39 @@ from ..tasks import stable_seed
 from .common import checkpoint_identity, open_run, progress, training_dir, write_timings
 
 MEASURE_KINDS = tuple(MEASURES)
+
+
+TRACE_KEY = "loss_trace"        # what an llc row's settings carry until the stage writes llc_traces.csv
+TRACE_COLUMNS = ["run", "step", "chain", "sgld_step", "phase", "loss", "init_loss"]
+
+
+def trace_rows(rows: list[dict]) -> list[list]:
+    """Take each llc row's chains' loss traces out of its settings (``TRACE_KEY``): the rows of
+    llc_traces.csv (``TRACE_COLUMNS``)."""
+    out = []
+    for r in rows:
+        tr = r["settings"].pop(TRACE_KEY, None) if r["measure"] == "llc" else None
+        if tr is None:
+            continue
+        burn = int(r["settings"].get("burnin", 0))
+        for c, chain in enumerate(tr):
+            out += [[r["run"], r["step"], c, i, "burnin" if i < burn else "draw", float(x),
+                     float(r["settings"].get("init_loss", float("nan")))] for i, x in enumerate(chain)]
+    return out
+
+
+def write_traces(path: Path, rows: list[list]) -> None:
+    """llc_traces.csv and its manifest, atomically (header only when no LLC was measured)."""
+    from ..manifest import number_text, write_with_manifest
+    lines = [",".join(TRACE_COLUMNS)] + [f"{a},{b},{c},{d},{e},{number_text(f, 9)},{number_text(g, 9)}"
+                                         for a, b, c, d, e, f, g in rows]
+    write_with_manifest(Path(path), "\n".join(lines) + "\n", title="geoanatomy per-run table llc_traces.csv: the"
+                        " LLC's SGLD chains", columns=TRACE_COLUMNS, rows=len(rows),
+                        types={"run": "string", "step": "integer", "chain": "integer", "sgld_step": "integer",
+                               "phase": "string", "loss": "number", "init_loss": "number"},
+                        notes=["one row per measured checkpoint x chain x SGLD step (burn-in first): the chain's "
+                               "minibatch loss (float64) and the loss at the checkpoint's weights on the same pool "
+                               "(init_loss); the estimate is n_beta * (mean draw loss - init_loss), measures.csv"])
 
 
 # ------------------------------------------------------------------- data
@@ -105,6 +146,7 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_measures: dict, device: str = "a
     out_csv = run_dir / "measures.csv"
     if spec.size not in cfg["sizes"]:
         write_table(out_csv, [])
+        write_traces(run_dir / "llc_traces.csv", [])
         log(f"[measures] {spec.name}: size {spec.size!r} not in measures.sizes {cfg['sizes']}; wrote an empty table")
         return {"steps": [], "rows": 0, "cpu_seconds": 0.0, "wall_seconds": 0.0, "cpu_seconds_by_measure": {}}
     model, data, ckdir, steps, device = open_run(spec, training_dir(spec, run_dir), device)  # a unit: its mixture's
@@ -125,6 +167,7 @@ def run(spec: RunSpec, run_dir: str | Path, cfg_measures: dict, device: str = "a
             r["settings"]["schedule"] = schedule
             r.update(run=spec.name, step=step)
             rows.append(r)
+    write_traces(run_dir / "llc_traces.csv", trace_rows(rows))      # before measures.csv: its rows lose the traces
     write_table(out_csv, stamp_checkpoints(rows, recorded_hashes(ckdir)))
     write_timings(run_dir / "signal_timings_measures.json", timings, len(sel))
     cpu, wall = time.process_time() - t0, time.time() - w0
