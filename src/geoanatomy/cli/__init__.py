@@ -114,6 +114,7 @@ examples:
   geoanatomy summarize all --results results        the cross-run summary (results/summary/)
   geoanatomy scan out/checkpoints --probe probe.txt the events of any Hugging Face checkpoints
   geoanatomy export results/mod_L3_nano             a run as Hugging Face GPT-2 folders
+  geoanatomy llc-calibrate results/mod_L3_nano      the LLC's step-size x n_beta sweep at one checkpoint
 
 Errors are one line naming the argument, file or value (exit 2); GEOANATOMY_TRACEBACK=1 shows
 the traceback. Documentation: docs/ in the repository (docs/running.md first)."""
