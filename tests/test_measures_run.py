@@ -149,4 +149,5 @@ def test_llc_traces_and_the_calibration_sweep(copy_of_trained_run, tmp_path):
     assert list(lines[f"trace:{st0['eps']:g}:{st0['n_beta']:g}:0"].get_ydata()) == pytest.approx(list(sel["loss"]))
     with pytest.raises(SystemExit):
         llc_main([str(rd), "--eps", "-1"])
+    assert llc_main([str(rd), "--step", "999999"]) == 2                  # one line naming the step, no traceback
     pd.testing.assert_frame_equal(read_checked(out / "llc_calibration.csv"), s)

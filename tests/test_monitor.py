@@ -760,6 +760,10 @@ def test_a_training_probe_logs_the_fit_and_the_delay_to_acquisition(tmp_path):
     assert "40 steps after the training set was fitted (step 30)" in acq[0]["detail"]
     rows = [r for r in mon.rows if r["measure"] == "train_accuracy"]
     assert [r["value"] for r in rows if r["step"] in (20, 30)] == [0.0, 1.0] and rows[0]["variant"] == "train"
+    # the closing record says it too: the training-fit event and grokking's delay (the scanner's
+    # --train-probe writes the same rows and gets the same fields)
+    pre = mon.close(model, 120)
+    assert (pre["train_acquisition_step"], pre["acquisition_step"], pre["generalisation_delay"]) == (30, 70, 40)
     with pytest.raises(ValueError, match="train_probe=...\\) needs labels"):
         Monitor(Probe(held, labels=held_lab), train_probe=Probe(train), out_dir=tmp_path / "x")
 

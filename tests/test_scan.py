@@ -552,3 +552,30 @@ def test_scan_evicts_what_it_downloaded_checks_hashes_and_refuses_mixed_sources(
     with pytest.raises(ScanError, match=r"step 0 is given twice: by .*/checkpoint-0 and by org/tiny-gpt2@step0"):
         scan([str(gpt2_dir), srcs[0]], str(prompt_file), tmp_path / "o4", cache_dir=str(cache), device="cpu",
              log=lambda *a: None)
+
+
+def test_a_training_probe_gives_the_scan_its_training_fit_event(gpt2_dir, tok, tmp_path):
+    """--train-probe: the training probe's accuracy rows become train_accuracy(_norm), variant
+    "train", equal to what the same pairs give as the held-out probe; precursor.json gets the
+    training-fit step the acquisition rule gives on that curve and the delay; a prompt file
+    (no answers) is refused naming the option."""
+    from geoanatomy import detectors as ev
+    from geoanatomy.defaults import events_settings
+    pairs = [("The cat sat on", " the mat."), ("Two plus two is", " four."), ("Birds can", " fly.")]
+    f = tmp_path / "pairs.jsonl"
+    f.write_text("\n".join(json.dumps({"prompt": p, "completion": c}) for p, c in pairs) + "\n")
+    pre = scan(gpt2_dir, str(f), tmp_path / "out", device="cpu", log=lambda m: None, train_probe=str(f))
+    df = read_table(tmp_path / "out" / "metrics.csv")
+    tr = df[df.measure == "train_accuracy_norm"].sort_values("step")
+    held = df[(df.measure == "accuracy_norm") & (df.layer == "output")].sort_values("step")
+    assert (tr["variant"] == "train").all() and list(tr["value"]) == list(held["value"]) and len(tr) > 3
+    e = events_settings(None)
+    want = ev.acquisition_step(tr["step"].to_numpy(), tr["value"].to_numpy(float), e["acquisition_threshold"],
+                               e["persist"])
+    assert pre["train_acquisition_step"] == want == pre["acquisition_step"]
+    assert pre["generalisation_delay"] == (None if want is None else 0)
+    assert pre["train_probe_set"]["n"] == 3
+    g = tmp_path / "prompts.txt"
+    g.write_text("one line\nanother line\n")
+    with pytest.raises(ScanError, match="--train-probe"):
+        scan(gpt2_dir, str(f), tmp_path / "out2", device="cpu", log=lambda m: None, train_probe=str(g))

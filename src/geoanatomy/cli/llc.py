@@ -47,14 +47,16 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     from pathlib import Path
 
-    from . import USER_ERRORS, user_error
+    from ..errors import CheckpointError
     from ..stages.llc_calibration import calibrate, write
+    from ..table import TableError
     over = {k: v for k, v in (("chains", args.chains), ("draws", args.draws), ("burnin", args.burnin))
             if v is not None}
     try:
         res = calibrate(args.run_dir, args.step, args.eps, args.n_beta, over, args.device)
         files = write(res, args.out or Path(args.run_dir) / "llc_calibration")
-    except USER_ERRORS as e:
-        return user_error("geoanatomy llc-calibrate", e)
+    except (ValueError, OSError, KeyError, CheckpointError, TableError) as e:
+        print(f"geoanatomy llc-calibrate: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
     print("\n".join(files), file=sys.stdout)
     return 0

@@ -45,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="benchmark: items (deduction: how many to generate, fixed sets: the first n); "
                          "prompt file: the first n prompts")
     ap.add_argument("--seed", type=int, default=0, help="seed of the generated deduction puzzles")
+    ap.add_argument("--train-probe", default=None, metavar="FILE",
+                    help="a probe set from the training data (prompt/completion .jsonl or a benchmark): its accuracy "
+                         "gives the training-fit event and grokking's delay (generalisation_delay)")
     ap.add_argument("--layer", default=None, help="headline layer (default: ln_final, the last)")
     ap.add_argument("--scoring", choices=["sum", "mean"], default="sum", help="benchmark accuracy scoring")
     ap.add_argument("--signals", nargs="*", default=[],
@@ -71,7 +74,8 @@ def main(argv=None) -> int:
             cfg_events = load_config(args.config)["events"]
         scan(args.sources, args.probe, args.out, run=args.run, tokenizer=args.tokenizer, n_items=args.n_items,
              seed=args.seed, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
-             scoring=args.scoring, layer=args.layer, cfg_events=cfg_events, signals=args.signals,
+             scoring=args.scoring, layer=args.layer, train_probe=args.train_probe, cfg_events=cfg_events,
+             signals=args.signals,
              cache_dir=args.cache_dir, keep_cache=args.keep_cache)
     except (ScanError, ScanLoadError, ValueError) as e:
         print(f"geoanatomy scan: {e}", file=sys.stderr)

@@ -329,6 +329,14 @@ def report_record(df, *, run: str, kind: str, n_params: int | None, cfg_events: 
     for k in ("final_accuracy", "max_accuracy", "chance_accuracy"):
         if k in beh:
             out[k] = beh[k]
+    # the training-fit event (a monitor's train_probe, a scan's --train-probe): the first checkpoint
+    # whose chance-normalised training-probe accuracy holds the acquisition threshold; grokking's
+    # delay is the held-out acquisition step minus it
+    s_tr, acc_tr = curve(df, "train_accuracy_norm", variant="train")
+    if len(s_tr):
+        t_train = ev.acquisition_step(s_tr, acc_tr, e["acquisition_threshold"], e["persist"])
+        out["train_acquisition_step"] = t_train
+        out["generalisation_delay"] = (t_acq - t_train) if t_acq is not None and t_train is not None else None
     if beh["kind"] == "loss":
         rmh = measures["rankme"]
         t_tr = rmh.get("transition_step")

@@ -208,6 +208,14 @@ def _load_partial(path: Path, key: str, ident: list) -> dict | None:
     return d
 
 
+def train_rows(rows: list[dict]) -> list[dict]:
+    """The training probe's behaviour rows as the training-fit event reads them: its accuracy and
+    chance-normalised accuracy renamed ``train_accuracy`` / ``train_accuracy_norm``, variant
+    "train" (the monitor's names for its train_probe)."""
+    return [{**r, "measure": f"train_{r['measure']}", "variant": "train"} for r in rows
+            if r["measure"] in ("accuracy", "accuracy_norm") and r["layer"] == "output"]
+
+
 def _source_field(sl: SourceList, resolved: bool = False):
     """What scan.json and precursor.json record as the source: the folder (one folder, as
     before), else the list of source labels."""
@@ -262,14 +270,19 @@ def scan(root, probe: str, out_dir: str | Path | None = None, *, run: str | None
          tokenizer: str | None = None, n_items: int | None = None, seed: int = 0, device: str = "auto",
          dtype: str = "float32", batch_size: int = 16, eps: float = 1e-7, scoring: str = "sum",
          layer: str | None = None, cfg_events: dict | None = None, log=print, signals=(),
-         cache_dir: str | None = None, keep_cache: bool | None = None, hub=None) -> dict:
+         cache_dir: str | None = None, keep_cache: bool | None = None, hub=None,
+         train_probe: str | None = None) -> dict:
     """Scan checkpoints (module doc) into one curve; returns the precursor dict. ``root``: a
     folder, a ``repo@revision``, a YAML source list, or a list of folders and revisions
     (``scan.sources``). ``signals``: registry signals read off the weights alone (those whose
     inputs lie within ``SIGNAL_INPUTS``) added to every checkpoint's rows. Hub revisions: ``cache_dir`` the Hugging
     Face cache, ``keep_cache`` leaves what the scan downloaded there (default: evicted once
     measured), ``hub`` an ``HfApi``-like client for the integrity check (default
-    ``hf.hub.default_hub_api()``: None offline, then the check is recorded as not made)."""
+    ``hf.hub.default_hub_api()``: None offline, then the check is recorded as not made).
+    ``train_probe``: a second probe set with answers (completions or a benchmark) drawn from the
+    *training* data: its accuracy becomes ``train_accuracy`` / ``train_accuracy_norm`` rows
+    (variant "train") and precursor.json gains the training-fit event
+    (``train_acquisition_step``) and ``generalisation_delay`` (grokking's delay)."""
     from ..measures.signal_registry import computations, requested
     signals = tuple(signals or ())
     try:
@@ -312,8 +325,13 @@ def scan(root, probe: str, out_dir: str | Path | None = None, *, run: str | None
     last = ckpts[-1]
     tok = load_tokenizer_for(last.root, last.folder, tokenizer)
     probe_set = load_probe_set(probe, tok, n_items, seed, log=log)
+    train_set = load_probe_set(train_probe, tok, n_items, seed, log=log) if train_probe else None
+    if train_set is not None and train_set.kind == "prompts":
+        raise ScanError(f"--train-probe {train_probe}: a training-fit event needs answers (a .jsonl of prompt/"
+                        f"completion pairs or a benchmark), not a prompt file")
     key = settings_hash({"probe": probe_set.identity(), "dtype": dtype, "batch_size": batch_size, "eps": eps,
                          "scoring": scoring, "version": SCAN_VERSION,
+                         **({"train_probe": train_set.identity()} if train_set is not None else {}),
                          **({"signals": list(signals)} if signals else {})})
     from ..measures import signals as sig
     window = sig.SignalWindow()
@@ -362,6 +380,9 @@ def scan(root, probe: str, out_dir: str | Path | None = None, *, run: str | None
         t0 = time.time()
         r = measure_model(model, probe_set, run=run, step=step, batch_size=batch_size, device=device, eps=eps,
                           scoring=scoring)
+        if train_set is not None:
+            r += train_rows(measure_model(model, train_set, run=run, step=step, batch_size=batch_size,
+                                          device=device, eps=eps, scoring=scoring))
         if any("window" in x.reads for x in wanted):
             window.feed(step, model, None)
         state = sig.SignalState(model=model, step=step, window=window)
@@ -393,6 +414,8 @@ def scan(root, probe: str, out_dir: str | Path | None = None, *, run: str | None
                                                                   "n": len(probe_set.encoded),
                                                                   "unknown_token_share": probe_set.unknown_share},
                               "scoring": scoring if probe_set.kind == "benchmark" else None,
+                              **({"train_probe_set": {"name": train_set.name, "kind": train_set.kind,
+                                                      "n": len(train_set.encoded)}} if train_set is not None else {}),
                               "model": model_info, "non_finite_checkpoints": non_finite,
                               "skipped_folders": [{"folder": n, "reason": w} for n, w in skipped]})
     for w in pre.get("warnings") or []:
@@ -417,6 +440,11 @@ def scan(root, probe: str, out_dir: str | Path | None = None, *, run: str | None
     beh = pre["behaviour"]
     what = (f"acquisition {pre['acquisition_step']}" if beh["kind"] == "accuracy"
             else f"probe loss {beh['loss']['init']:.3f} -> {beh['loss']['final']:.3f} (no accuracy)")
+    if "train_acquisition_step" in pre:
+        what += (f"; training set fitted at step {pre['train_acquisition_step']}"
+                 + (f", {pre['generalisation_delay']} steps before acquisition" if pre["generalisation_delay"]
+                    is not None else "") if pre["train_acquisition_step"] is not None else
+                 "; training set not fitted")
     log(f"[scan] {run}: {what}; RankMe {rm['layer']} collapse {rm.get('collapse_step')}, floor "
         f"{rm.get('floor_step')}, recovery {rm.get('recovery_step')}; wrote {out_dir}")
     return pre
