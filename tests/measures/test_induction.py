@@ -54,3 +54,64 @@ def test_extracted_patterns_reproduce_each_blocks_attention_output():
         y = (pats[0] @ v).transpose(1, 2).reshape(4, 12, 128)
         want = block.attn(x).double()
     assert torch.allclose(block.attn.c_proj.double()(y), want, atol=1e-5)
+
+
+def _induction_weights(V: int, T: int, beta: float = 40.0) -> GPT:
+    """A two-layer, one-head GPT whose weights are set by hand to the induction circuit (Olsson
+    et al.): residual = [token one-hot (V) | position one-hot (T) | previous token (V)].
+    Block 0's head attends from position p to p - 1 (its query reads p, its key reads p' + 1)
+    and writes the attended token's identity into the previous-token slot; block 1's head
+    queries with the current token and keys on that slot, so it attends to the position after
+    an earlier copy of its token. MLPs are zero; LayerNorms keep their unit gains (the patterns
+    survive them: every position has the same number of active dimensions)."""
+    d = 2 * V + T
+    m = GPT(ModelConfig(n_layer=2, d_model=d, n_head=1, vocab_size=V, block_size=T, attn_impl="math"))
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+        for b in m.blocks:
+            b.ln_1.weight.fill_(1.0)
+            b.ln_2.weight.fill_(1.0)
+        m.ln_f.weight.fill_(1.0)
+        m.wte.weight[:, :V] = torch.eye(V)                     # (tied head: reads the token slot)
+        m.wpe.weight[:, V:V + T] = torch.eye(T)
+        a0 = m.blocks[0].attn
+        Wq, Wk, Wv = (a0.c_attn.weight[i * d:(i + 1) * d] for i in range(3))   # (out, in) each
+        for p in range(T):
+            Wq[p, V + p] = beta                               # query: my position
+            if p + 1 < T:
+                Wk[p + 1, V + p] = beta                       # key: position p' announces p' + 1
+        for v in range(V):
+            Wv[v, v] = 1.0                                    # value: the token
+            a0.c_proj.weight[V + T + v, v] = 1.0              # written to the previous-token slot
+        a1 = m.blocks[1].attn
+        Wq, Wk = (a1.c_attn.weight[i * d:(i + 1) * d] for i in range(2))
+        for v in range(V):
+            Wq[v, v] = beta                                   # query: my token
+            Wk[v, V + T + v] = beta                           # key: the token before me
+    return m.eval()
+
+
+def test_hand_built_induction_weights_score_one_at_the_induction_head_and_zero_at_the_previous_token_head():
+    """The weight-level known answer: on sequences BOS, a segment of distinct tokens, the segment
+    again, the hand-built induction head (block 1) puts almost all of a repeated token's
+    attention on the token after its first copy (prefix-matching score > 0.95), the
+    previous-token head (block 0) almost none (< 0.05: it attends to the position before);
+    knocking out block 0's output takes the induction head's score down to about uniform."""
+    V, T, L = 12, 15, 7                                       # token 0 = BOS, never repeated
+    g = np.random.default_rng(0)
+    rows = np.stack([np.concatenate([[0], seg, seg]) for seg in (g.permutation(np.arange(1, V))[:L] for _ in range(32))])
+    m = _induction_weights(V, T)
+    pats = attention_patterns(m, torch.as_tensor(rows))
+    for query in range(L + 2, 2 * L + 1):                   # every repeated token but the first
+        s = prefix_matching_score(pats, rows, query)
+        assert s[1, 0] > 0.95 and s[0, 0] < 0.05, (query, s)
+    # block 0 is a previous-token head: position p attends to p - 1
+    prev = pats[0][:, 0]
+    assert float(prev[:, 5, 4].min()) > 0.95
+    # with the previous-token head's output removed (block 0 zeroed), the induction head has no
+    # key to match and its score falls to about the uniform share
+    with torch.no_grad():
+        m.blocks[0].attn.c_proj.weight.zero_()
+    s = prefix_matching_score(attention_patterns(m, torch.as_tensor(rows)), rows, L + 3)
+    assert s[1, 0] < 0.5
