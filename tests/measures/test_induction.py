@@ -100,7 +100,8 @@ def test_hand_built_induction_weights_score_one_at_the_induction_head_and_zero_a
     knocking out block 0's output takes the induction head's score down to about uniform."""
     V, T, L = 12, 15, 7                                       # token 0 = BOS, never repeated
     g = np.random.default_rng(0)
-    rows = np.stack([np.concatenate([[0], seg, seg]) for seg in (g.permutation(np.arange(1, V))[:L] for _ in range(32))])
+    segs = [g.permutation(np.arange(1, V))[:L] for _ in range(32)]
+    rows = np.stack([np.concatenate([[0], seg, seg]) for seg in segs])
     m = _induction_weights(V, T)
     pats = attention_patterns(m, torch.as_tensor(rows))
     for query in range(L + 2, 2 * L + 1):                   # every repeated token but the first
