@@ -3,7 +3,8 @@
 
 * every generated block of the page (findings table, findings claim by claim, per-run grid
   tables) equals what ``geoanatomy report pages`` makes from the committed data;
-* the committed summary is what the summary code makes of the committed runs today: every
+* the committed summary (the study's, the confirmation's, the validation grid's and the
+  known-transition grids') is what the summary code makes of the committed runs today: every
   table and statistics file recomputed from the runs' precursor.json (the power simulation's
   verdict_power.csv taken as committed: it alone takes minutes) keeps the recheck's promise
   (``geoanatomy.report.recheck``): every word, count and piece of text identical, every number
@@ -30,6 +31,8 @@ PAGES = [(p, d) for p, d in PAGES if d.is_dir()]
 # every committed grid snapshot whose summary is recomputed: the pages' and the confirmation's
 # (config/study_confirm.yaml, fresh seeds; its page block is the study page's confirmation table)
 SNAPSHOTS = [d for _, d in PAGES] + [d for d in [REPO / "docs" / "study" / "confirm_data"] if d.is_dir()]
+# the known-transition grids' snapshots (docs/known-transitions.md; about 7 s each)
+SNAPSHOTS += sorted(d for d in (REPO / "docs" / "known" / "data").glob("known_*") if (d / "summary").is_dir())
 
 
 @pytest.mark.parametrize("page,data", BLOCK_PAGES, ids=lambda x: x.name)
