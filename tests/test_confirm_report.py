@@ -45,3 +45,32 @@ def test_words_held_changed_and_estimates_in_the_interval(tmp_path):
     (confirm / "summary" / "verdict.csv").unlink()
     with pytest.raises(ValueError, match="no such file beside the exploratory snapshot"):
         confirmation_block(explo)
+
+
+def test_words_the_design_fixes_and_estimates_that_differ(tmp_path):
+    """A row forced by the design or with fewer cells than a word needs is left out of the
+    'words the data decide'; two estimates are said to differ by a z test whose standard
+    errors come from each row's interval (known answer: intervals of +-1.645 se at 90%)."""
+    cols = COLS + ["ci_level", "forced_by"]
+
+    def snap(root, rows):
+        (root / "summary").mkdir(parents=True)
+        write_csv(pd.DataFrame(rows, columns=cols), root / "summary" / "verdict.csv", "verdict", [])
+        return root
+    z = 1.6448536269514722
+    explo = snap(tmp_path / "data", [
+        ["a", "m", "", "", "r", 0.0, -z * 0.1, z * 0.1, "inconclusive", 10, 0.9, ""],          # se 0.1
+        ["b", "m", "", "", "r", 0.5, 0.3, 0.7, "inconclusive", 3, 0.9, ""],                    # 3 cells: fixed
+        ["c", "m", "", "", "r", 0.5, 0.3, 0.7, "inconclusive", 10, 0.9, "the floor window"]])  # forced: fixed
+    confirm = snap(tmp_path / "confirm_data", [
+        ["a", "m", "", "", "r", 0.3, 0.3 - z * 0.1, 0.3 + z * 0.1, "inconclusive", 10, 0.9, ""],
+        ["b", "m", "", "", "r", 0.5, 0.3, 0.7, "inconclusive", 3, 0.9, ""],
+        ["c", "m", "", "", "r", 0.5, 0.3, 0.7, "reproduced", 10, 0.9, ""]])
+    t = compare_rows(explo, confirm)
+    assert list(t["fixed_by_design"]) == ["no", "yes", "yes"]
+    from scipy.stats import norm
+    assert t["differ_p"].iloc[0] == pytest.approx(2 * norm.sf(0.3 / (2 * 0.01) ** 0.5), rel=1e-4)   # z 2.12: p 0.034
+    assert t["differ_p"].iloc[1] == pytest.approx(1.0)
+    text = confirmation_table(explo, confirm)
+    assert "(2 of the 3 are fixed by the design" in text and "**1 of 1 held**" in text
+    assert "p < 0.05): 1 of 3 (rows 1)." in text

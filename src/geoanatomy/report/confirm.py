@@ -8,8 +8,14 @@ before it trained). Rows are matched on ``compare.KEY`` (claim, measure, variant
 statistic). Per row: the exploratory word and estimate [interval], the confirmatory word and
 estimate [interval], whether the fresh estimate lies in the exploratory interval ("yes"/"no";
 "-" where either has no estimate or the exploratory row no interval) and whether the word held
-(descriptive rows carry no word and are not counted). Then the count of words that held, the
-rows whose word changed (reported as such, not explained), and both grids' machine
+(descriptive rows carry no word and are not counted). Then the count of words that held; the
+same count over the words the data decide (``fixed_by_design``: a row forced by the design,
+column ``forced_by``, or with fewer cells than the summary's ``verdict_min_units``
+(``n_min``) in either grid reads inconclusive whatever the runs do, so its holding says
+nothing); the rows whose estimates differ between
+the two seed sets (``differ``: a two-sided z test of the difference, each standard error read
+off its row's interval at its ``ci_level``, p < 0.05); the rows whose word changed (reported as
+such, not explained), and both grids' machine
 fingerprints and commits (each snapshot's ``snapshot.json``). Nothing is computed here but the
 comparison: every number is a cell of one of the two verdict.csv files.
 
@@ -32,6 +38,34 @@ END = "<!-- end of confirmation -->"
 CONFIRM_DATA = "confirm_data"          # the confirmation snapshot: a sibling of the exploratory one
 
 
+def n_min(snapshot) -> int:
+    """The fewest cells a word needed in the snapshot's summary (summary.verdict_min_units as its
+    floor_summary.json records it; the default when it records none)."""
+    p = Path(snapshot) / "summary" / "floor_summary.json"
+    st = json.loads(p.read_text()).get("settings", {}) if p.is_file() else {}
+    if "verdict_min_units" in st:
+        return int(st["verdict_min_units"])
+    from ..defaults import DEFAULTS
+    return int(DEFAULTS["summary"]["verdict_min_units"])
+
+
+def _se(lo, hi, level) -> float | None:
+    """A row's standard error from its two-sided interval at ``level`` (None without one)."""
+    from scipy.stats import norm
+    if lo is None or hi is None or level is None or not 0 < level < 1 or hi <= lo:
+        return None
+    return (hi - lo) / (2 * norm.ppf(0.5 + level / 2))
+
+
+def differ_p(v, lo, hi, level, vc, loc, hic, levelc) -> float | None:
+    """Two-sided p of the z test that two rows' estimates are equal (``_se`` of each)."""
+    from scipy.stats import norm
+    a, b = _se(lo, hi, level), _se(loc, hic, levelc)
+    if v is None or vc is None or a is None or b is None:
+        return None
+    return float(2 * norm.sf(abs(v - vc) / (a * a + b * b) ** 0.5))
+
+
 def _read(snapshot: Path) -> pd.DataFrame:
     from ..analysis.tables import read_table      # checked against its manifest: a hand edit is refused
     df = read_table(Path(snapshot) / "summary" / "verdict.csv", keep_default_na=False, na_values=[""])
@@ -44,6 +78,7 @@ def compare_rows(explo: Path, confirm: Path) -> pd.DataFrame:
     """One row per exploratory verdict row (its order), with the confirmation's word and
     estimate beside it (module doc); a row the confirmation lacks has word "missing"."""
     a, b = _read(explo), _read(confirm)
+    k_min = n_min(explo)
     m = a.merge(b, on=KEY, how="left", suffixes=("", "_c"), indicator=True)
     out = []
     for r in m.to_dict("records"):
@@ -52,11 +87,19 @@ def compare_rows(explo: Path, confirm: Path) -> pd.DataFrame:
         inside = "-" if v is None or vc is None or lo is None or hi is None else ("yes" if lo <= vc <= hi else "no")
         word_c = r["verdict_c"] if r["_merge"] == "both" else "missing"
         desc = r["verdict"] == "descriptive"
+        nu, nuc = _f(r.get("n_units")), _f(r.get("n_units_c"))
+        forced = bool(str(r.get("forced_by") or "").strip() not in ("", "nan")
+                      or str(r.get("forced_by_c") or "").strip() not in ("", "nan"))
+        fixed = forced or (nu is not None and nu < k_min) or (nuc is not None and nuc < k_min)
+        pd_ = differ_p(v, lo, hi, _f(r.get("ci_level")), vc, _f(r.get("ci_lo_c")), _f(r.get("ci_hi_c")),
+                       _f(r.get("ci_level_c")))
         out.append({**{k: r[k] for k in KEY}, "exploratory": r["verdict"],
                     "estimate": _est(r["value"], r["ci_lo"], r["ci_hi"]), "confirmed": word_c,
                     "fresh_estimate": _est(r.get("value_c"), r.get("ci_lo_c"), r.get("ci_hi_c")),
                     "in_interval": inside, "held": "-" if desc else ("yes" if word_c == r["verdict"] else "no"),
-                    "n_units": r["n_units"], "n_units_c": r.get("n_units_c")})
+                    "n_units": r["n_units"], "n_units_c": r.get("n_units_c"),
+                    "fixed_by_design": "-" if desc else ("yes" if fixed else "no"),
+                    "differ_p": pd_})
     return pd.DataFrame(out)
 
 
@@ -86,10 +129,20 @@ def confirmation_table(explo: Path, confirm: Path) -> str:
     inside = t[t["in_interval"] != "-"]
     changed = counted[counted["held"] == "no"]
     moves = changed.groupby(["exploratory", "confirmed"]).size().to_dict()
+    decided = counted[counted["fixed_by_design"] == "no"]
+    held_d = int((decided["held"] == "yes").sum())
+    tested = t[t["differ_p"].notna()]
+    differ = tested[tested["differ_p"] < 0.05]
     lines += ["", f"**{held} of {len(counted)} exploratory words held on the fresh seeds** "
                   f"({len(t) - len(counted)} descriptive rows carry no word). "
                   f"The fresh estimate lies in the exploratory interval in "
                   f"{int((inside['in_interval'] == 'yes').sum())} of {len(inside)} rows with both.",
+              f"Over the words the data decide ({len(counted) - len(decided)} of the {len(counted)} are fixed by the "
+              f"design: forced by the floor window, or fewer than {n_min(explo)} cells in a grid, so inconclusive "
+              f"whatever the runs do): **{held_d} of {len(decided)} held**. Estimates that differ between the two seed "
+              f"sets (two-sided z test of the difference, standard errors from each row's interval, p < 0.05): "
+              f"{len(differ)} of {len(tested)}"
+              + (" (rows " + ", ".join(str(int(i) + 1) for i in differ.index) + ")" if len(differ) else "") + ".",
               "Words that changed: " + ("none" if not moves else "; ".join(
                   f"{a} -> {b}: {n}" for (a, b), n in sorted(moves.items()))) + ".",
               f"Exploratory grid: {_provenance(explo)}. Confirmation grid: {_provenance(confirm)}."]
