@@ -29,6 +29,7 @@ from scipy import stats
 
 from . import figstyle, rates
 from .claims.timing import PRIMARY_EVENT
+from .figures_verdict import WORD_COLOUR, _num
 from .units import unit_events
 
 CLAIM = "timing beyond the loss curve"
@@ -38,7 +39,6 @@ EVENTS = {  # headline.csv column -> (legend label, colour, marker)
     "t_loss_extreme": ("loss-curve extreme", "0.2", "s"),
 }
 EVENT_WORDS = {"extreme": "floor", "onset": "collapse onset"}   # RankMe's events in words
-WORD_COLOUR = {"reproduced": "tab:green", "not reproduced": "tab:red", "inconclusive": "0.45"}
 COLUMNS = ["task", "level", "size", "control", "difficulty", "runs", "acquired_runs", "acquired", "t_acq",
            "t_floor", "t_loss_onset", "t_loss_extreme"]
 
@@ -110,11 +110,6 @@ def event_rho(t: pd.DataFrame, col: str) -> tuple[float, int]:
 
 def _f(x, digits=2) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
-
-
-def _num(x):
-    x = pd.to_numeric(x, errors="coerce")
-    return float(x) if x is not None and np.isfinite(x) else None
 
 
 def answer(primary: dict | None, variant: str) -> tuple[str, str]:

@@ -129,17 +129,12 @@ def html_table(df: pd.DataFrame, sortable: bool = False) -> str:
             f"<tbody>{body}</tbody></table>")
 
 
-def _num(x):
-    x = pd.to_numeric(x, errors="coerce")
-    return float(x) if x is not None and x == x and abs(x) != float("inf") else None
-
-
 def compact_verdict(v: pd.DataFrame) -> pd.DataFrame:
     """verdict.csv at a glance, one row per verdict row (``row`` = its 1-based number): claim,
     what the row measures, the word, the estimate [interval] at its level, n cells (runs), the
     one-sided bound against the smallest effect of interest (what decides a "not reproduced")
     and, where it qualifies the word, the power against the alternative the claim names."""
-    from .figures_verdict import POWER_QUALIFIES, alternative_text, row_label
+    from .figures_verdict import POWER_QUALIFIES, _num, alternative_text, row_label
     out = []
     for i, r in enumerate(v.to_dict("records"), 1):
         x, lo, hi, lvl = (_num(r.get(k)) for k in ("value", "ci_lo", "ci_hi", "ci_level"))
