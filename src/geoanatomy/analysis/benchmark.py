@@ -17,7 +17,11 @@ alarm curve   a causal alarm: at checkpoint t the signal's sustained relative ch
               its running maximum s(t). A positive run is scored at its acquisition step
               (s just before t_acq); a negative one at the same steps (every positive's t_acq of
               its size): the AUROC is P(s_pos(t_acq) > s_neg(t_acq)) over those pairs (ties
-              half), so a clock scores 0.5 by construction; cell-bootstrap interval. The
+              half), so a clock scores 0.5 by construction; cell-bootstrap interval. Scored at
+              t_acq it measures detection, not warning: the same AUROC with each positive scored
+              at fixed leads before acquisition, at (1 - L) t_acq for L in ``LEADS`` (a quarter:
+              the precursor rule's default clear gap; a half: the power simulation's precursor),
+              the negatives at the same steps, says whether the signal has moved by then. The
               threshold keeping that time-matched false-alarm rate at ``FA_TARGET`` gives the
               detection rate (positives alarmed before acquisition) and the median lead of the
               alarm (cells, runs alarmed before acquisition).
@@ -50,6 +54,7 @@ from .stats.timing import partial_rank
 
 EVENT_KINDS = ("onset", "extreme")
 FA_TARGET = 0.1
+LEADS = (0.25, 0.5)          # the AUROC at these shares of t_acq before acquisition (module doc)
 # the default detector, two further thresholds of it, and a change-point family (ruptures' PELT)
 SETTINGS = {
     "matched": {},
@@ -59,7 +64,9 @@ SETTINGS = {
 }
 COLUMNS = ["signal", "event", "kind", "direction", "needs", "source", "cpu_ms_per_checkpoint", "n_cells", "n_runs",
            "n_cells_event", "lead", "lead_lo", "lead_hi", "n_negatives", "false_alarms", "false_alarm_rate", "fa_lo",
-           "fa_hi", "auroc", "auroc_lo", "auroc_hi", "threshold_at_fa", "fa_achieved", "detect_at_fa", "lead_at_fa",
+           "fa_hi", "auroc", "auroc_lo", "auroc_hi",
+           *(f"auroc_lead{round(100 * x)}{e}" for x in LEADS for e in ("", "_lo", "_hi")), "threshold_at_fa",
+           "fa_achieved", "detect_at_fa", "lead_at_fa",
            "gain_r", "gain_lo", "gain_hi", "gain_p_holm", "gain_n_cells", "reading", "agreement_min", "agreement",
            "robust", "readings"]
 NAMES = {"down": {"onset": "collapse_step", "extreme": "floor_step"},
@@ -242,40 +249,55 @@ def _cells(runs: pd.DataFrame) -> pd.Series:
     return runs[list(CELLS)].astype(str).agg("/".join, axis=1)
 
 
+def _matched_auroc(pos, neg, paths, t_score, wp, wn):
+    """(AUROC, lo, hi, S, valid): positives scored just before their step ``t_score``, each
+    negative of the same size family at the same steps (pair matrix S, ``valid`` its scored
+    pairs; ties half); the 95% interval from the cell-bootstrap weights ``wp``, ``wn``."""
+    sp = np.array([score_at(paths[r], t) for r, t in zip(pos["run"], t_score)])
+    S = np.full((len(pos), len(neg)), np.nan)
+    for j, rn in enumerate(neg["run"]):
+        same = (pos["family_size"] == neg.loc[j, "family_size"]).to_numpy()
+        for i in np.nonzero(same)[0]:
+            S[i, j] = score_at(paths[rn], t_score[i])
+    valid = np.isfinite(S) | np.isinf(S)
+    if not valid.any():
+        return np.nan, np.nan, np.nan, S, valid
+    spv = np.where(np.isnan(sp), -np.inf, sp)
+    W = np.where(valid, (spv[:, None] > S) + 0.5 * (spv[:, None] == S), 0.0)
+    V = valid.astype(float)
+    num = np.einsum("bp,pn,bn->b", wp, W, wn)
+    den = np.einsum("bp,pn,bn->b", wp, V, wn)
+    boots = num[den > 0] / den[den > 0]
+    lo, hi = (float(x) for x in np.percentile(boots, [2.5, 97.5])) if len(boots) else (np.nan, np.nan)
+    return float(W[valid].mean()), lo, hi, S, valid
+
+
 def auroc_block(runs: pd.DataFrame, paths: dict, n_boot: int, rng) -> dict:
     """Time-matched AUROC with its cell-bootstrap interval, the threshold at FA_TARGET, the
     detection rate and the alarm's lead there (module doc)."""
     pos = runs[runs["positive"] & runs["run"].isin(paths)].reset_index(drop=True)
     neg = runs[runs["negative"] & runs["run"].isin(paths)].reset_index(drop=True)
     out = {"auroc": np.nan, "auroc_lo": np.nan, "auroc_hi": np.nan, "threshold_fa": np.nan, "fa_achieved": np.nan,
+           **{f"auroc_lead{round(100 * x)}{e}": np.nan for x in LEADS for e in ("", "_lo", "_hi")},
            "detect_at_fa": np.nan, "lead_at_fa": np.nan, "n_pos": len(pos), "n_neg": len(neg)}
     if not len(pos) or not len(neg):
         return out
-    sp = np.array([score_at(paths[r], t) for r, t in zip(pos["run"], pos["t_acq"])])
-    # pair matrix: negatives scored at every positive's t_acq of the same size family
-    S = np.full((len(pos), len(neg)), np.nan)
-    for j, rn in enumerate(neg["run"]):
-        same = (pos["family_size"] == neg.loc[j, "family_size"]).to_numpy()
-        for i in np.nonzero(same)[0]:
-            S[i, j] = score_at(paths[rn], pos.loc[i, "t_acq"])
-    valid = np.isfinite(S) | np.isinf(S)
-    spv = np.where(np.isnan(sp), -np.inf, sp)
-    W = np.where(valid, (spv[:, None] > S) + 0.5 * (spv[:, None] == S), 0.0)
-    if not valid.any():
-        return out
-    out["auroc"] = float(W[valid].mean())
     cp, cn = _cells(pos), _cells(neg)
     cells = sorted(set(cp) | set(cn))
     idx = {c: k for k, c in enumerate(cells)}
     ip, ineg = np.array([idx[c] for c in cp]), np.array([idx[c] for c in cn])
     counts = rng.multinomial(len(cells), np.full(len(cells), 1.0 / len(cells)), size=n_boot)   # (B, cells)
-    wp, wn = counts[:, ip], counts[:, ineg]
-    V = valid.astype(float)
-    num = np.einsum("bp,pn,bn->b", wp, W, wn)
-    den = np.einsum("bp,pn,bn->b", wp, V, wn)
-    boots = num[den > 0] / den[den > 0]
-    if len(boots):
-        out["auroc_lo"], out["auroc_hi"] = (float(x) for x in np.percentile(boots, [2.5, 97.5]))
+    t_acq = pos["t_acq"].to_numpy(float)
+    S = valid = None
+    for lead in (0.0,) + tuple(LEADS):
+        auc, lo, hi, S_l, valid_l = _matched_auroc(pos, neg, paths, (1.0 - lead) * t_acq, counts[:, ip],
+                                                   counts[:, ineg])
+        key = "auroc" if lead == 0.0 else f"auroc_lead{round(100 * lead)}"
+        out[key], out[f"{key}_lo"], out[f"{key}_hi"] = auc, lo, hi
+        if lead == 0.0:
+            S, valid = S_l, valid_l
+    if not valid.any():
+        return out
     # threshold: the smallest candidate keeping the time-matched false-alarm rate <= FA_TARGET
     negs = S[valid]
     # (an alarm fires at s >= theta: candidates just above each negative score, so a negative's
@@ -405,6 +427,7 @@ def benchmark_table(pres: list[dict], curves: dict, st: dict) -> pd.DataFrame:
                 "n_negatives": int(len(negs)), "false_alarms": k_fa,
                 "false_alarm_rate": k_fa / len(negs) if len(negs) else np.nan, "fa_lo": fa_lo, "fa_hi": fa_hi,
                 "auroc": alarm["auroc"], "auroc_lo": alarm["auroc_lo"], "auroc_hi": alarm["auroc_hi"],
+                **{k: alarm[k] for k in COLUMNS if k.startswith("auroc_lead")},
                 "threshold_at_fa": alarm["threshold_fa"], "fa_achieved": alarm["fa_achieved"],
                 "detect_at_fa": alarm["detect_at_fa"],
                 "lead_at_fa": alarm["lead_at_fa"],

@@ -513,7 +513,8 @@ def _binomial_power(rows, st, n_populations, rng, unit_cols, multiples=(1,)) -> 
             ws = []
             for _ in range(n_populations):
                 k = int(rng.binomial(n, share))
-                ws.append(word(Evidence(binomial_p(k, n, "greater"), clopper_pearson(k, n)[0], k / n if n else None,
+                ws.append(word(Evidence(binomial_p(k, n, "greater"), clopper_pearson(k, n, 1 - 2 * alpha)[0],
+                                        k / n if n else None,
                                         n, 0.5), alpha, n_min))
             ws = pd.Series(ws)
             out.append({"claim": claim, "event": "", "scenario": sc, "role": role, "design": design_name(mult),

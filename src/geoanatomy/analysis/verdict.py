@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .claims import CLAIMS, VERDICT_COLUMNS, measure_views, reading, runs_views
+from .claims import CLAIMS, VERDICT_COLUMNS, SummaryView, measure_views, reading, runs_views
 from .stats import CELLS
 from .stats import holm
 
@@ -40,11 +40,13 @@ from .stats import holm
 # row whose claim has none can be reproduced or inconclusive, never "not reproduced" from a
 # non-significant p.
 RULES = {
-    "greater": ("reproduced: Holm-adjusted one-sided p < alpha and the interval's lower end above the null value "
+    "greater": ("reproduced: Holm-adjusted one-sided p < alpha and the interval's lower end (intervals are two-sided"
+                " 1 - 2 alpha, so that end is the one-sided 1 - alpha bound: one level) above the null value "
                 "(the estimate, for statistics without an interval); not reproduced: the one-sided 95% upper bound "
                 "(bound) below the smallest effect of interest (effect_of_interest)"),
     "less": "the mirror image of greater (the claimed effect is below the null value; the bound is a lower bound)",
-    "greater+gain": ("reproduced: greater, and the second statistic's (the leave-one-out gain) 95% interval above 0;"
+    "greater+gain": ("reproduced: greater, and the second statistic's (the leave-one-out gain) 1 - 2 alpha interval"
+                     " above 0;"
                      " not reproduced: as greater (the partial correlation's bound below the effect of interest)"),
     "equivalence": ("reproduced: adjusted two-one-sided-tests p < alpha and the 90% interval inside (-delta, delta);"
                     " not reproduced: the interval entirely outside it (lower end >= delta or upper end <= -delta)"),
@@ -59,7 +61,10 @@ DESCRIPTIVE = "descriptive"
 MAX_FALSE_RATE = 0.05
 GATES = ("a row forced by the design (column forced_by: a floor window that hides the event) is inconclusive; a"
          " claim whose simulated false rate under any of its design nulls exceeds 0.05 at the grid's design cannot"
-         " read reproduced (inconclusive, naming the null); a row of a secondary family (a family named '... "
+         " read reproduced (inconclusive, naming the null); a claim that reads 'not reproduced' in more than 0.05 of"
+         " the populations simulated under its own alternative at the grid's design cannot read not reproduced (its"
+         " smallest effect of interest is out of the design's reach: inconclusive, naming the alternative); a row of"
+         " a secondary family (a family named '... "
          "(secondary)') reads reproduced only when a row of its primary family ('... (primary)') does (gatekeeping)")
 RULE = ("; ".join(f"{k}: {v}" for k, v in RULES.items())
         + "; inconclusive otherwise, or with fewer than n_min units, or no test; gates: " + GATES)
@@ -172,7 +177,7 @@ def json_claims(jsons: dict, st: dict) -> list[dict]:
     both RankMe variants. A statistic that could not be computed gives an inconclusive row
     saying why, except a cross-size row of a level the grid has at one size only when the
     claim has rows at other levels (nothing to pair: the grid never asked it there)."""
-    rows = _rows("summary", [jsons])
+    rows = _rows("summary", [SummaryView(jsons, st)])
 
     def empty(r):
         return r["n_units"] == 0 and " level " in f" {r['statistic']}" and "<" in str(r.get("detail") or "")
@@ -220,6 +225,14 @@ def finish(rows: list[dict], st: dict, power: pd.DataFrame | None = None) -> pd.
                 df.loc[df.index[i], "verdict"] = "inconclusive"
                 notes[i].append(f"cannot exclude the {w[0]} null: its test reads reproduced in {w[1]:.0%} of"
                                 " populations simulated on this grid's design")
+        refuting = refutation_rates(power)
+        for i, r in enumerate(df.itertuples()):
+            w = refuting.get((r.claim, r.event if isinstance(r.event, str) else "")) or refuting.get((r.claim, ""))
+            if df.loc[df.index[i], "verdict"] == "not reproduced" and w and w[1] > MAX_FALSE_RATE:
+                df.loc[df.index[i], "verdict"] = "inconclusive"
+                notes[i].append(f"its smallest effect of interest is out of this design's reach: under the claim's own"
+                                f" alternative ({w[0]}) the test reads not reproduced in {w[1]:.0%} of populations"
+                                " simulated on this grid's design")
     primaries = {f[:-len(" (primary)")] for f, v in zip(df["family"], df["verdict"])
                  if isinstance(f, str) and f.endswith(" (primary)") and v == "reproduced"}
     for i, r in enumerate(df.itertuples()):
@@ -273,6 +286,23 @@ def power_at(curve, n_units: int):
     design is larger than the row or the claim was not simulated."""
     fits = [(pw, k) for k, pw in (curve or []) if k <= n_units]
     return fits[-1] if fits else (None, None)
+
+
+def refutation_rates(table: pd.DataFrame) -> dict:
+    """(claim, event) -> (alternative, its rate of "not reproduced") at the grid's design, the
+    largest over the claim's alternatives (and over its events under (claim, "")): how often
+    the claim's own alternative is refuted by its bound, which must stay within alpha."""
+    a = table[(table["role"] == ROLE_ALT) & (table["design"] == "grid")].copy()
+    if "not_reproduced" not in a or not len(a):
+        return {}
+    a["event"] = a["event"].astype(object).where(a["event"].notna(), "").astype(str)
+    a["not_reproduced"] = pd.to_numeric(a["not_reproduced"], errors="coerce").fillna(0.0)
+    out: dict = {}
+    for r in a.itertuples():
+        for key in ((r.claim, r.event), (r.claim, "")):
+            if key not in out or r.not_reproduced > out[key][1]:
+                out[key] = (r.scenario, float(r.not_reproduced))
+    return out
 
 
 def false_rate_by_claim(table: pd.DataFrame) -> dict:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import behaviour, floors, lags, prediction, timing, topdown
 from .base import (RANKME, RUN_COLUMNS, VERDICT_COLUMNS, Claim, ClaimRow, Design, MeasureView, RunsView,
-                   measure_views, row_dict, runs_views, simulated_runs, views_of_units)
+                   SummaryView, interval_level, measure_views, row_dict, runs_views, simulated_runs, views_of_units)
 
 FAMILIES = (behaviour, timing, lags, floors, topdown, prediction)
 CLAIMS: list[Claim] = [c for module in FAMILIES for c in module.CLAIMS]
@@ -20,8 +20,8 @@ BY_NAME: dict[str, Claim] = {c.name: c for c in CLAIMS}
 assert len(BY_NAME) == len(CLAIMS), "claim names are unique"
 
 __all__ = ["BY_NAME", "CLAIMS", "RANKME", "RUN_COLUMNS", "VERDICT_COLUMNS", "Claim", "ClaimRow", "Design",
-           "MeasureView", "RunsView", "measure_views", "row_dict", "runs_views", "simulated_runs", "views_of_units",
-           "reading"]
+           "MeasureView", "RunsView", "SummaryView", "interval_level", "measure_views", "row_dict", "runs_views",
+           "simulated_runs", "views_of_units", "reading"]
 
 
 def reading(reads: str, kind: str | None = None) -> list[Claim]:

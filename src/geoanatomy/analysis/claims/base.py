@@ -198,6 +198,30 @@ def simulated_runs(units: pd.DataFrame, t_acq, event, unit_cols=CELLS) -> pd.Dat
     return units[list(unit_cols)].assign(**{c.name: what[c.simulated] for c in RUN_COLUMNS.values()})
 
 
+def interval_level(st: dict) -> float:
+    """The two-sided level of every row's interval: 1 - 2 alpha (0.90 at the default alpha
+    0.05), so that its lower end is the one-sided 1 - alpha bound. The rule reads
+    "reproduced" from a one-sided p < alpha and the interval's end beyond the null: with a
+    two-sided 1 - alpha interval that end was a 1 - alpha/2 bound, an effective level of
+    alpha/2 (a top-down row with p 0.038 read inconclusive by that alone). One level for both."""
+    return 1.0 - 2.0 * float(st["alpha"])
+
+
+class SummaryView(dict):
+    """The summary JSON files a summary-reading claim's rows read ({file name: content}), and
+    ``st``, the ``summary:`` settings (the interval level, ``interval_level``)."""
+
+    def __init__(self, jsons: dict, st: dict):
+        super().__init__(jsons)
+        self.st = st
+
+
+def summary_level(jsons) -> float:
+    """``interval_level`` of a summary view (the default alpha for a plain dict)."""
+    st = getattr(jsons, "st", None)
+    return interval_level(st if st and "alpha" in st else {"alpha": 0.05})
+
+
 def _settings(st: dict) -> tuple[int, int, int]:
     """(bootstrap resamples, permutations, seed) of the ``summary:`` settings, one home for
     their defaults in the views."""
@@ -217,6 +241,7 @@ class RunsView:
 
     nb = property(lambda self: _settings(self.st)[0])
     seed = property(lambda self: _settings(self.st)[2])
+    level = property(lambda self: interval_level(self.st))
 
 
 def runs_views(pres: list[dict], st: dict, unit_cols=CELLS) -> list[RunsView]:
@@ -250,6 +275,7 @@ class MeasureView:
     nb = property(lambda self: _settings(self.st)[0])
     n_perm = property(lambda self: _settings(self.st)[1])
     seed = property(lambda self: _settings(self.st)[2])
+    level = property(lambda self: interval_level(self.st))
 
     @property
     def unit_word(self) -> str:

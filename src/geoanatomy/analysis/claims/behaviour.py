@@ -15,9 +15,10 @@ def acquisition_rate(v: RunsView) -> list[ClaimRow]:
     cells = v.runs.groupby(list(v.unit_cols))["acquired"].mean()
     k, n = int((cells > 0.5).sum()), int(len(cells))
     return [ClaimRow("acquisition rate", "accuracy", "", "share of cells acquired (majority of seeds)",
-                     k / n if n else None, clopper_pearson(k, n), n, len(v.runs),
+                     k / n if n else None, clopper_pearson(k, n, v.level), n, len(v.runs),
                      "exact binomial test against 1/2 (Clopper-Pearson interval over cells)", 0.5,
-                     binomial_p(k, n, "greater"), "acquisition rate", f"{k}/{n} cells", bound=upper_bound(k, n))]
+                     binomial_p(k, n, "greater"), "acquisition rate", f"{k}/{n} cells", ci_level=v.level,
+                     bound=upper_bound(k, n))]
 
 
 def _lead(v: RunsView, claim: str, measure: str, later: str, earlier: str, statistic: str,
@@ -37,15 +38,16 @@ def _lead(v: RunsView, claim: str, measure: str, later: str, earlier: str, stati
     rel = rel[np.isfinite(rel)]
     f = v.frac if len(d) else None
     st = sign_test(lead, "greater")
+    rel_ci = boot(rel, np.median, v.nb, v.seed + 1, level=v.level)
     second = ("median over cells of the relative lead (later - earlier) / later",
-              float(np.median(rel)) if len(rel) else None, *boot(rel, np.median, v.nb, v.seed + 1))
-    upper = boot(rel, np.median, v.nb, v.seed + 1, level=0.90)[1]          # the one-sided 95% bound
+              float(np.median(rel)) if len(rel) else None, *rel_ci)
+    upper = rel_ci[1]                               # its upper end: the one-sided 1 - alpha bound
     return [ClaimRow(claim, measure, "", statistic, float(np.median(lead)) if len(lead) else None,
-                     boot(lead, np.median, v.nb, v.seed), len(cells), len(d),
+                     boot(lead, np.median, v.nb, v.seed, level=v.level), len(cells), len(d),
                      "exact one-sided sign test over cells (a cell's median lead over its seeds > 0)", 0.0, st.p,
                      claim, (f"{st.wins} of {st.n} cells lead ({int((d['lead'] > 0).sum())} of {len(d)} runs)"
                              + (f"; clear gap f = {f:g}" if f is not None else ""))
-                     if len(d) else "no run has both events", rule=rule, second=second,
+                     if len(d) else "no run has both events", rule=rule, second=second, ci_level=v.level,
                      effect_of_interest=f if eoi is None else eoi, bound=upper)]
 
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..stats import binomial_p, clopper_pearson, strata_permutations
 from .base import (RANKME, UNITS_TEXT, Claim, ClaimRow, Design, MeasureView, fmt, k_of_n, n_runs,
-                   p_greater)
+                   p_greater, summary_level)
 
 
 def _pair_signs(groups: np.ndarray, x: np.ndarray, y: np.ndarray):
@@ -49,7 +49,8 @@ def within_class_concordance(m: MeasureView) -> list[ClaimRow]:
     with np.errstate(invalid="ignore", divide="ignore"):
         boots = c / (c + d)
     boots = boots[np.isfinite(boots)]
-    ci = tuple(float(x) for x in np.quantile(boots, [0.025, 0.975])) if len(boots) else (None, None)
+    tail = (1 - m.level) / 2
+    ci = tuple(float(x) for x in np.quantile(boots, [tail, 1 - tail])) if len(boots) else (None, None)
     upper = float(np.quantile(boots, 0.95)) if len(boots) else None
     perm = strata_permutations(groups, m.n_perm, rng)
     yp = y[perm]                                                  # (R, n)
@@ -66,7 +67,7 @@ def within_class_concordance(m: MeasureView) -> list[ClaimRow]:
                      float(value), ci, len(a), n_runs(a), "acquisition steps permuted within size x class", 0.5, p,
                      "prediction limits", m.mean_direction(a) + f"{len(s)} pairs; loss-plateau exit on the same pairs:"
                      f" {fmt(loss_c)}; the study reports 52-69%", m.protocol, event="transition", headline=m.headline,
-                     bound=upper)]
+                     ci_level=m.level, bound=upper)]
 
 
 
@@ -105,16 +106,16 @@ def ordering_swaps(jsons: dict) -> list[ClaimRow]:
         return k, n
     lk, ln = kn("loss_plateau_exit")
     n_rev = sum(int(e.get("reversed_pairs") or 0) for e in pairs)
-    out = []
+    out, level = [], summary_level(jsons)
     for m, variant in RANKME.items():
         k, n = kn(m)
         out.append(ClaimRow("ordering swaps predicted", m, variant,
                             "share of swapped task pairs whose order at the larger size the smaller size's transition"
-                            " order gets right", k / n if n else None, clopper_pearson(k, n), n, n,
+                            " order gets right", k / n if n else None, clopper_pearson(k, n, level), n, n,
                             "exact one-sided binomial test against 1/2 (the study: 26%, below chance)", 0.5,
                             binomial_p(k, n, "less") if n else None, "prediction limits",
                             f"{k}/{n} swapped pairs ({n_rev} swapped in all); loss-plateau exit {lk}/{ln}",
-                            rule="less"))
+                            rule="less", ci_level=level))
     return out
 
 

@@ -68,12 +68,14 @@ def log_steps_close(t1, t2, tol_log10: float) -> bool | None:
     return bool(abs(math.log10(t1 + 1.0) - math.log10(t2 + 1.0)) <= tol_log10 + TOL)
 
 
-def clopper_pearson(k: int, n: int) -> tuple:
-    """The exact (Clopper-Pearson) 95% interval of a share k/n ((None, None) without units)."""
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple:
+    """The exact (Clopper-Pearson) two-sided ``level`` interval of a share k/n ((None, None)
+    without units)."""
     if n == 0:
         return (None, None)
-    lo = 0.0 if k == 0 else float(stats.beta.ppf(0.025, k, n - k + 1))
-    hi = 1.0 if k == n else float(stats.beta.ppf(0.975, k + 1, n - k))
+    tail = (1 - level) / 2
+    lo = 0.0 if k == 0 else float(stats.beta.ppf(tail, k, n - k + 1))
+    hi = 1.0 if k == n else float(stats.beta.ppf(1 - tail, k + 1, n - k))
     return (lo, hi)
 
 

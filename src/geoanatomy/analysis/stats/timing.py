@@ -201,8 +201,9 @@ def _loo_errors(y: np.ndarray, X: np.ndarray) -> np.ndarray:
     return e / (1 - h)
 
 
-def loo_gain(y, g, l, n_boot: int = 2000, seed: int = 0) -> Gain:
-    """Leave-one-unit-out squared errors of y from l and from (l, g) and the gain (module doc)."""
+def loo_gain(y, g, l, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> Gain:
+    """Leave-one-unit-out squared errors of y from l and from (l, g) and the gain (module doc),
+    its percentile bootstrap interval at two-sided ``level``."""
     y, g, l = (np.asarray(v, dtype=float) for v in (y, g, l))
     n = len(y)
     l = l.reshape(n, -1) if l.size else np.zeros((n, 0))
@@ -219,7 +220,8 @@ def loo_gain(y, g, l, n_boot: int = 2000, seed: int = 0) -> Gain:
     sl, slg = e_l[pick].sum(axis=1), e_lg[pick].sum(axis=1)
     ok = sl > 0
     gains = 1 - slg[ok] / sl[ok]
-    lo, hi = np.quantile(gains, [0.025, 0.975]) if len(gains) else (None, None)
+    tail = (1 - level) / 2
+    lo, hi = np.quantile(gains, [tail, 1 - tail]) if len(gains) else (None, None)
     return Gain(float(1 - e_lg.sum() / e_l.sum()), None, null, n, ci=(float(lo), float(hi)),
                 mse_loss=float(e_l.mean()), mse_loss_geometry=float(e_lg.mean()))
 
@@ -257,11 +259,11 @@ def class_clock(t, strata, classes) -> np.ndarray:
 
 
 def beyond_loss(t_acq, t_tr, covariates, strata, classes=None, n_perm: int = 2000, n_boot: int = 2000,
-                seed: int = 0) -> BeyondLoss:
+                seed: int = 0, level: float = 0.95) -> BeyondLoss:
     """Both tests of the module doc on units with both steps, given ``covariates`` ((n, k)
     log steps and design columns; +inf: an event that did not happen); and the partial test
     for the clock (the median event step of the other units of the size, and of the class
-    when ``classes`` is given)."""
+    when ``classes`` is given); the gain's interval at two-sided ``level``."""
     t_acq, t_tr = (np.asarray(v, dtype=float) for v in (t_acq, t_tr))
     C = np.asarray(covariates, dtype=float)
     C = C.reshape(len(t_acq), -1) if C.size else np.zeros((len(t_acq), 0))
@@ -273,7 +275,7 @@ def beyond_loss(t_acq, t_tr, covariates, strata, classes=None, n_perm: int = 200
                    + 1)
     c_ok = np.isfinite(clock)
     Lf = np.where(np.isfinite(L), L, np.nanmax(np.where(np.isfinite(L), L, np.nan), axis=0, initial=0) + 1)
-    return BeyondLoss(int(ok.sum()), partial_rank(y, g, L, s, n_perm, seed), loo_gain(y, g, Lf, n_boot, seed),
+    return BeyondLoss(int(ok.sum()), partial_rank(y, g, L, s, n_perm, seed), loo_gain(y, g, Lf, n_boot, seed, level),
                       partial_rank(y[c_ok], clock[c_ok], L[c_ok], s[c_ok], n_perm, seed))
 
 
