@@ -165,3 +165,41 @@ def test_a_signal_that_never_fires_in_an_acquiring_run_is_scored_not_an_error():
     t = bm.benchmark_table(pres, curves, summary_settings({"n_bootstrap": 100, "n_permutations": 99}))
     r = t[(t["signal"] == "stable_rank") & (t["event"] == "onset")].iloc[0]
     assert r["n_cells_event"] == 0 and np.isnan(r["lead"]) and r["false_alarms"] == 0
+
+
+def _with_ildr_at(share: float, width: float = 0.01):
+    """The simulated grid with ildr a sharp rise at ``share`` x t_acq in every acquiring run,
+    and 16 more shuffled controls (L2, L3: 24 negatives, their ildr flat)."""
+    pres, curves = simulate()
+    rng = np.random.default_rng(7)
+    for p in pres:
+        if p["acquired"]:
+            c = curves[p["run"]][0]
+            c["ildr"] = _ramp(c["step"].to_numpy(float), share * p["acquisition_step"], up=True, width=width) \
+                + rng.normal(0, 0.01, len(c))
+    e = pres[0]["events_settings"]
+    for task in TASKS:
+        for level in ("L2", "L3"):
+            run = f"{task}_{level}_nano_shuffled"
+            c = curves[f"{task}_L1_nano_shuffled"][0].copy()
+            c["ildr"] = 1.0 + rng.normal(0, 0.01, len(c))
+            curves[run] = (c, None)
+            pres.append(_pre(run, task, level, 0, None, e, control="shuffled"))
+    from geoanatomy.analysis.settings import summary_settings
+    return bm.benchmark_table(pres, curves, summary_settings({"n_bootstrap": 200, "n_permutations": 99}))
+
+
+def test_the_auroc_at_fixed_leads_tells_a_warning_from_a_detection():
+    """Scored at acquisition, a signal that rises just before it (0.9 t_acq) looks as good as
+    a precursor; scored a quarter of t_acq earlier it is at chance, and the precursor (a rise
+    at half t_acq) is not."""
+    assert bm.LEADS == (0.25, 0.5)
+    late = _row(_with_ildr_at(0.9), "ildr")
+    early = _row(_with_ildr_at(0.5), "ildr")
+    assert late["auroc"] > 0.8 and early["auroc"] > 0.95                      # detection: both
+    # warning: not the late one (its AUROC a quarter earlier is what flat curves give: 24 negatives'
+    # running maxima put that near 0.5-0.7 here), the precursor still separates
+    assert late["auroc_lead25"] < 0.8 and early["auroc_lead25_lo"] > 0.9, (late, early)
+    assert early["auroc_lead25"] - late["auroc_lead25"] > 0.25
+    # at half t_acq the precursor has not risen yet either (its rise is at that step)
+    assert early["auroc_lead50"] < 0.8 and early["auroc_lead50_lo"] < 0.6

@@ -114,7 +114,7 @@ def _verdict_of(df, claim, event="extreme", st=ST):
 
 def _timing_population(rng, informative: bool, n=24):
     y = rng.uniform(np.log(50), np.log(3000), n)
-    l = y + rng.normal(0, 0.3, n)
+    l = y - 0.5 + rng.normal(0, 0.3, n)        # a loss event before acquisition (in ~95% of cells): a covariate
     g = (y - 0.3 + rng.normal(0, 0.05, n)) if informative else (l + rng.normal(0, 0.3, n))
     return grid_rows(np.round(np.exp(y)), np.round(np.exp(g)), np.round(np.exp(l)), cells_of(n))
 
@@ -122,7 +122,7 @@ def _timing_population(rng, informative: bool, n=24):
 @pytest.mark.slow
 def test_timing_beyond_the_loss_curve_false_rate_and_power():
     """g = l + noise (nothing beyond the loss curve): reproduced in at most 5% of 200
-    populations; g = y - 0.3 + N(0, 0.05), l = y + N(0, 0.3) on 24 cells: at least 80%."""
+    populations; g = y - 0.3 + N(0, 0.05), l = y - 0.5 + N(0, 0.3) on 24 cells: at least 80%."""
     rng = np.random.default_rng(0)
     false = sum(_verdict_of(_timing_population(rng, False), "timing beyond the loss curve") == "reproduced"
                 for _ in range(200))
@@ -152,7 +152,7 @@ def test_seed_clustered_noise_keeps_the_false_rate():
         row = cbeh.probes_before_behaviour(v)[0]
         lead_hits += row.p < 0.05
         run_level_hits += sign_test(runs["t_first"] - runs["t_probe"], "greater").p < 0.05
-        t_ref = np.round(t_acq * np.exp(rng.normal(0, 0.3, 24)))
+        t_ref = np.round(0.5 * t_acq * np.exp(rng.normal(0, 0.3, 24)))     # a loss event before acquisition
         df = grid_rows(t_acq, np.round(t_ref * noise), t_ref, cells, seeds=seeds)
         timing_hits += _verdict_of(df, "timing beyond the loss curve") == "reproduced"
     assert lead_hits <= 10 and timing_hits <= 10, (lead_hits, timing_hits)
@@ -618,3 +618,60 @@ def test_an_easy_cell_row_whose_floor_window_ends_before_acquisition_gets_no_wor
     m2 = replace(m, units=units.assign(t_window=1000.0))
     v2 = finish([r.as_dict() for r in easy_simultaneous(m2)], ST)
     assert v2["verdict"].iloc[0] == "not reproduced" and not v2["forced_by"].iloc[0]
+
+
+def _units_with_loss(rng, n=30):
+    """A unit table: t_acq log-uniform, the loss onset at 0.5 t_acq (before acquisition), the
+    half-rise at 1.1 t_acq in 40% of units (mostly after), the extreme at 1.3 t_acq x small
+    noise (after acquisition in every unit, tracking it closely: an outcome, not a warning)."""
+    t_acq = np.exp(rng.uniform(np.log(50), np.log(3000), n))
+    half = np.where(rng.random(n) < 0.4, 0.8, 1.1) * t_acq
+    return pd.DataFrame({"t_acq": t_acq, "t_loss_onset": 0.5 * t_acq * 10 ** rng.normal(0, 0.2, n),
+                         "t_loss_half": half, "t_loss_extreme": 1.3 * t_acq * 10 ** rng.normal(0, 0.02, n),
+                         "difficulty_fixed": False, "difficulty": "hard", "calibration_step": np.nan,
+                         "size": "nano"})
+
+
+def test_timing_covariates_are_the_loss_events_before_acquisition():
+    from geoanatomy.analysis.claims.timing import design_covariates, left_out_text, preceding_loss_events
+    from geoanatomy.analysis.stats import timing
+    u = _units_with_loss(np.random.default_rng(0))
+    cov, names = design_covariates(u)
+    assert names == ["loss onset"] and cov.shape == (30, 1)
+    assert "loss half, extreme left out" in left_out_text(u)
+    assert preceding_loss_events({"onset": [1, 5, np.inf], "extreme": [9, 9, 9]}, [4, 4, 4]) == ([], ["onset",
+                                                                                                  "extreme"])
+    assert preceding_loss_events({"onset": [1, 2, np.inf]}, [4, 4, 4]) == (["onset"], [])
+    # a precursor beyond the onset: conditioning on the post-outcome extreme as well removes its timing
+    rng = np.random.default_rng(1)
+    r_all, r_before = [], []
+    for _ in range(40):
+        u = _units_with_loss(rng)
+        g = 0.5 * u["t_acq"] * 10 ** rng.normal(0, 0.15, len(u))
+        logs = lambda cols: np.column_stack([np.log(u[c] + 1) for c in cols])      # noqa: E731
+        kw = dict(strata=np.zeros(len(u)), n_perm=99, n_boot=99)
+        r_all.append(timing.beyond_loss(u["t_acq"], g, logs(["t_loss_onset", "t_loss_half", "t_loss_extreme"]),
+                                        **kw).partial.statistic)
+        r_before.append(timing.beyond_loss(u["t_acq"], g, design_covariates(u)[0], **kw).partial.statistic)
+    assert np.mean(r_before) > 0.5 > 0.25 > np.mean(r_all), (np.mean(r_before), np.mean(r_all))
+
+
+def test_every_interval_is_at_one_level_with_the_p():
+    """alpha 0.05: a row's interval is two-sided 90%, its lower end the one-sided 95% bound
+    (Clopper-Pearson: beta.ppf(0.05, k, n - k + 1)), so p < 0.05 and that end above the null
+    agree: 12 of 16 top-down cells (one-sided binomial p 0.038) read reproduced; at the former
+    two-sided 95% interval (lower end 0.476) the same row read inconclusive."""
+    from scipy import stats as ss
+    from geoanatomy.analysis.claims import SummaryView
+    from geoanatomy.analysis.claims.topdown import top_down_propagation
+    st = summary_settings({})
+    td = {"top_down_summary.json": {"measures": {"rankme_centred": {"cells_all": {"top_down": "12/16"},
+                                                                    "all": {"runs": 32}}}}}
+    row = [r for r in top_down_propagation(SummaryView(td, st)) if r.measure == "rankme_centred"][0]
+    assert row.ci_level == pytest.approx(0.90)
+    assert row.ci[0] == pytest.approx(ss.beta.ppf(0.05, 12, 5)) and row.ci[0] > 0.5
+    assert row.p == pytest.approx(ss.binom.sf(11, 16, 0.5))
+    assert finish([row.as_dict()], st)["verdict"].iloc[0] == "reproduced"
+    st01 = summary_settings({"alpha": 0.01})
+    row01 = [r for r in top_down_propagation(SummaryView(td, st01)) if r.measure == "rankme_centred"][0]
+    assert row01.ci_level == pytest.approx(0.98) and row01.ci[0] == pytest.approx(ss.beta.ppf(0.01, 12, 5))

@@ -142,12 +142,16 @@ def test_a_planted_precursor_beyond_the_loss_curve_and_the_class_is_found(study)
     assert primary >= 0.8
 
 
-def test_the_timing_covariates_are_the_loss_events_together_and_the_design(study):
+def test_the_timing_covariates_are_the_loss_events_before_acquisition_and_the_design(study):
+    """The loss extreme follows acquisition in every study cell: no covariate (it took the very
+    timing a precursor carries: R^2 0.935 of log t_acq with it); the onset (27 of 30 cells before
+    acquisition) and the half-rise (17 of 30) precede it in most cells."""
     u = unit_events(study["rows"])
     u = u[(u["measure"] == "rankme_centred") & u["acquired"]]
+    assert (u["t_loss_extreme"] > u["t_acq"]).all()
     cov, names = design_covariates(u)
-    assert names == ["loss onset", "loss half", "loss extreme", "class", "calibration step", "size"]
-    assert cov.shape == (len(u), 6)
+    assert names == ["loss onset", "loss half", "class", "calibration step", "size"]
+    assert cov.shape == (len(u), 5)
 
 
 def test_lag_intervals_cover_the_true_lag_on_the_real_grids(study):

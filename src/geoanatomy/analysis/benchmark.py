@@ -26,8 +26,9 @@ alarm curve   a causal alarm: at checkpoint t the signal's sustained relative ch
               detection rate (positives alarmed before acquisition) and the median lead of the
               alarm (cells, runs alarmed before acquisition).
 gain          the timing test of the verdict (``analysis.stats.timing.partial_rank``): partial rank
-              correlation of log t_acq with log(t_event + 1) given the loss curve's events
-              (onset, half, extreme: the same detector setting), the class and the calibration
+              correlation of log t_acq with log(t_event + 1) given the loss curve's events that
+              precede acquisition in most cells (``preceding_loss_events``; of onset, half,
+              extreme, by the same detector setting), the class and the calibration
               step, permutations within size; one-sided p, Holm over the signals per setting.
 robust        the gain's reading (p_holm < alpha and r > 0: "beyond the loss curve") is the same
               under all four settings (``SETTINGS``); agreement: Spearman rank correlation over
@@ -50,7 +51,7 @@ from ..measures.signal_registry import CLOCK, SIGNALS
 from ..precursor.rules import precursor_verdict
 from .load import calibration_step, is_control, seed_of
 from .stats import CELLS, holm
-from .stats.timing import partial_rank
+from .stats.timing import partial_rank, preceding_loss_events
 
 EVENT_KINDS = ("onset", "extreme")
 FA_TARGET = 0.1
@@ -349,7 +350,9 @@ def gain_rows(runs: pd.DataFrame, events: pd.DataFrame, st: dict) -> pd.DataFram
                 lh=("loss_half", "median"), le=("loss_extreme", "median"),
                 hard=("difficulty", lambda x: float((x == "hard").mean() > 0.5)),
                 fixed=("difficulty_fixed", "all"), cal=("calibration_step", "median")).reset_index()
-            cols = [_log1(cell[c]) for c in ("lo", "lh", "le")]
+            used, _ = preceding_loss_events({c: cell[c].to_numpy(float) for c in ("lo", "lh", "le")},
+                                            cell["t_acq"].to_numpy(float))        # those before acquisition
+            cols = [_log1(cell[c]) for c in used]
             if len(cell) and bool(cell["fixed"].all()):
                 cols += [cell["hard"].to_numpy(float), _log1(cell["cal"])]
             L = np.column_stack(cols) if cols else None

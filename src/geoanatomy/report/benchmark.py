@@ -3,7 +3,8 @@ summary/precursor_benchmark.csv (``geoanatomy report pages docs/benchmark.md doc
 
 One markdown row per signal and event kind, in the table's order (onset rows ranked by AUROC,
 then extreme rows): what it is, its CPU cost per checkpoint, the lead with its interval, false
-alarms over the negatives, the time-matched AUROC with its interval, the detection rate and the
+alarms over the negatives, the time-matched AUROC with its interval at acquisition and at leads
+of a quarter and a half of the acquisition step before it (warning, not detection), the detection rate and the
 alarm's lead at a false-alarm rate of at most 0.1, the gain beyond the loss curve (partial r with
 its bounds and Holm p), the detector agreement and whether the reading is robust. Nothing is
 computed here: every number is a cell of precursor_benchmark.csv.
@@ -45,8 +46,9 @@ def benchmark_block(data) -> str:
     runs_line = next((h for h in header_lines(p) if h.startswith("runs with curves")), "")
     out = [runs_line.split("; intervals")[0] + ".", "",
            "| signal | event | kind | CPU ms / checkpoint | lead [95% CI] (cells) | false alarms | AUROC [95% CI] "
+           "| AUROC 0.25 t_acq before | AUROC 0.5 t_acq before "
            "| detected at FA <= 0.1 (lead) | gain beyond loss: r [bounds], p_holm | agreement (min) | robust |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in t.iterrows():
         gain = _f(r["gain_r"])
         if gain != "-":
@@ -57,6 +59,9 @@ def benchmark_block(data) -> str:
             det += f" ({_f(r['lead_at_fa'])})"
         out.append(f"| {r['signal']} | {r['event']} | {r['kind']} | {_f(r['cpu_ms_per_checkpoint'], '{:.1f}')} | "
                    f"{_iv(r, 'lead', 'lead_lo', 'lead_hi')} ({int(r['n_cells_event'])}) | {fa} | "
-                   f"{_iv(r, 'auroc', 'auroc_lo', 'auroc_hi')} | {det} | {gain} | {_f(r['agreement_min'])} | "
+                   f"{_iv(r, 'auroc', 'auroc_lo', 'auroc_hi')} | "
+                   + " | ".join(_iv(r, f"auroc_lead{k}", f"auroc_lead{k}_lo", f"auroc_lead{k}_hi")
+                                if f"auroc_lead{k}" in r else "-" for k in (25, 50))
+                   + f" | {det} | {gain} | {_f(r['agreement_min'])} | "
                    f"{'yes' if str(r['robust']) == 'True' else 'no'} |")
     return "\n".join(out)

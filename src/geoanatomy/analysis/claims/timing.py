@@ -9,6 +9,7 @@ import pandas as pd
 
 from ...precursor import difficulty, is_precursor
 from ..stats import timing
+from ..stats.timing import preceding_loss_events
 from ..rates import PAIRS
 from ..stats import CELLS, clopper_pearson, strata_permutations
 from ..units import EVENTS
@@ -31,29 +32,6 @@ SPECIFIC_EOI_REASON = ("none: under the claim's own alternative (a precursor in 
                        " about 0.07 on the study's design, because the comparison clock already passes almost every"
                        " hard cell; the former 0.2 read 'not reproduced' in 0.625 of those populations. The row reads"
                        " reproduced or inconclusive")
-
-
-PRECEDES_SHARE = 0.5     # a loss event is a covariate when it precedes acquisition in more than this share of units
-
-
-def preceding_loss_events(t_loss: dict, t_acq) -> tuple[list[str], list[str]]:
-    """(used, left out): the loss curve's event kinds that are covariates of a timing row, and
-    those that are not. A covariate must come before the outcome: an event kind is used when it
-    precedes acquisition (a strictly earlier step) in more than half of the row's units (cells,
-    or runs for the within-cell claim), and left out otherwise (one the curve never made
-    precedes nothing). Conditioning on an event that follows acquisition removes the very
-    timing a precursor would carry: on the study's cells the loss curve's extreme follows
-    acquisition in every cell, and with it the covariates explained R^2 0.935 of log t_acq.
-    ``t_loss``: {kind: steps (n,)} in LOSS_EVENTS order; ``t_acq``: (n,)."""
-    t_acq = np.asarray(t_acq, dtype=float)
-    used, left = [], []
-    for ev, t in t_loss.items():
-        t = np.asarray(t, dtype=float)
-        if not np.isfinite(t).any():
-            continue                                    # this grid's curves have no such event
-        share = float(np.mean(np.isfinite(t) & (t < t_acq))) if len(t) else 0.0
-        (used if share > PRECEDES_SHARE else left).append(ev)
-    return used, left
 
 
 def design_covariates(u: pd.DataFrame, strata: str = "size") -> tuple[np.ndarray, list[str]]:
