@@ -12,8 +12,8 @@ the acquisition step over the drawn cells: the loss curve's answer beside the ge
 
 Right, the rows of verdict.csv that decide it: the timing test ("timing beyond the loss
 curve") of both RankMe variants at both event kinds, the primary row first and in bold: the
-partial rank correlation of log t_acq with the event given the loss curve's events and the
-design, its interval (verdict.csv's ``ci_level``), the null (dashed, 0) and the smallest effect
+partial rank correlation of log t_acq with the event given the loss curve's events before
+acquisition and the design, its interval (verdict.csv's ``ci_level``), the null (dashed, 0) and the smallest effect
 of interest (dotted); colour = the word. The title says the primary row's word and what its
 bound excludes, in words.
 
@@ -124,7 +124,7 @@ def answer(primary: dict | None, variant: str) -> tuple[str, str]:
     short = {"reproduced": "Yes", "not reproduced": "No", "inconclusive": "Not decided"}.get(w, w)
     n = f"{int(primary['n_units'])} cells ({int(primary['n_runs'])} runs)" if _num(primary.get("n_units")) else "-"
     ev = (f"primary row: partial r {_f(est)} [{lvl:.0%} interval {_f(lo)}, {_f(hi)}] over {n}, "
-          f"given the loss curve's events and the design: {w}")
+          f"given the loss curve's events before acquisition and the design: {w}")
     if w == "not reproduced" and bound is not None and eoi is not None:
         ev += f" (its one-sided bound {_f(bound)} excludes r >= {eoi:g}; a weaker effect is not excluded)"
     elif w == "inconclusive" and eoi is not None:
@@ -230,7 +230,8 @@ def _forest(ax, rows: pd.DataFrame) -> None:
             t.set_weight("bold")
     ax.set_ylim(-0.7, max(n, 1) - 0.3)
     lvl = _num(rows["ci_level"].iloc[0]) if len(rows) else None
-    ax.set_xlabel("partial Spearman r of log t_acq with the event,\ngiven the loss curve's events and the design"
+    ax.set_xlabel("partial Spearman r of log t_acq with the event,\ngiven the loss events before acquisition"
+                  " and the design"
                   + (f" ({lvl:.0%} interval)" if lvl else ""), fontsize=7)
     ax.set_xlim(-1.0, 1.0)
     ax.grid(axis="x", alpha=0.25, lw=0.5)

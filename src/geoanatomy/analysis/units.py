@@ -31,8 +31,8 @@ t_recovery
     the recovery step (RankMe: back above its floor), median as t_transition.
 t_loss_exit, t_loss_onset, t_loss_half, t_loss_extreme
     median over the acquired seeds of the loss curve's plateau exit and of its events
-    (onset, half-rise, extreme): the covariates of the timing claims, whatever the measure's
-    event.
+    (onset, half-rise, extreme): the timing claims' covariates (those before acquisition),
+    whatever the measure's event.
 calibration_step
     the class file's calibration acquisition step of the cell (+inf: never; NaN without a
     class file), known before training.

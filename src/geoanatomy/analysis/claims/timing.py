@@ -17,7 +17,7 @@ from .base import (PRECURSOR, TIMING_NULLS, UNITS_TEXT, Claim, ClaimRow, Design,
                    n_runs)
 
 
-LOSS_EVENTS = ("onset", "half", "extreme")      # the loss curve's events, together the covariates
+LOSS_EVENTS = ("onset", "half", "extreme")      # the loss curve's events; those before acquisition are covariates
 PRIMARY_EVENT = "extreme"      # the primary row: the headline RankMe variant's floor (its transition), fixed in advance
 TIMING_EOI = 0.3
 TIMING_EOI_REASON = ("partial r 0.3: an event that explains less than a tenth of the rank variance of acquisition"
@@ -98,7 +98,7 @@ def timing_beyond_loss(m: MeasureView) -> list[ClaimRow]:
                   f" (p {fmt(cp.p, 3)})" + (f"; {pr.reason}" if pr.reason else ""))
         out.append(ClaimRow("timing beyond the loss curve", m.measure, m.variant,
                             f"partial Spearman of log t_acq with the measure's {ev} given the loss curve's events"
-                            " and the design", pr.statistic, pr.ci, r.n, n_runs(u),
+                            " before acquisition and the design", pr.statistic, pr.ci, r.n, n_runs(u),
                             f"Freedman-Lane: residuals of the {ev} on the covariates permuted within {m.strata}s"
                             f" ({pr.n_permutations} permutations)", 0.0, pr.p, _family(m, ev),
                             detail, m.protocol, "greater+gain", ev, 0.90,
@@ -264,8 +264,8 @@ def collapse_recovery_acquisition(m: MeasureView) -> list[ClaimRow]:
     t_rec, t_acq = a["t_recovery"].to_numpy(float), a["t_acq"].to_numpy(float)
     k, n = int((hard & (t_rec < t_acq)).sum()), int(hard.sum())
     return [ClaimRow("collapse -> recovery -> acquisition", m.measure, m.variant,
-                     "partial Spearman of log t_acq with the recovery step given the loss curve's events and the"
-                     " design", pr.statistic, pr.ci, r.n, n_runs(u),
+                     "partial Spearman of log t_acq with the recovery step given the loss curve's events before"
+                     " acquisition and the design", pr.statistic, pr.ci, r.n, n_runs(u),
                      f"Freedman-Lane: residuals of the recovery on the covariates permuted within {m.strata}s"
                      f" ({pr.n_permutations} permutations)", 0.0, pr.p, "sequence",
                      m.mean_direction(u) + f"partial r {fmt(pr.statistic)} (one-sided 95% bounds {fmt(pr.ci[0])},"
@@ -285,9 +285,10 @@ CLAIMS = [
           "geometry changes before behaviour in a way the loss curve does not already show (on hard runs geometry"
           " changes first and behaviour follows after a clear gap)",
           "per cell y = log t_acq, g = log(t_event + 1); partial Spearman of y with g given the loss curve's events"
-          " together (onset, half-rise, extreme) and the design (class-file class, calibration acquisition step,"
-          " size): one-sided Freedman-Lane permutation p, Fisher-z bounds (Spearman variance, n less the"
-          " covariates); and the leave-one-cell-out"
+          " that precede acquisition in most cells (of onset, half-rise, extreme; a covariate must come before the"
+          " outcome: the extreme follows acquisition in every study cell) and the design (class-file class,"
+          " calibration acquisition step, size): one-sided Freedman-Lane permutation p, Fisher-z bounds"
+          " (Spearman variance, n less the covariates); and the leave-one-cell-out"
           " gain of predicting y from (covariates, g) over the covariates alone (bootstrap interval over cells);"
           " both must say yes. One primary row (the headline RankMe variant's extreme, its floor), fixed in"
           " advance; the other rows are a secondary family read only when the primary is reproduced (gatekeeping)."
@@ -298,7 +299,8 @@ CLAIMS = [
     Claim("timing across seeds within cells", "per measure and event kind (onset, extreme)",
           "geometry changes before behaviour in a way the loss curve does not already show, seed by seed",
           "within each cell (its seeds), log t_acq and log(t_event + 1) with the cell's mean removed (cell fixed"
-          " effects: class, size, task and schedule removed) and residualised on the run's loss events; their"
+          " effects: class, size, task and schedule removed) and residualised on the run's loss events that precede"
+          " acquisition in most runs; their"
           " correlation, one-sided p by sign flips of the within-cell contrasts (exact with two seeds),"
           " Fisher-z bounds. Secondary family (read after the primary timing row)",
           "the event's within-cell deviations unrelated to acquisition's beyond the loss events",
