@@ -72,3 +72,23 @@ def test_a_refuted_alternative_closes_the_not_reproduced_word():
     got = finish([row], st, power(0.3))
     assert got["verdict"].iloc[0] == "inconclusive"
     assert "out of this design's reach" in got["detail"].iloc[0] and "30%" in got["detail"].iloc[0]
+
+
+@pytest.mark.slow
+def test_each_claims_alternative_simulated_afresh_on_the_studys_design():
+    """The same check through the power simulation itself, not its committed file: every
+    simulated claim's alternatives on the study's committed runs (their cells, seeds,
+    acquisition steps, loss events and checkpoint grids), 40 populations each."""
+    from geoanatomy.analysis import power, rates
+    from geoanatomy.analysis.load import load_precursors
+    from geoanatomy.analysis.settings import summary_settings
+    data = REPO / "docs" / "study" / "data"
+    if not data.is_dir():
+        pytest.skip("no committed study data")
+    pres = load_precursors(sorted(data.glob("*/precursor.json")))
+    st = summary_settings({})
+    rows = rates.measure_rows(pres, st["coincide_log10_tol"])
+    table = power.verdict_power(rows, st, n_populations=40, multiples=(1,), grids=power.event_grids(pres),
+                                progress=lambda *a: None, workers=2, nulls=False)
+    assert not ((table["role"] == verdict.ROLE_NULL) & (table["scenario"] != "share 1/2")).any()   # no event null
+    assert not unreachable(table), unreachable(table)

@@ -414,7 +414,7 @@ def _simulate_chunk(item) -> pd.DataFrame:
 
 def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multiples=(1,), seed: int = 0,
                   unit_cols=CELLS, n_populations_multiples: int | None = None, grids: dict | None =
-                  None, progress=print, workers: int = 1) -> pd.DataFrame:
+                  None, progress=print, workers: int = 1, nulls: bool = True) -> pd.DataFrame:
     """verdict_power.csv (module doc) for the grid whose per-run table is ``rows``; designs
     repeated k times (``multiples`` > 1) run the alternatives only, with
     ``n_populations_multiples`` populations (default: a quarter of n_populations). ``grids``
@@ -422,7 +422,8 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
     ``progress``: called with one line per design and scenario (the simulation takes minutes).
     ``workers``: processes the populations are simulated in (``runtime.parallel_map``); every
     population is seeded on its own (``population_rng``), so the table is the same for any
-    number of workers."""
+    number of workers. ``nulls`` False: the alternatives only (power and how often each claim's
+    own alternative is refuted, ``verdict.refutation_rates``), no false rates."""
     bad = [k for k in multiples if not (0 < k < 1 or float(k).is_integer())]
     if bad:
         raise ValueError(f"summary.power_multiples: {bad[0]!r} is neither a share below 1 nor a whole number"
@@ -444,7 +445,8 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
         n_pop = n_populations if k == 1 else (n_populations_multiples or max(1, n_populations // 4))
         n_cells = int(t.groupby(list(unit_cols)).ngroups)
         n_class = {c: int(t[t["difficulty"] == c].groupby(list(unit_cols)).ngroups) for c in ("hard", "easy")}
-        wanted = {sc for c, _ in designs() for sc in (c.design.nulls if k == 1 else ()) + c.design.alternative}
+        wanted = {sc for c, _ in designs() for sc in (c.design.nulls if k == 1 and nulls else ())
+                  + c.design.alternative}
         n_min = int(st["verdict_min_units"])
         if n_cells < n_min:
             # every row of this design has fewer than n_min units, so every word is inconclusive:
@@ -455,7 +457,8 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
                      else ROLE_NULL, "design": design_name(k), "n_cells": n_cells,
                      "n_units": n_class.get(c.design.units, n_cells), "n_populations": 0, "reproduced": 0.0,
                      "not_reproduced": 0.0, "inconclusive": 1.0}
-                    for c, ev in designs() for sc in (c.design.nulls if k == 1 else ()) + c.design.alternative]
+                    for c, ev in designs()
+                    for sc in (c.design.nulls if k == 1 and nulls else ()) + c.design.alternative]
             continue
         job = _DesignJob(t, on, measures, scatter, st_sim, sizes, tuple(unit_cols), int(seed), ki)
         for sc in (s for s in SCENARIOS if s in wanted):
@@ -468,7 +471,7 @@ def verdict_power(rows: pd.DataFrame, st: dict, n_populations: int = 200, multip
         words = pd.concat(done[first:first + n_chunks], ignore_index=True)
         for c, event in designs():
             claim, alts = c.name, c.design.alternative
-            if not ((sc in c.design.nulls and k == 1) or sc in alts):
+            if not ((sc in c.design.nulls and k == 1 and nulls) or sc in alts):
                 continue
             sel = words[(words["claim"] == claim) & (words["event"] == event)]
             if c.design.row_measure:
