@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..load import clear_gap, min_gap_frac
 from ..parts import FIGURE_FAMILIES
+from ..settings import summary_settings
 from ..stats import CELLS
 from ..units import unit_events
 
@@ -217,9 +218,8 @@ class SummaryView(dict):
 
 
 def summary_level(jsons) -> float:
-    """``interval_level`` of a summary view (the default alpha for a plain dict)."""
-    st = getattr(jsons, "st", None)
-    return interval_level(st if st and "alpha" in st else {"alpha": 0.05})
+    """``interval_level`` of a summary view (the default settings' for a plain dict)."""
+    return interval_level(getattr(jsons, "st", None) or summary_settings())
 
 
 def _settings(st: dict) -> tuple[int, int, int]:
