@@ -675,3 +675,22 @@ def test_every_interval_is_at_one_level_with_the_p():
     st01 = summary_settings({"alpha": 0.01})
     row01 = [r for r in top_down_propagation(SummaryView(td, st01)) if r.measure == "rankme_centred"][0]
     assert row01.ci_level == pytest.approx(0.98) and row01.ci[0] == pytest.approx(ss.beta.ppf(0.01, 12, 5))
+
+
+def test_timing_rows_bounds_follow_alpha():
+    """The timing row's partial-correlation bounds are the ends of its interval: one-sided
+    1 - alpha (Fisher z, 1.06 / (n - k - 3)), two-sided 1 - 2 alpha in ci_level, and the
+    detail names that level; at alpha 0.01 the bounds are the 99% ones, not 95%."""
+    from geoanatomy.analysis.claims.base import MeasureView
+    from geoanatomy.analysis.claims.timing import timing_beyond_loss
+    from geoanatomy.analysis.stats import timing
+    rng = np.random.default_rng(3)
+    u = _units_with_loss(rng)
+    units = u.assign(task=[f"t{i}" for i in range(len(u))], level="L1", acquired=True, runs=2,
+                     t_onset=0.5 * u["t_acq"] * 10 ** rng.normal(0, 0.15, len(u)), t_extreme=np.nan)
+    for alpha, one_sided in ((0.05, 0.95), (0.01, 0.99)):
+        st = summary_settings({"alpha": alpha, "n_permutations": 199, "n_bootstrap": 199})
+        row = [r for r in timing_beyond_loss(MeasureView("stable_rank", "", units, st, 0.25)) if r.event == "onset"][0]
+        assert row.ci_level == pytest.approx(1 - 2 * alpha)
+        assert row.ci == pytest.approx(timing.fisher_bounds(row.value, row.n_units - 1, 1.06, one_sided))   # k = 1
+        assert f"one-sided {round(100 * one_sided)}% bounds" in row.detail

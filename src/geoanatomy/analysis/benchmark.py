@@ -357,7 +357,7 @@ def gain_rows(runs: pd.DataFrame, events: pd.DataFrame, st: dict) -> pd.DataFram
                 cols += [cell["hard"].to_numpy(float), _log1(cell["cal"])]
             L = np.column_stack(cols) if cols else None
             r = (partial_rank(np.log(cell["t_acq"].to_numpy(float)), _log1(cell["t"]), L, cell["size"].to_numpy(),
-                              n_perm, seed) if len(cell) else None)
+                              n_perm, seed, 1.0 - float(st["alpha"])) if len(cell) else None)   # one-sided bounds
             out.append({"signal": name, "event": kind, "gain_r": r and r.statistic, "gain_lo": r and r.ci[0],
                         "gain_hi": r and r.ci[1], "gain_p": r and r.p, "gain_n_cells": int(len(cell)),
                         "gain_note": r.reason if r else "no cell with the event"})

@@ -135,7 +135,7 @@ class ClaimRow:
     second: tuple = ("", None, None, None)     # (statistic, value, lo, hi)
     headline: bool = False
     effect_of_interest: float | None = None     # the row's smallest effect of interest (else its claim's)
-    bound: float | None = None                  # one-sided 95% bound facing the effect of interest (rule doc)
+    bound: float | None = None                  # one-sided 1 - alpha bound facing the effect of interest (rule doc)
     forced_by: str = ""                         # a design feature that decides the row by construction: no word
 
     def as_dict(self) -> dict:
@@ -208,6 +208,12 @@ def interval_level(st: dict) -> float:
     return 1.0 - 2.0 * float(st["alpha"])
 
 
+def bound_pct(level: float) -> str:
+    """The one-sided level of each end of a two-sided ``level`` interval, as a row's detail
+    writes it: "95%" at the default 0.90."""
+    return f"{100 * (1 + level) / 2:.3g}%"
+
+
 class SummaryView(dict):
     """The summary JSON files a summary-reading claim's rows read ({file name: content}), and
     ``st``, the ``summary:`` settings (the interval level, ``interval_level``)."""
@@ -276,6 +282,7 @@ class MeasureView:
     n_perm = property(lambda self: _settings(self.st)[1])
     seed = property(lambda self: _settings(self.st)[2])
     level = property(lambda self: interval_level(self.st))
+    bound_pct = property(lambda self: bound_pct(self.level))
 
     @property
     def unit_word(self) -> str:

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..stats import timing
 from ..floors import collapse_floors
-from .base import RANKME, Claim, ClaimRow, RunsView, p_greater
+from .base import RANKME, Claim, ClaimRow, RunsView, bound_pct, p_greater, summary_level
 
 
 # ----------------------------------------------------------- floors (from the runs)
@@ -90,7 +90,7 @@ def floors_equal_across_sizes(v: RunsView) -> list[ClaimRow]:
         if not groups:
             out.append(ClaimRow("floors equal across sizes", measure, variant, "slope of log10 floor on log10 params",
                                 None, (None, None), 0, 0, "", delta, None, "floors equal across sizes",
-                                "needs a task x level at two sizes or more", rule="equivalence", ci_level=0.90))
+                                "needs a task x level at two sizes or more", rule="equivalence", ci_level=v.level))
             continue
 
         # per group: [(log10 params, log10 floors of the cell's seeds)] for each of its sizes
@@ -98,7 +98,8 @@ def floors_equal_across_sizes(v: RunsView) -> list[ClaimRow]:
                  for g in groups]
         b = _within_group_slope(cells)
         boots = _within_group_slope_bootstrap(cells, v.nb, np.random.default_rng(v.seed))
-        lo, hi = (float(x) for x in np.nanquantile(boots, [0.05, 0.95]))
+        tail = (1 - v.level) / 2                    # each end a one-sided 1 - alpha bound (the TOST's)
+        lo, hi = (float(x) for x in np.nanquantile(boots, [tail, 1 - tail]))
         p = max(float(np.mean(boots <= -delta)), float(np.mean(boots >= delta)))
         n_cells = sum(g["size"].nunique() for g in groups)
         out.append(ClaimRow("floors equal across sizes", measure, variant,
@@ -108,7 +109,7 @@ def floors_equal_across_sizes(v: RunsView) -> list[ClaimRow]:
                             p, "floors equal across sizes",
                             f"{len(groups)} task x level groups at 2+ sizes; bootstrap over groups, seeds resampled in"
                             f" their cells; delta {delta} decade of floor per decade of parameters",
-                            rule="equivalence", ci_level=0.90, headline=variant == v.st["headline_variant"]))
+                            rule="equivalence", ci_level=v.level, headline=variant == v.st["headline_variant"]))
     return out
 
 
@@ -123,14 +124,14 @@ def mod_floor_near_two(v: RunsView) -> list[ClaimRow]:
         fl = fl[fl["task"] == "mod"]
         for size, g in fl.groupby("size", sort=False):
             cells = g.groupby(["task", "level", "size"])["log_floor"].median().to_numpy(float) - math.log10(ref)
-            r = timing.lag_test(cells, delta)
+            r = timing.lag_test(cells, delta, level=v.level)
             out.append(ClaimRow("MOD floor near 2.0", measure, variant,
                                 f"mean over MOD cells at {size} of log10(floor / {ref})", r.statistic, r.ci,
                                 len(cells), len(g), "two one-sided t tests against +-delta", delta,
                                 r.p_simultaneous, "MOD floor",
                                 f"median floor {10 ** (np.median(cells) + math.log10(ref)):.2f} at {size} (study: "
                                 f"{ref});"
-                                f" delta {delta} decade", rule="equivalence", ci_level=0.90,
+                                f" delta {delta} decade", rule="equivalence", ci_level=v.level,
                                 headline=variant == v.st["headline_variant"]))
     return out
 
@@ -163,21 +164,22 @@ def spearman_bounds(rho, n: int, level: float = 0.95) -> tuple:
 
 
 def _smallest_vs_largest(claim: str, family: str, m: str, variant: str, src: dict, detail,
-                         magnitude: float | None = None) -> list[ClaimRow]:
+                         magnitude: float | None = None, level: float = 0.90) -> list[ClaimRow]:
     """One row per level of ``src`` (a scale_invariance.json entry with ``by_level``):
     Spearman rho between the smallest and the largest size; ``detail(e)`` for the detail;
-    ``magnitude``: the rho the paper states, the row's bound (Fisher z) held against it."""
+    ``magnitude``: the rho the paper states, the row's bound (Fisher z) held against it, each
+    bound one-sided at (1 + ``level``) / 2 (the summary's interval level, ``summary_level``)."""
     out = []
     for lv, e in (src.get("by_level") or {}).items():
         sl = e.get("smallest_vs_largest") or {}
         rho = sl.get("rho")
         n = int(sl.get("n") or 0)
         vs = f"{sl.get('a')} vs {sl.get('b')}" if sl else "needs two sizes"
-        lo, hi = spearman_bounds(rho, n) if magnitude is not None else (None, None)
+        lo, hi = spearman_bounds(rho, n, (1 + level) / 2) if magnitude is not None else (None, None)
         text = sl.get("reason") or detail(sl)
         if lo is not None:
-            text += (f"{'; ' if text else ''}the paper's rho > {magnitude:g}: one-sided 95% bounds (Fisher z)"
-                     f" {lo:.2f}, {hi:.2f}: " + ("shown" if lo > magnitude else "excluded" if hi < magnitude
+            text += (f"{'; ' if text else ''}the paper's rho > {magnitude:g}: one-sided {bound_pct(level)} bounds"
+                     f" (Fisher z) {lo:.2f}, {hi:.2f}: " + ("shown" if lo > magnitude else "excluded" if hi < magnitude
                                                   else "neither shown nor excluded"))
         out.append(ClaimRow(claim, m, variant, f"Spearman rho over tasks, level {lv}, {vs}", rho, (None, None),
                             n, n, "exact permutation (pairing of tasks across sizes)", 0.0, p_greater(sl),
@@ -189,7 +191,8 @@ def floors_scale_invariant(jsons: dict) -> list[ClaimRow]:
     fam = _toy_scale(jsons)
     return [r for m, variant in RANKME.items()
             for r in _smallest_vs_largest("floor rank agreement across sizes", "floor rank agreement", m, variant,
-                                          (fam.get("floors") or {}).get(m) or {}, lambda sl: "", PAPER_RHO)]
+                                          (fam.get("floors") or {}).get(m) or {}, lambda sl: "", PAPER_RHO,
+                                          summary_level(jsons))]
 
 
 PAPER_RHO = 0.9

@@ -15,7 +15,7 @@ from .base import LAG_NULLS, SIMULTANEOUS, UNITS_TEXT, Claim, ClaimRow, Design, 
 def _lag_row(m: MeasureView, claim: str, u: pd.DataFrame, rule: str, family: str, statement: str) -> ClaimRow:
     u = u[np.isfinite(u["lag_transition"].to_numpy(float))]           # the cells with the event
     res = u["res_transition"].to_numpy(float) if "res_transition" in u else None
-    r = timing.lag_test(u["lag_transition"].to_numpy(float), m.delta, res)
+    r = timing.lag_test(u["lag_transition"].to_numpy(float), m.delta, res, m.level)
     p = r.p_simultaneous if rule == "equivalence" else r.p
     d = r.delta
     return ClaimRow(claim, m.measure, m.variant,
@@ -26,7 +26,7 @@ def _lag_row(m: MeasureView, claim: str, u: pd.DataFrame, rule: str, family: str
                     m.mean_direction(u) + f"{statement}; the interval reads '{r.reading}' (delta {fmt(d)} decade:"
                     f" the larger of summary.equivalence_decades {m.delta:g} and the grids' median resolution; sd over"
                     f" cells {fmt(r.sd)}, quantisation term {fmt(r.quantisation, 3)} decade)",
-                    m.protocol, rule, "transition", 0.90, headline=m.headline,
+                    m.protocol, rule, "transition", m.level, headline=m.headline,
                     effect_of_interest=d if rule == "lag" else None, bound=r.ci[1] if rule == "lag" else None)
 
 

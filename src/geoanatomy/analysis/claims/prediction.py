@@ -51,7 +51,7 @@ def within_class_concordance(m: MeasureView) -> list[ClaimRow]:
     boots = boots[np.isfinite(boots)]
     tail = (1 - m.level) / 2
     ci = tuple(float(x) for x in np.quantile(boots, [tail, 1 - tail])) if len(boots) else (None, None)
-    upper = float(np.quantile(boots, 0.95)) if len(boots) else None
+    upper = float(np.quantile(boots, 1 - tail)) if len(boots) else None     # one-sided 1 - alpha
     perm = strata_permutations(groups, m.n_perm, rng)
     yp = y[perm]                                                  # (R, n)
     sp = np.sign(t[i] - t[j])[None, :] * np.sign(yp[:, i] - yp[:, j])

@@ -89,8 +89,8 @@ def timing_beyond_loss(m: MeasureView) -> list[ClaimRow]:
         r = timing.beyond_loss(u["t_acq"], u[f"t_{ev}"], cov, u[m.strata].to_numpy(), classes,
                                min(m.n_perm, 10_000), m.nb, m.seed, m.level)
         pr, lo, cp = r.partial, r.loo, r.clock_partial
-        detail = (m.mean_direction(u) + f"partial r {fmt(pr.statistic)} (p {fmt(pr.p, 3)}; one-sided 95% bounds"
-                  f" {fmt(pr.ci[0])}, {fmt(pr.ci[1])}) given {', '.join(names)}; leave-one-out gain"
+        detail = (m.mean_direction(u) + f"partial r {fmt(pr.statistic)} (p {fmt(pr.p, 3)}; one-sided {m.bound_pct}"
+                  f" bounds {fmt(pr.ci[0])}, {fmt(pr.ci[1])}) given {', '.join(names)}; leave-one-out gain"
                   f" {fmt(lo.statistic)} [{fmt(lo.ci[0])}, {fmt(lo.ci[1])}] (MSE of log t_acq:"
                   f" covariates alone {fmt(lo.mse_loss, 3)}, with geometry {fmt(lo.mse_loss_geometry, 3)});"
                   f" the clock (median {ev} step of the other cells of the size"
@@ -101,7 +101,7 @@ def timing_beyond_loss(m: MeasureView) -> list[ClaimRow]:
                             " before acquisition and the design", pr.statistic, pr.ci, r.n, n_runs(u),
                             f"Freedman-Lane: residuals of the {ev} on the covariates permuted within {m.strata}s"
                             f" ({pr.n_permutations} permutations)", 0.0, pr.p, _family(m, ev),
-                            detail, m.protocol, "greater+gain", ev, 0.90,
+                            detail, m.protocol, "greater+gain", ev, m.level,
                             second=("leave-one-cell-out gain 1 - SSE(covariates, geometry) / SSE(covariates)",
                                     lo.statistic, *lo.ci), headline=m.headline, bound=pr.ci[1]))
     return out
@@ -127,16 +127,17 @@ def timing_within_cells(m: MeasureView) -> list[ClaimRow]:
             continue
         cells = x[list(CELLS)].astype(str).agg("|".join, axis=1).to_numpy()
         r = timing.within_units(np.log(x["_a"].to_numpy(float)), np.log(x["_t"].to_numpy(float) + 1), L, cells,
-                                min(m.n_perm, 10_000), m.seed)
+                                min(m.n_perm, 10_000), m.seed, (1.0 + m.level) / 2)
         out.append(ClaimRow("timing across seeds within cells", m.measure, m.variant,
                             f"correlation over cells' seeds of log t_acq with log t_{ev}, cell means and the run's"
                             " loss events removed", r.statistic, r.ci, r.n, r.n_runs,
                             f"contrasts' residuals of the {ev} sign-flipped within cells ({r.n_permutations})", 0.0,
                             r.p, "timing beyond the loss curve (secondary)",
-                            m.mean_direction(m.acq) + f"r {fmt(r.statistic)} (p {fmt(r.p, 3)}; one-sided 95% bounds"
-                            f" {fmt(r.ci[0])}, {fmt(r.ci[1])}) over {r.n} cells with two seeds or more"
+                            m.mean_direction(m.acq) + f"r {fmt(r.statistic)} (p {fmt(r.p, 3)}; one-sided"
+                            f" {m.bound_pct} bounds {fmt(r.ci[0])}, {fmt(r.ci[1])}) over {r.n} cells with two seeds"
+                            " or more"
                             + (f"; {r.reason}" if r.reason else ""),
-                            m.protocol, "greater", ev, 0.90, headline=m.headline, bound=r.ci[1]))
+                            m.protocol, "greater", ev, m.level, headline=m.headline, bound=r.ci[1]))
     return out
 
 
@@ -232,7 +233,7 @@ def precursor_specific_to_hard_cells(m: MeasureView) -> list[ClaimRow]:
              - de[rng.integers(0, len(de), (m.nb, len(de)))].mean(axis=1))
     tail = (1 - m.level) / 2
     ci = tuple(float(x) for x in np.nanquantile(boots, [tail, 1 - tail]))
-    upper = float(np.nanquantile(boots, 0.95))
+    upper = float(np.nanquantile(boots, 1 - tail))         # the interval's upper end: one-sided 1 - alpha
     return [ClaimRow("precursor specific to hard cells", m.measure, m.variant,
                      "[rate(hard) - rate(easy)] of the measure minus that of the clock (cells)", obs, ci, len(a),
                      n_runs(a), f"transition steps permuted across {m.unit_word} within {m.strata}s "
@@ -268,11 +269,12 @@ def collapse_recovery_acquisition(m: MeasureView) -> list[ClaimRow]:
                      " acquisition and the design", pr.statistic, pr.ci, r.n, n_runs(u),
                      f"Freedman-Lane: residuals of the recovery on the covariates permuted within {m.strata}s"
                      f" ({pr.n_permutations} permutations)", 0.0, pr.p, "sequence",
-                     m.mean_direction(u) + f"partial r {fmt(pr.statistic)} (one-sided 95% bounds {fmt(pr.ci[0])},"
-                     f" {fmt(pr.ci[1])}) given {', '.join(names)}; the clock: partial r {fmt(cp.statistic)};"
+                     m.mean_direction(u) + f"partial r {fmt(pr.statistic)} (one-sided {m.bound_pct} bounds"
+                     f" {fmt(pr.ci[0])}, {fmt(pr.ci[1])}) given {', '.join(names)}; the clock: partial r"
+                     f" {fmt(cp.statistic)};"
                      f" descriptive: {k}/{n} hard cells recovered before acquisition"
                      + (f"; {pr.reason}" if pr.reason else ""),
-                     m.protocol, "greater+gain", "recovery", 0.90,
+                     m.protocol, "greater+gain", "recovery", m.level,
                      second=("leave-one-cell-out gain 1 - SSE(covariates, recovery) / SSE(covariates)", lo.statistic,
                              *lo.ci), headline=m.headline, bound=pr.ci[1])]
 

@@ -282,11 +282,12 @@ def preceding_loss_events(t_loss: dict, t_acq) -> tuple[list[str], list[str]]:
 
 
 def beyond_loss(t_acq, t_tr, covariates, strata, classes=None, n_perm: int = 2000, n_boot: int = 2000,
-                seed: int = 0, level: float = 0.95) -> BeyondLoss:
+                seed: int = 0, level: float = 0.90) -> BeyondLoss:
     """Both tests of the module doc on units with both steps, given ``covariates`` ((n, k)
     log steps and design columns; +inf: an event that did not happen); and the partial test
     for the clock (the median event step of the other units of the size, and of the class
-    when ``classes`` is given); the gain's interval at two-sided ``level``."""
+    when ``classes`` is given); the gain's interval at two-sided ``level``, the partial
+    correlation's bounds one-sided at (1 + level) / 2 (each the end of that interval)."""
     t_acq, t_tr = (np.asarray(v, dtype=float) for v in (t_acq, t_tr))
     C = np.asarray(covariates, dtype=float)
     C = C.reshape(len(t_acq), -1) if C.size else np.zeros((len(t_acq), 0))
@@ -298,8 +299,10 @@ def beyond_loss(t_acq, t_tr, covariates, strata, classes=None, n_perm: int = 200
                    + 1)
     c_ok = np.isfinite(clock)
     Lf = np.where(np.isfinite(L), L, np.nanmax(np.where(np.isfinite(L), L, np.nan), axis=0, initial=0) + 1)
-    return BeyondLoss(int(ok.sum()), partial_rank(y, g, L, s, n_perm, seed), loo_gain(y, g, Lf, n_boot, seed, level),
-                      partial_rank(y[c_ok], clock[c_ok], L[c_ok], s[c_ok], n_perm, seed))
+    one_sided = (1.0 + level) / 2
+    return BeyondLoss(int(ok.sum()), partial_rank(y, g, L, s, n_perm, seed, one_sided),
+                      loo_gain(y, g, Lf, n_boot, seed, level),
+                      partial_rank(y[c_ok], clock[c_ok], L[c_ok], s[c_ok], n_perm, seed, one_sided))
 
 
 READINGS = ("precedes", "simultaneous", "lags", "undecided")
@@ -318,8 +321,9 @@ def lag_reading(lo, hi, delta: float) -> str:
     return "undecided"
 
 
-def lag_test(lam, delta: float = 0.1, resolution=None) -> Lag:
-    """Mean lag over units with its 90% interval, the one-sided p of each bound and the
+def lag_test(lam, delta: float = 0.1, resolution=None, level: float = 0.90) -> Lag:
+    """Mean lag over units with its two-sided ``level`` interval (each end a one-sided
+    (1 + level) / 2 bound: 90%, the 95% bounds of alpha 0.05), the one-sided p of each bound and the
     reading (module doc). ``resolution``: per unit, the half-width h in decades within which the
     checkpoint grids place its lag (``rates`` column lag_resolution); half their mean (the mean
     rounding error of a position uniform within +-h) widens both ends of the interval, and the
@@ -339,7 +343,7 @@ def lag_test(lam, delta: float = 0.1, resolution=None) -> Lag:
         return Lag(mean, None, null, n, delta=d_eff, quantisation=q, reason="one unit: no interval")
     sd = float(lam.std(ddof=1))
     se = sd / np.sqrt(n)
-    tq = float(stats.t.ppf(0.95, n - 1))
+    tq = float(stats.t.ppf((1.0 + level) / 2, n - 1))
     lo, hi = mean - tq * se - q, mean + tq * se + q
 
     def p_above(c):            # one-sided p for mean > c, the quantisation counted against it
