@@ -74,3 +74,22 @@ def test_words_the_design_fixes_and_estimates_that_differ(tmp_path):
     text = confirmation_table(explo, confirm)
     assert "(2 of the 3 are fixed by the design" in text and "**1 of 1 held**" in text
     assert "p < 0.05): 1 of 3 (rows 1)." in text
+
+
+def test_the_second_confirmation_has_its_own_block_and_sibling(tmp_path):
+    """The block between BEGIN2 and END2 reads the sibling confirm2_data (rules version 2 on
+    seeds 4 and 5), not confirm_data; a page holds a block only where it holds its markers."""
+    from geoanatomy.report.confirm import BEGIN, BEGIN2, CONFIRM2_DATA, END, END2
+    from geoanatomy.report.data import page_blocks
+    rows = [["a", "rankme", "uncentred", "onset", "r", 0.5, 0.2, 0.8, "reproduced", 10]]
+    explo = _snapshot(tmp_path / "data", rows, "aaaa", "1" * 40)
+    _snapshot(tmp_path / "confirm_data", [[*rows[0][:5], 0.6, 0.3, 0.9, "reproduced", 10]], "bbbb", "2" * 40)
+    _snapshot(tmp_path / CONFIRM2_DATA, [[*rows[0][:5], 0.1, -0.2, 0.4, "not reproduced", 10]], "cccc", "3" * 40)
+    first, second = confirmation_block(explo), confirmation_block(explo, CONFIRM2_DATA)
+    assert "**1 of 1 exploratory words held" in first and "bbbb (4 runs)" in first
+    assert "**0 of 1 exploratory words held" in second and "cccc (4 runs)" in second
+    page = tmp_path / "page.md"
+    page.write_text(f"{BEGIN2}\nold\n{END2}\n")
+    assert page_blocks(page, explo) == {(BEGIN2, END2): second}
+    page.write_text(f"{BEGIN}\nold\n{END}\n{BEGIN2}\nold\n{END2}\n")
+    assert set(page_blocks(page, explo)) == {(BEGIN, END), (BEGIN2, END2)}

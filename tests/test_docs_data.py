@@ -28,9 +28,11 @@ PAGES = [(REPO / "docs" / "study.md", REPO / "docs" / "study" / "data"),
          (REPO / "docs" / "validation.md", REPO / "docs" / "validation" / "data")]
 BLOCK_PAGES = PAGES + [(REPO / "docs" / "benchmark.md", REPO / "docs" / "study" / "data")]
 PAGES = [(p, d) for p, d in PAGES if d.is_dir()]
-# every committed grid snapshot whose summary is recomputed: the pages' and the confirmation's
-# (config/study_confirm.yaml, fresh seeds; its page block is the study page's confirmation table)
-SNAPSHOTS = [d for _, d in PAGES] + [d for d in [REPO / "docs" / "study" / "confirm_data"] if d.is_dir()]
+# every committed grid snapshot whose summary is recomputed: the pages' and the confirmations'
+# (config/study_confirm.yaml and study_confirm2.yaml, fresh seeds; their page blocks are the
+# study page's two confirmation tables)
+SNAPSHOTS = [d for _, d in PAGES] + [d for d in [REPO / "docs" / "study" / c for c in ("confirm_data", "confirm2_data")]
+                                     if d.is_dir()]
 # the known-transition grids' snapshots (docs/known-transitions.md; about 7 s each)
 SNAPSHOTS += sorted(d for d in (REPO / "docs" / "known" / "data").glob("known_*") if (d / "summary").is_dir())
 

@@ -31,7 +31,10 @@ from .benchmark import BEGIN as BENCH_BEGIN
 from .benchmark import END as BENCH_END
 from .benchmark import benchmark_block
 from .confirm import BEGIN as CONFIRM_BEGIN
+from .confirm import BEGIN2 as CONFIRM2_BEGIN
+from .confirm import CONFIRM2_DATA
 from .confirm import END as CONFIRM_END
+from .confirm import END2 as CONFIRM2_END
 from .confirm import confirmation_block
 from .findings import BY_CLAIM_BEGIN, BY_CLAIM_END, by_claim, block, findings
 from .grid import grid_tables
@@ -52,6 +55,7 @@ BLOCKS = {
     (GRID_BEGIN, GRID_END): lambda data: grid_tables(data),
     (BENCH_BEGIN, BENCH_END): benchmark_block,
     (CONFIRM_BEGIN, CONFIRM_END): confirmation_block,
+    (CONFIRM2_BEGIN, CONFIRM2_END): lambda data: confirmation_block(data, CONFIRM2_DATA),
 }
 
 
