@@ -5,7 +5,7 @@ alternatives only. Prints, per claim row with any power, the share of simulated 
 that read "reproduced" at each design's number of cells, and writes the whole table.
 
     python tools/size_grid.py docs/known/data/known_grok --repeats 10 20 40 --populations 40
-    python tools/size_grid.py docs/known/data/known_ind --out /tmp/ind_power.csv --workers 2
+    python tools/size_grid.py docs/known/data/known_ind --out ind_power.csv --workers 2
 
 A caveat the printout repeats: a repeated design copies the grid's cells, so its acquisition
 steps take only the grid's few values; where the loss curve's events before acquisition fit
